@@ -1,0 +1,69 @@
+"""What one synthesis asks for, and what each streamed step gives back."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+
+MAX_SEED = 2**63 - 1
+
+
+@dataclass
+class SynthesisRequest:
+    text: str
+    control: str | None = None
+    reference_audio: Any = None  # a path, or (sample_rate, numpy array) as Gradio gives it
+    prompt_audio: Any = None
+    prompt_text: str | None = None
+    cfg_value: float = 2.0
+    inference_timesteps: int = 10
+    min_len: int = 2
+    max_len: int = 4096
+    seed: int | None = None
+    noise: Any = None  # optional tensor or array [steps, feat_dim, patch_size]
+
+    def __post_init__(self):
+        _check(isinstance(self.text, str) and self.text.strip() != "",
+               "text is empty: give the words to speak")
+        _check(self.control is None or isinstance(self.control, str), "control must be text or None")
+        _check(self.prompt_text is None or isinstance(self.prompt_text, str), "prompt_text must be text or None")
+        _check(_is_number(self.cfg_value) and 0.0 <= float(self.cfg_value) <= 10.0,
+               f"cfg_value {self.cfg_value!r} is out of range: use a number from 0 to 10")
+        _check(_is_int(self.inference_timesteps) and 1 <= self.inference_timesteps <= 100,
+               f"inference_timesteps {self.inference_timesteps!r} is out of range: use a whole number from 1 to 100")
+        _check(_is_int(self.min_len) and self.min_len >= 0,
+               f"min_len {self.min_len!r} is out of range: use a whole number of patches, 0 or more")
+        _check(_is_int(self.max_len) and self.max_len >= 1,
+               f"max_len {self.max_len!r} is out of range: use a whole number of patches, 1 or more")
+        _check(self.min_len <= self.max_len, f"min_len ({self.min_len}) must not exceed max_len ({self.max_len})")
+        _check(self.seed is None or (_is_int(self.seed) and 0 <= self.seed <= MAX_SEED),
+               f"seed {self.seed!r} is out of range: use a whole number from 0 to {MAX_SEED}, or none")
+
+    @property
+    def mode(self) -> str:
+        if self.prompt_audio is not None or self.prompt_text is not None:
+            return "ultimate"
+        return "cloning" if self.reference_audio is not None else "design"
+
+
+@dataclass
+class AudioChunk:
+    audio: np.ndarray  # float32, mono, only the samples this patch adds
+    latents: np.ndarray  # float32 [feat_dim, patch_size]: the patch the audio was decoded from
+    index: int  # 0 for the first generated patch
+
+
+def _check(ok: bool, message: str):
+    if not ok:
+        raise InputError(message)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and np.isfinite(value)
