@@ -44,7 +44,7 @@ class SynthesisRequest:
 
     @property
     def mode(self) -> str:
-        if self.prompt_audio is not None or self.prompt_text is not None:
+        if self.prompt_audio is not None or (self.prompt_text or "").strip():
             return "ultimate"
         return "cloning" if self.reference_audio is not None else "design"
 

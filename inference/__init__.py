@@ -1,0 +1,6 @@
+"""VoxCPM2 inference core: `Engine.from_pretrained(...)`, `engine.stream(SynthesisRequest(...))`."""
+from .engine import Engine
+from .errors import AudioInputError, CheckpointError, InputError
+from .request import AudioChunk, SynthesisRequest
+
+__all__ = ["Engine", "SynthesisRequest", "AudioChunk", "InputError", "AudioInputError", "CheckpointError"]

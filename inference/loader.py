@@ -1,0 +1,61 @@
+"""Builds the modules of a checkpoint and loads their weights, checking every key."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .audio_vae import AudioVAE
+from .checkpoint import check_keys, load_model_weights, load_vae_weights, resolve_checkpoint
+from .config import ModelConfig
+from .model import VoxCPM2
+from .text import TextTokenizer
+from .transformer import Transformer
+
+DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16,
+          "fp16": torch.float16, "float32": torch.float32, "fp32": torch.float32}
+
+
+@dataclass
+class LoadedModel:
+    cfg: ModelConfig
+    model: VoxCPM2
+    vae: AudioVAE
+    tokenizer: TextTokenizer
+    device: torch.device
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r}: use one of {sorted(DTYPES)}")
+    return DTYPES[name]
+
+
+def load_checkpoint(name_or_path: str, *, device: str, dtype: str, vae_dtype: str = "float32",
+                    cache_dir: str | None = None, local_files_only: bool = False) -> LoadedModel:
+    folder = resolve_checkpoint(name_or_path, cache_dir=cache_dir, local_files_only=local_files_only)
+    cfg = ModelConfig.from_json(folder / "config.json")
+    device = torch.device(device)
+    model = load_lm(cfg, load_model_weights(folder)).to(device, torch_dtype(dtype))
+    vae = AudioVAE(cfg.vae)
+    check_keys(expected_keys(vae), (vae_weights := load_vae_weights(folder)), "AudioVAE weights")
+    vae.load_state_dict(vae_weights, strict=True)
+    vae = vae.to(device, torch_dtype(vae_dtype))
+    model.allocate_caches(cfg.max_length)
+    return LoadedModel(cfg, model.eval(), vae.eval(), TextTokenizer.from_dir(folder), device)
+
+
+def expected_keys(module: torch.nn.Module) -> dict[str, torch.Size]:
+    return {name: tensor.shape for name, tensor in module.state_dict().items()}
+
+
+def load_lm(cfg: ModelConfig, weights: dict[str, torch.Tensor]) -> VoxCPM2:
+    """Built on the meta device so 2 B parameters are not initialised only to be overwritten."""
+    with torch.device("meta"):
+        model = VoxCPM2(cfg)
+    check_keys(expected_keys(model), weights, "model weights")
+    model.load_state_dict(weights, strict=True, assign=True)
+    for module in model.modules():
+        if isinstance(module, Transformer):
+            module.init_rope()  # non-persistent tables were left on the meta device
+    return model

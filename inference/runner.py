@@ -1,0 +1,71 @@
+"""The eager decode loop: prefill, then one patch per step until the stop head fires.
+
+It is the reference the CUDA-graph runner is tested against, and the path used on CPU.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from .audio_vae import AudioVAE
+from .model import VoxCPM2
+from .prompt import Prompt
+
+
+class EagerRunner:
+    def __init__(self, model: VoxCPM2, vae: AudioVAE):
+        self.model, self.vae = model, vae
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
+        self.vae_dtype = next(vae.parameters()).dtype
+        self._time_tokens: dict[int, list] = {}
+
+    def time_tokens(self, steps: int) -> list:
+        if steps not in self._time_tokens:
+            self._time_tokens[steps] = self.model.time_tokens(steps, self.device)
+        return self._time_tokens[steps]
+
+    def prefill(self, prompt: Prompt):
+        to = dict(device=self.device)
+        return self.model.prefill(
+            prompt.tokens.unsqueeze(0).to(**to), prompt.text_mask.unsqueeze(0).to(**to),
+            prompt.audio_mask.unsqueeze(0).to(**to), prompt.patches.unsqueeze(0).to(**to, dtype=self.dtype),
+        )
+
+    def start_decoder(self, prompt: Prompt):
+        """A fresh VAE decoder state, warmed on the prompt's last patches in continuation mode."""
+        state = self.vae.new_decoder_state(batch=1, device=self.device, dtype=self.vae_dtype)
+        if len(prompt.decode_context):
+            context = prompt.decode_context.to(self.device, self.dtype).to(self.vae_dtype)
+            self.vae.decode_chunk(patches_to_frames(context.unsqueeze(0)), state)
+        return state
+
+    @torch.inference_mode()
+    def run(self, prompt: Prompt, noise: torch.Tensor, cfg_value: float, steps: int,
+            min_len: int, max_patches: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Yields (new audio, latent patch [D, P]) per generated patch. noise [n, P, D]."""
+        state = self.prefill(prompt)
+        decoder = self.start_decoder(prompt)
+        time_tokens = self.time_tokens(steps)
+        # A tensor, not a Python float, so that bf16 rounding matches the graph runner's.
+        cfg_value = torch.tensor(cfg_value, dtype=torch.float32, device=self.device)
+        position = torch.tensor([len(prompt)], device=self.device)
+        for i in range(max_patches):
+            patch = self.model.sample_patch(state, noise[i : i + 1].to(self.device, self.dtype), cfg_value, time_tokens)
+            stop = self.model.stop_logits(state.lm_hidden).argmax(-1)
+            audio = self.vae.decode_chunk(patches_to_frames(patch.unsqueeze(1).to(self.vae_dtype)), decoder)
+            # Deliberate sync: the eager path hands each patch's audio to the host as it is made.
+            yield audio[0].float().cpu().numpy(), patch[0].T.float().cpu().numpy()
+            if i > min_len and int(stop[0]) == 1:  # deliberate sync: the stop decision
+                return
+            if i + 1 < max_patches:
+                state = self.model.advance(patch, position, span=len(prompt) + i + 1)
+                position += 1
+
+
+def patches_to_frames(patches: torch.Tensor) -> torch.Tensor:
+    """[B, T, P, D] patches -> [B, D, T*P] latent frames, the VAE's layout."""
+    b, t, p, d = patches.shape
+    return patches.reshape(b, t * p, d).transpose(1, 2)

@@ -1,0 +1,59 @@
+"""The cached single-token step must reproduce the whole-sequence forward (chunked equals whole)."""
+import torch
+
+from inference.config import ModelConfig
+from inference.locdit import euler_schedule, guided_velocity, zero_velocity_steps
+from inference.transformer import KVCache, Transformer
+from inference.tiny import tiny_config
+
+CFG = ModelConfig.from_dict(tiny_config())
+
+
+def random_transformer(cfg, seed=0):
+    torch.manual_seed(seed)
+    model = Transformer(cfg).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p) * 0.3)
+    return model
+
+
+def test_steps_equal_whole_sequence_forward():
+    for cfg in (CFG.base_lm, CFG.residual_lm):  # with and without RoPE
+        model = random_transformer(cfg)
+        x = torch.randn(1, 12, cfg.hidden_size, dtype=torch.float64)
+        whole = model(x, causal=True)
+        cache = KVCache(cfg, 32, 1, "cpu", torch.float64)
+        model(x[:, :5], causal=True, cache=cache)
+        for pos in range(5, 12):
+            out = model.step(x[:, pos], torch.tensor([pos]), cache, span=pos + 1)
+            torch.testing.assert_close(out, whole[:, pos], rtol=1e-10, atol=1e-10)
+
+
+def test_masked_span_equals_exact_span():
+    """A length bucket larger than the sequence gives the same result: unread slots are masked."""
+    cfg = CFG.base_lm
+    model = random_transformer(cfg, seed=1)
+    x = torch.randn(1, 8, cfg.hidden_size, dtype=torch.float64)
+    exact, bucketed = (KVCache(cfg, 32, 1, "cpu", torch.float64) for _ in range(2))
+    for cache in (exact, bucketed):
+        model(x[:, :6], causal=True, cache=cache)
+    bucketed.k[:, :, :, 7:] = 1e3  # stale garbage after the position must not leak in
+    a = model.step(x[:, 6], torch.tensor([6]), exact, span=7)
+    b = model.step(x[:, 6], torch.tensor([6]), bucketed, span=32)
+    torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_cfg_one_returns_the_conditioned_velocity():
+    v_c, v_u = torch.randn(2, 4, 64, dtype=torch.float64), torch.randn(2, 4, 64, dtype=torch.float64)
+    torch.testing.assert_close(guided_velocity(v_c, v_u, 1.0), v_c)
+    # with the optimal scale, the unconditioned branch projected on itself is unchanged
+    torch.testing.assert_close(guided_velocity(v_u, v_u, 3.0), v_u)
+
+
+def test_euler_schedule_reaches_zero_and_skips_the_first_step():
+    schedule = euler_schedule(10, torch.float64)
+    assert len(schedule) == 10 and zero_velocity_steps(10) == 1
+    t_end = schedule[-1][0] - schedule[-1][1]
+    assert abs(float(schedule[0][0]) - 1.0) < 1e-12 and abs(float(t_end)) < 1e-12
+    assert all(float(dt) > 0 for _, dt in schedule)
