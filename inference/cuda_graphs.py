@@ -24,14 +24,6 @@ from .prompt import Prompt
 from .runner import EagerRunner, patches_to_frames
 
 
-def span_buckets(capacity: int, smallest: int = 256) -> list[int]:
-    spans, span = [], smallest
-    while span < capacity:
-        spans.append(span)
-        span *= 2
-    return spans + [capacity]
-
-
 class CapturedGraph:
     """A no-argument function captured once; it reads and writes only static tensors."""
 
@@ -52,7 +44,6 @@ class GraphRunner(EagerRunner):
         cfg = model.cfg
         self.capacity = model.base_cache.capacity
         self.patch_samples = cfg.patch_samples
-        self.buckets = span_buckets(self.capacity)
         self.allocate_static(cfg, max_timesteps)
         self.graphs_ready = False
 
@@ -154,8 +145,7 @@ class GraphRunner(EagerRunner):
         """Enqueue patch i: its Euler steps, its step graph, and the copy of its results."""
         for _ in range(steps - zero_velocity_steps(steps)):
             self.dit_graph.replay()
-        span = next(s for s in self.buckets if s > prompt_len + i)
-        self.step_graphs[span].replay()
+        self.step_graphs[self.span(prompt_len + i)].replay()
         slot = i % 2
         self.pinned[slot].copy_(self.staging, non_blocking=True)
         self.copied[slot].record()
@@ -170,7 +160,7 @@ class GraphRunner(EagerRunner):
 
     @torch.inference_mode()
     def run(self, prompt: Prompt, noise: torch.Tensor, cfg_value: float, steps: int,
-            min_len: int, max_patches: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+            min_len: int, max_patches: int) -> Iterator[tuple[np.ndarray, np.ndarray, bool]]:
         if not self.graphs_ready:
             raise RuntimeError("GraphRunner.capture() must run before requests (Engine.warmup does it)")
         self.start(prompt, noise, cfg_value, steps)
@@ -179,6 +169,6 @@ class GraphRunner(EagerRunner):
             if i + 1 < max_patches:
                 self.launch(i + 1, len(prompt), steps)  # speculative: discarded if patch i stops
             audio, latents, stop = self.read(i)
-            yield audio, latents
+            yield audio, latents, stop
             if i > min_len and stop:
                 return

@@ -125,7 +125,7 @@ class Engine:
     def _generate(self, prompt, noise, req, cap) -> Iterator[AudioChunk]:
         steps = self.runner.run(prompt, noise, float(req.cfg_value), req.inference_timesteps, req.min_len, cap)
         try:
-            for index, (audio, latents) in enumerate(steps):
+            for index, (audio, latents, _stop) in enumerate(steps):
                 yield AudioChunk(audio=audio, latents=latents, index=index)
         finally:
             steps.close()

@@ -35,14 +35,21 @@ def load_checkpoint(name_or_path: str, *, device: str, dtype: str, vae_dtype: st
                     cache_dir: str | None = None, local_files_only: bool = False) -> LoadedModel:
     folder = resolve_checkpoint(name_or_path, cache_dir=cache_dir, local_files_only=local_files_only)
     cfg = ModelConfig.from_json(folder / "config.json")
+    return build_model(cfg, load_model_weights(folder), load_vae_weights(folder), TextTokenizer.from_dir(folder),
+                       device=device, dtype=dtype, vae_dtype=vae_dtype)
+
+
+def build_model(cfg: ModelConfig, model_weights: dict, vae_weights: dict, tokenizer: TextTokenizer, *,
+                device: str, dtype: str, vae_dtype: str = "float32") -> LoadedModel:
+    """Modules from weights already in memory (folded VAE weights); every key is checked."""
     device = torch.device(device)
-    model = load_lm(cfg, load_model_weights(folder)).to(device, torch_dtype(dtype))
+    model = load_lm(cfg, model_weights).to(device, torch_dtype(dtype))
     vae = AudioVAE(cfg.vae)
-    check_keys(expected_keys(vae), (vae_weights := load_vae_weights(folder)), "AudioVAE weights")
+    check_keys(expected_keys(vae), vae_weights, "AudioVAE weights")
     vae.load_state_dict(vae_weights, strict=True)
     vae = vae.to(device, torch_dtype(vae_dtype))
     model.allocate_caches(cfg.max_length)
-    return LoadedModel(cfg, model.eval(), vae.eval(), TextTokenizer.from_dir(folder), device)
+    return LoadedModel(cfg, model.eval(), vae.eval(), tokenizer, device)
 
 
 def expected_keys(module: torch.nn.Module) -> dict[str, torch.Size]:

@@ -14,9 +14,21 @@ from .model import VoxCPM2
 from .prompt import Prompt
 
 
+def span_buckets(capacity: int, smallest: int = 256) -> list[int]:
+    """Attention spans: powers of two from `smallest`, then the whole cache."""
+    spans, span = [], smallest
+    while span < capacity:
+        spans.append(span)
+        span *= 2
+    return spans + [capacity]
+
+
 class EagerRunner:
     def __init__(self, model: VoxCPM2, vae: AudioVAE):
         self.model, self.vae = model, vae
+        # Both runners attend over the same bucketed spans, so they run the same kernels and the
+        # graph path can be checked bit for bit against this one.
+        self.buckets = span_buckets(model.base_cache.capacity)
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.vae_dtype = next(vae.parameters()).dtype
@@ -26,6 +38,9 @@ class EagerRunner:
         if steps not in self._time_tokens:
             self._time_tokens[steps] = self.model.time_tokens(steps, self.device)
         return self._time_tokens[steps]
+
+    def span(self, position: int) -> int:
+        return next(s for s in self.buckets if s > position)
 
     def prefill(self, prompt: Prompt):
         to = dict(device=self.device)
@@ -44,8 +59,8 @@ class EagerRunner:
 
     @torch.inference_mode()
     def run(self, prompt: Prompt, noise: torch.Tensor, cfg_value: float, steps: int,
-            min_len: int, max_patches: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Yields (new audio, latent patch [D, P]) per generated patch. noise [n, P, D]."""
+            min_len: int, max_patches: int) -> Iterator[tuple[np.ndarray, np.ndarray, bool]]:
+        """Yields (new audio, latent patch [D, P], stop flag) per generated patch. noise [n, P, D]."""
         state = self.prefill(prompt)
         decoder = self.start_decoder(prompt)
         time_tokens = self.time_tokens(steps)
@@ -56,12 +71,13 @@ class EagerRunner:
             patch = self.model.sample_patch(state, noise[i : i + 1].to(self.device, self.dtype), cfg_value, time_tokens)
             stop = self.model.stop_logits(state.lm_hidden).argmax(-1)
             audio = self.vae.decode_chunk(patches_to_frames(patch.unsqueeze(1).to(self.vae_dtype)), decoder)
-            # Deliberate sync: the eager path hands each patch's audio to the host as it is made.
-            yield audio[0].float().cpu().numpy(), patch[0].T.float().cpu().numpy()
-            if i > min_len and int(stop[0]) == 1:  # deliberate sync: the stop decision
+            # Deliberate sync: the eager path hands each patch's audio and stop flag to the host.
+            stop = bool(stop[0] == 1)
+            yield audio[0].float().cpu().numpy(), patch[0].T.float().cpu().numpy(), stop
+            if i > min_len and stop:
                 return
             if i + 1 < max_patches:
-                state = self.model.advance(patch, position, span=len(prompt) + i + 1)
+                state = self.model.advance(patch, position, self.span(len(prompt) + i))
                 position += 1
 
 
