@@ -99,10 +99,10 @@ class Engine:
         return max(1, min(int(prompt.target_tokens * 6 + 10), req.max_len, room))
 
     @torch.inference_mode()
-    def encode_audio(self, source, side: str) -> torch.Tensor:
+    def encode_audio(self, source, side: str, label: str = "audio") -> torch.Tensor:
         """An audio clip -> its latent patches [n, P, D] (float32, on the host)."""
         rate = self.cfg.vae.sample_rate
-        audio = load_audio(source, target_rate=rate, max_seconds=self.max_audio_seconds)
+        audio = load_audio(source, target_rate=rate, max_seconds=self.max_audio_seconds, label=label)
         audio = pad_to_multiple(audio, self.cfg.prompt_pad_samples, side)
         wave = torch.from_numpy(audio).to(self.device, next(self.vae.parameters()).dtype).unsqueeze(0)
         frames = self.vae.encode(wave)[0].float()  # [D, F]

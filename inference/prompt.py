@@ -64,15 +64,15 @@ class _Builder:
 
 
 def speech_text(req: SynthesisRequest) -> str:
-    """The text the model reads: whitespace normalized, a control as a parenthesised prefix."""
-    text = normalize_text(req.text)
+    """The text the model reads: a control as a parenthesised prefix, then whitespace normalized
+    over the whole string, as the official wrapper does."""
     control = (req.control or "").strip()
     if control and req.mode == "ultimate":
         raise InputError(
             "a style instruction cannot be used in ultimate cloning: the model would read it aloud. "
             "Leave it empty, or use controllable cloning (reference clip + style instruction)."
         )
-    return f"({control}){text}" if control else text
+    return normalize_text(f"({control}){req.text}" if control else req.text)
 
 
 def check_mode(req: SynthesisRequest):
@@ -84,18 +84,18 @@ def check_mode(req: SynthesisRequest):
 
 
 def build_prompt(req: SynthesisRequest, tokenize: Callable[[str], list[int]],
-                 encode_audio: Callable[[object, str], torch.Tensor], patch_shape: tuple[int, int]) -> Prompt:
-    """encode_audio(source, pad_side) -> [n, P, D] patches of that clip."""
+                 encode_audio: Callable[[object, str, str], torch.Tensor], patch_shape: tuple[int, int]) -> Prompt:
+    """encode_audio(source, pad_side, label) -> [n, P, D] patches of that clip."""
     check_mode(req)
     text = speech_text(req)
     b = _Builder(patch_shape)
     if req.reference_audio is not None:
         b.add_text([REF_AUDIO_START])
-        b.add_audio(encode_audio(req.reference_audio, "right"))
+        b.add_audio(encode_audio(req.reference_audio, "right", "reference audio"))
         b.add_text([REF_AUDIO_END])
     if req.prompt_audio is not None:
         b.add_text(tokenize(req.prompt_text + text) + [AUDIO_START])
-        b.add_audio(encode_audio(req.prompt_audio, "left"))
+        b.add_audio(encode_audio(req.prompt_audio, "left", "prompt audio"))
     else:
         b.add_text(tokenize(text) + [AUDIO_START])
     return b.build(target_tokens=len(tokenize(text)))
