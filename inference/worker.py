@@ -1,0 +1,266 @@
+"""One thread owns the engine; every caller goes through its queue.
+
+The engine is not thread-safe (and CUDA-graph replays from several threads broke other demos), so
+requests from the web page, the HTTP route and tests all become `Job`s that a single daemon thread
+runs in arrival order. A job hands its audio to its consumer through a thread-safe channel, can be
+cancelled while queued or within one patch of generation, and fails alone when its request does.
+"""
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InputError
+
+log = logging.getLogger("voxcpm.worker")
+
+INTERNAL_ERROR = "Generation failed because of an internal error on the server; it has been logged."
+OUT_OF_MEMORY = "The server ran out of GPU memory for this request; try a shorter text or reference."
+
+
+class QueueFullError(RuntimeError):
+    """The waiting line is at its limit: the caller should say so rather than wait forever."""
+
+
+class JobFailed(RuntimeError):
+    """Raised to a job's consumer; the message is safe to show to the person who asked."""
+
+
+@dataclass
+class JobMetrics:
+    queued_at: float
+    started_at: float | None = None
+    first_chunk_at: float | None = None
+    finished_at: float | None = None
+    patches: int = 0
+    samples: int = 0
+
+    def as_dict(self, sample_rate: int) -> dict:
+        audio_s = self.samples / sample_rate
+        gen_s = None if self.started_at is None else (self.finished_at or time.perf_counter()) - self.started_at
+        return {
+            "queue_s": None if self.started_at is None else self.started_at - self.queued_at,
+            "ttfp_s": None if self.first_chunk_at is None else self.first_chunk_at - self.started_at,
+            "generation_s": gen_s,
+            "audio_s": audio_s,
+            "rtf": gen_s / audio_s if gen_s is not None and audio_s > 0 else None,
+            "patches": self.patches,
+            "samples": self.samples,
+        }
+
+
+class Job:
+    """One request's life: queued, running, then done, cancelled or failed."""
+
+    def __init__(self, worker: "EngineWorker", request, job_id: str):
+        self.id = job_id
+        self.request = request
+        self.state = "queued"
+        self.error: str | None = None
+        self.outcome: str | None = None  # ok, cancelled, input_error or error, once finished
+        self.metrics = JobMetrics(queued_at=time.perf_counter())
+        self._worker = worker
+        self._events: queue.Queue = queue.Queue()
+        self._cancel = threading.Event()
+        self._ended = False
+
+    @property
+    def position(self) -> int:
+        """1 for the next job to run, 0 once running or finished."""
+        return self._worker.position(self)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def cancel(self):
+        """Stop at the next patch boundary (or leave the line at once) and free the slot."""
+        self._cancel.set()
+        self._worker.withdraw(self)
+
+    def next_event(self, timeout: float | None = None):
+        """('chunk', array) | ('end', None) | ('error', message); None when nothing came in time."""
+        if self._ended:
+            return ("end", None)
+        try:
+            kind, value = self._events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if kind != "chunk":
+            self._ended = True
+        return kind, value
+
+    def __iter__(self):
+        """Yield the new samples of each patch; raise JobFailed with a message fit for the user."""
+        try:
+            while True:
+                kind, value = self.next_event()
+                if kind == "chunk":
+                    yield value
+                elif kind == "error":
+                    raise JobFailed(value)
+                else:
+                    return
+        finally:
+            if self.state in ("queued", "running"):
+                self.cancel()
+
+    def status(self) -> dict:
+        out = {"id": self.id, "state": self.state, "position": self.position, "error": self.error,
+               "outcome": self.outcome}
+        out.update(self.metrics.as_dict(self._worker.sample_rate))
+        return out
+
+    def _emit(self, kind: str, value=None):
+        self._events.put((kind, value))
+
+
+class EngineWorker:
+    """Runs jobs one at a time on a daemon thread that alone calls the engine."""
+
+    def __init__(self, engine, max_queue: int = 16, keep_finished: int = 256):
+        self.engine = engine
+        self.sample_rate = int(engine.sample_rate)
+        self.max_queue = max_queue
+        self._waiting: collections.deque[Job] = collections.deque()
+        self._jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
+        self._keep_finished = keep_finished
+        self._lock = threading.Condition()
+        self._running: Job | None = None
+        self._served = itertools.count(1)
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="engine-worker", daemon=True)
+        self._thread.start()
+
+    def submit(self, request, job_id: str | None = None) -> Job:
+        with self._lock:
+            if self._closed:
+                raise QueueFullError("The server is shutting down.")
+            if len(self._waiting) >= self.max_queue:
+                raise QueueFullError(
+                    f"The server is busy: {len(self._waiting)} requests are already waiting. Try again shortly.")
+            job_id = job_id or uuid.uuid4().hex
+            if job_id in self._jobs:
+                raise InputError(f"request id {job_id!r} is already in use")
+            job = Job(self, request, job_id)
+            self._jobs[job_id] = job
+            self._forget_old()
+            self._waiting.append(job)
+            self._lock.notify()
+        return job
+
+    def get(self, job_id: str) -> Job | None:
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def position(self, job: Job) -> int:
+        with self._lock:
+            try:
+                return self._waiting.index(job) + 1
+            except ValueError:
+                return 0
+
+    def withdraw(self, job: Job):
+        """Take a cancelled job out of the line so it never reaches the engine."""
+        with self._lock:
+            if job in self._waiting:
+                self._waiting.remove(job)
+                job.state = job.outcome = "cancelled"
+                job._emit("end")
+                self._log(job, "cancelled")
+
+    @property
+    def busy(self) -> bool:
+        with self._lock:
+            return self._running is not None
+
+    @property
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._waiting)
+
+    def _forget_old(self):
+        # Finished jobs stay queryable (for the page's metrics poll) but only the latest few.
+        excess = len(self._jobs) - self._keep_finished
+        for job_id in list(self._jobs)[:max(0, excess)]:
+            if self._jobs[job_id].state not in ("queued", "running"):
+                del self._jobs[job_id]
+
+    def close(self, timeout: float | None = 10.0):
+        """Cancel everything, let the thread finish its patch, and end it."""
+        with self._lock:
+            self._closed = True
+            pending, running = list(self._waiting), self._running
+            self._lock.notify_all()
+        for job in pending + ([running] if running else []):
+            job.cancel()
+        self._thread.join(timeout)
+
+    def _loop(self):
+        while True:
+            with self._lock:
+                while not self._waiting and not self._closed:
+                    self._lock.wait()
+                if self._closed:
+                    return
+                job = self._waiting.popleft()
+                job.state = "running"
+                self._running = job
+            try:
+                self._run(job)
+            finally:
+                with self._lock:
+                    self._running = None
+
+    def _run(self, job: Job):
+        job.metrics.started_at = time.perf_counter()
+        if job.cancelled:  # cancelled between leaving the line and starting: spend no engine time
+            self._finish(job, "cancelled")
+            return
+        stream = None
+        try:
+            stream = self.engine.stream(job.request)
+            for chunk in stream:
+                audio = np.asarray(chunk.audio, dtype=np.float32)
+                if job.metrics.first_chunk_at is None:
+                    job.metrics.first_chunk_at = time.perf_counter()
+                job.metrics.patches += 1
+                job.metrics.samples += audio.shape[0]
+                job._emit("chunk", audio)
+                if job.cancelled:
+                    break
+            self._finish(job, "cancelled" if job.cancelled else "done")
+        except InputError as exc:
+            self._finish(job, "failed", str(exc), outcome="input_error")
+        except Exception as exc:  # one bad request must not take the worker down
+            oom = type(exc).__name__ == "OutOfMemoryError"
+            log.exception("job %s failed", job.id)
+            self._finish(job, "failed", OUT_OF_MEMORY if oom else INTERNAL_ERROR, outcome="error")
+        finally:
+            if stream is not None and hasattr(stream, "close"):
+                stream.close()  # stops the engine's generator and releases its per-request state
+
+    def _finish(self, job: Job, state: str, error: str | None = None, outcome: str | None = None):
+        job.metrics.finished_at = time.perf_counter()
+        job.state = state
+        job.error = error
+        job.outcome = outcome or ("ok" if state == "done" else state)
+        job._emit("error" if error else "end", error)
+        self._log(job, job.outcome)
+
+    def _log(self, job: Job, outcome: str):
+        m = job.metrics.as_dict(self.sample_rate)
+        fmt = lambda v, unit="s": "-" if v is None else f"{v:.3f}{unit}"  # noqa: E731
+        text = getattr(job.request, "text", "") or ""
+        mode = getattr(job.request, "mode", "?")
+        log.info("request %s #%d mode=%s text_chars=%d queue=%s ttfp=%s rtf=%s patches=%d audio=%s outcome=%s",
+                 job.id, next(self._served), mode, len(text), fmt(m["queue_s"]), fmt(m["ttfp_s"]),
+                 fmt(m["rtf"], ""), m["patches"], fmt(m["audio_s"]), outcome)

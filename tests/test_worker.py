@@ -1,0 +1,147 @@
+"""EngineWorker: one thread owns the engine; jobs run in order, cancel within a patch, fail alone."""
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+import pytest
+
+from inference import InputError, SynthesisRequest
+from inference.worker import INTERNAL_ERROR, EngineWorker, JobFailed, QueueFullError
+
+from .app_helpers import load_engine, reference_engine, wait_until
+
+
+class Flaky:
+    """The real engine, except that text "boom" raises an unexpected error, as a bug would."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.sample_rate = engine.sample_rate
+        self.threads = set()
+
+    def stream(self, request):
+        self.threads.add(threading.get_ident())
+        if request.text == "boom":
+            raise RuntimeError("/secret/path/model.py exploded")
+        return self.engine.stream(request)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Flaky(load_engine())
+
+
+def short(text="Hello world, this is a test.", seed=1, **kw):
+    return SynthesisRequest(text, seed=seed, max_len=kw.pop("max_len", 3), **kw)
+
+
+def long(seed=2):
+    # min_len keeps the random stop head from ending it: hundreds of patches unless cancelled.
+    return SynthesisRequest("Hello world, this is a long test sentence for the voice.", seed=seed,
+                            min_len=300, max_len=300)
+
+
+def test_chunks_equal_synthesize_and_one_thread_runs_the_engine(engine):
+    worker = EngineWorker(engine)
+    jobs = [worker.submit(short(seed=s)) for s in (1, 2, 3)]
+    for seed, job in zip((1, 2, 3), jobs):
+        audio = np.concatenate(list(job))
+        np.testing.assert_allclose(audio, reference_engine().synthesize(short(seed=seed)), atol=1e-6)
+        assert job.state == "done" and job.outcome == "ok"
+        assert job.status()["samples"] == audio.shape[0] == job.metrics.patches * 7680
+    assert engine.threads == {worker._thread.ident}
+
+
+def test_jobs_run_in_order_and_report_their_position(engine):
+    worker = EngineWorker(engine)
+    first = worker.submit(long())
+    wait_until(lambda: first.state == "running")
+    later = [worker.submit(short(seed=s)) for s in (4, 5, 6)]
+    assert [job.position for job in later] == [1, 2, 3]
+    assert first.position == 0
+    first.cancel()
+    for job in later:
+        list(job)
+    starts = [job.metrics.started_at for job in [first, *later]]
+    assert starts == sorted(starts)
+    assert all(job.position == 0 for job in later)
+
+
+def test_cancel_stops_within_one_patch(engine):
+    worker = EngineWorker(engine)
+    job = worker.submit(long())
+    kind, _ = job.next_event(timeout=60)
+    assert kind == "chunk"
+    job.cancel()
+    received = 1 + sum(1 for _ in job)
+    wait_until(lambda: job.state == "cancelled" and not worker.busy)
+    # Patches made after the cancel: at most the one already under way.
+    assert job.metrics.patches <= received + 1
+    assert job.metrics.patches < 300
+    assert job.outcome == "cancelled"
+
+
+def test_cancelled_queued_job_never_reaches_the_engine(engine):
+    worker = EngineWorker(engine)
+    running = worker.submit(long())
+    wait_until(lambda: running.state == "running")
+    queued = worker.submit(short())
+    queued.cancel()
+    assert queued.state == "cancelled" and queued.position == 0 and worker.waiting == 0
+    assert list(queued) == []
+    running.cancel()
+    wait_until(lambda: not worker.busy)
+    assert queued.metrics.started_at is None
+
+
+def test_full_queue_is_refused_at_once(engine):
+    worker = EngineWorker(engine, max_queue=1)
+    running = worker.submit(long())
+    wait_until(lambda: running.state == "running")
+    waiting = worker.submit(short())
+    with pytest.raises(QueueFullError, match="busy"):
+        worker.submit(short())
+    running.cancel()
+    assert len(np.concatenate(list(waiting))) > 0  # the slot was freed and the waiting job ran
+
+
+def test_a_failing_request_fails_alone(engine, caplog):
+    worker = EngineWorker(engine)
+    caplog.set_level(logging.INFO, logger="voxcpm.worker")
+    boom = worker.submit(short(text="boom"))
+    bad_audio = worker.submit(short(reference_audio=(16000, np.zeros(0, np.float32))))
+    fine = worker.submit(short())
+    with pytest.raises(JobFailed) as failure:
+        list(boom)
+    assert str(failure.value) == INTERNAL_ERROR and "/secret" not in str(failure.value)
+    with pytest.raises(JobFailed) as refused:
+        list(bad_audio)
+    assert bad_audio.outcome == "input_error" and str(refused.value)
+    assert len(np.concatenate(list(fine))) > 0
+    text = caplog.text
+    assert "exploded" in text  # the traceback stays in the server log
+    assert "outcome=error" in text and "outcome=input_error" in text and "outcome=ok" in text
+    assert "mode=design text_chars=28" in text and "ttfp=" in text and "rtf=" in text and "patches=" in text
+
+
+def test_close_cancels_and_ends_the_thread(engine):
+    worker = EngineWorker(engine)
+    running = worker.submit(long())
+    wait_until(lambda: running.state == "running")
+    queued = worker.submit(short())
+    worker.close()
+    assert not worker._thread.is_alive()
+    assert running.state == "cancelled" and queued.state == "cancelled"
+    with pytest.raises(QueueFullError):
+        worker.submit(short())
+
+
+def test_duplicate_ids_are_refused(engine):
+    worker = EngineWorker(engine)
+    job = worker.submit(short(), job_id="abcdefgh")
+    with pytest.raises(InputError):
+        worker.submit(short(), job_id="abcdefgh")
+    list(job)
+    assert worker.get("abcdefgh") is job
