@@ -1,0 +1,191 @@
+"""The PCM route over real HTTP on 127.0.0.1: bytes equal synthesize(), headers, cancellation,
+uploads by id, and errors as 4xx JSON."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+
+from inference import SynthesisRequest
+from ui import AppSettings
+from ui.uploads import decode_audio
+
+from .app_helpers import SAMPLE_RATE, assert_same_audio, expected_pcm, pcm_of, serve, wait_until
+
+VOICE = Path(__file__).resolve().parent.parent / "assets" / "voices" / "guide_en.wav"
+VOICE_TEXT = "Welcome to the museum. Please keep your ticket with you while you visit the galleries."
+TEXT = "Hello world, this is a test."
+
+
+@pytest.fixture(scope="module")
+def app():
+    running = serve(AppSettings(max_queue=2))
+    yield running
+    running.stop()
+
+
+@pytest.fixture()
+def client(app):
+    with httpx.Client(base_url=app.url, timeout=120) as c:
+        yield c
+
+
+def stream(client, **body):
+    response = client.post("/voxcpm/stream", json=body)
+    return response, pcm_of(response.content) if response.status_code == 200 else None
+
+
+def upload(client, data: bytes):
+    return client.post("/voxcpm/upload", content=data, headers={"Content-Type": "audio/wav"})
+
+
+def clip_input():
+    return decode_audio(VOICE.read_bytes(), max_seconds=60)
+
+
+def test_design_stream_equals_synthesize_with_headers(client):
+    response, pcm = stream(client, text=TEXT, control="A calm voice", seed=1234, max_len=6)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("audio/pcm")
+    assert "octet-stream" not in response.headers["content-type"]
+    assert response.headers["x-sample-rate"] == str(SAMPLE_RATE)
+    assert response.headers["x-channels"] == "1" and response.headers["x-sample-format"] == "s16le"
+    assert response.headers["x-seed"] == "1234"
+    assert response.headers["x-mode"] == "design"
+    want = expected_pcm(SynthesisRequest(TEXT, control="A calm voice", seed=1234, max_len=6))
+    assert_same_audio(pcm, want)
+    assert pcm.size > 0 and pcm.size % 7680 == 0
+
+
+def test_random_seed_is_reported_and_reproduces(client):
+    first, pcm = stream(client, text=TEXT, max_len=4)
+    seed = int(first.headers["x-seed"])
+    again, pcm_again = stream(client, text=TEXT, max_len=4, seed=seed)
+    assert again.headers["x-seed"] == str(seed)
+    assert np.array_equal(pcm, pcm_again)
+
+
+def test_cloning_by_upload_id_equals_synthesize(client):
+    up = upload(client, VOICE.read_bytes())
+    assert up.status_code == 200
+    info = up.json()
+    assert set(info) == {"id", "seconds", "sample_rate", "expires_in_s"} and info["sample_rate"] == 16000
+    response, pcm = stream(client, mode="cloning", text=TEXT, reference_id=info["id"], control="Cheerful",
+                           seed=7, max_len=5)
+    assert response.status_code == 200, response.text
+    want = expected_pcm(SynthesisRequest(TEXT, control="Cheerful", reference_audio=clip_input(), seed=7, max_len=5))
+    assert_same_audio(pcm, want)
+
+
+def test_ultimate_cloning_by_upload_id_equals_synthesize(client):
+    clip_id = upload(client, VOICE.read_bytes()).json()["id"]
+    response, pcm = stream(client, mode="ultimate", text=TEXT, reference_id=clip_id, prompt_text=VOICE_TEXT,
+                           seed=8, max_len=5)
+    assert response.status_code == 200, response.text
+    clip = clip_input()
+    want = expected_pcm(SynthesisRequest(TEXT, reference_audio=clip, prompt_audio=clip, prompt_text=VOICE_TEXT,
+                                         seed=8, max_len=5))
+    assert_same_audio(pcm, want)
+
+
+def test_closing_the_connection_stops_the_engine(app, client):
+    body = {"text": TEXT, "seed": 3, "min_len": 300, "max_len": 300, "request_id": "cancel-by-disconnect"}
+    with client.stream("POST", "/voxcpm/stream", json=body) as response:
+        assert response.status_code == 200
+        next(response.iter_bytes())
+    job = app.worker.get("cancel-by-disconnect")
+    wait_until(lambda: job.state == "cancelled", timeout=20)
+    wait_until(lambda: not app.worker.busy, timeout=20)
+    assert job.metrics.patches < 300  # it stopped early, not at the length it was asked for
+    status = client.get("/voxcpm/jobs/cancel-by-disconnect").json()
+    assert status["state"] == "cancelled" and status["outcome"] == "cancelled"
+
+
+def test_cancel_route_stops_a_stream(app, client):
+    body = {"text": TEXT, "seed": 4, "min_len": 300, "max_len": 300, "request_id": "cancel-by-route"}
+    with client.stream("POST", "/voxcpm/stream", json=body) as response:
+        chunks = response.iter_bytes()
+        next(chunks)
+        assert client.post("/voxcpm/jobs/cancel-by-route/cancel").status_code == 200
+        total = sum(len(c) for c in chunks)  # the body ends instead of running to 300 patches
+    assert total < 299 * 7680 * 2
+    assert app.worker.get("cancel-by-route").state == "cancelled"
+
+
+def test_job_status_reports_server_metrics(client):
+    response, pcm = stream(client, text=TEXT, seed=5, max_len=4, request_id="status-check-1")
+    status = client.get("/voxcpm/jobs/status-check-1").json()
+    assert status["state"] == "done" and status["samples"] == pcm.size
+    assert status["patches"] * 7680 == pcm.size
+    assert status["rtf"] > 0 and status["ttfp_s"] > 0 and status["audio_s"] == pcm.size / SAMPLE_RATE
+
+
+@pytest.mark.parametrize("body, status, words", [
+    ({"text": TEXT, "cfg": 3}, 400, "unknown field 'cfg'"),
+    ({"text": "   "}, 400, "text is empty"),
+    ({"text": TEXT, "cfg_value": "2"}, 400, "cfg_value"),
+    ({"text": TEXT, "cfg_value": 99.0}, 400, "cfg_value"),
+    ({"text": TEXT, "inference_timesteps": 0}, 400, "inference_timesteps"),
+    ({"text": TEXT, "seed": -1}, 400, "seed"),
+    ({"text": TEXT, "mode": "karaoke"}, 400, "mode"),
+    ({"text": TEXT, "mode": "cloning"}, 400, "reference clip"),
+    ({"text": TEXT, "mode": "cloning", "reference_id": "nope"}, 400, "expired"),
+    ({"text": TEXT, "reference_id": "x"}, 400, "not used in voice design"),
+    ({"text": TEXT, "request_id": "../../etc"}, 400, "request_id"),
+    ({"text": TEXT, "reference_audio": "/etc/passwd"}, 400, "unknown field"),
+    ({"text": "x" * 3000}, 400, "the limit is"),
+    ({"text": "x" * 100_000}, 413, "limit"),
+])
+def test_bad_requests_get_4xx_json(client, body, status, words):
+    response = client.post("/voxcpm/stream", json=body)
+    assert response.status_code == status
+    assert response.headers["content-type"].startswith("application/json")
+    assert words in response.json()["error"]
+
+
+def test_engine_refusals_come_back_as_4xx_before_audio(client):
+    clip_id = upload(client, VOICE.read_bytes()).json()["id"]
+    response = client.post("/voxcpm/stream", json={"mode": "ultimate", "text": TEXT, "reference_id": clip_id,
+                                                   "prompt_text": VOICE_TEXT, "control": "Whisper"})
+    assert response.status_code == 400
+    assert "error" in response.json()
+
+
+def test_bad_json_and_bad_uploads(client):
+    response = client.post("/voxcpm/stream", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert response.status_code == 400 and "JSON" in response.json()["error"]
+    for data, words in [(b"", "empty"), (b"RIFF....WAVEfmt nonsense", "could not be read"),
+                        (Path(__file__).read_bytes(), "could not be read")]:
+        response = upload(client, data)
+        assert response.status_code == 400 and words in response.json()["error"]
+    silent_long = io.BytesIO()
+    sf.write(silent_long, np.zeros(16000 * 61, np.float32), 16000, format="WAV")
+    response = upload(client, silent_long.getvalue())
+    assert response.status_code == 400 and "limit" in response.json()["error"]
+    assert client.get("/voxcpm/jobs/never-was-a-job").status_code == 404
+
+
+def test_full_queue_answers_503(app, client):
+    def hold(request_id):
+        body = {"text": TEXT, "seed": 9, "min_len": 300, "max_len": 300, "request_id": request_id}
+        return client.build_request("POST", "/voxcpm/stream", json=body)
+
+    with httpx.Client(base_url=app.url, timeout=120) as other:
+        running = other.send(hold("queue-running"), stream=True)
+        waiting = [app.worker.submit(SynthesisRequest(TEXT, seed=s, max_len=2)) for s in (1, 2)]
+        response = client.post("/voxcpm/stream", json={"text": TEXT})
+        assert response.status_code == 503 and "busy" in response.json()["error"]
+        assert response.headers["retry-after"]
+        for job in waiting:
+            job.cancel()
+        running.close()
+    wait_until(lambda: not app.worker.busy, timeout=20)
+
+
+def test_health(client):
+    data = client.get("/voxcpm/health").json()
+    assert data["ok"] is True and data["sample_rate"] == SAMPLE_RATE

@@ -1,0 +1,163 @@
+"""Same-origin HTTP routes: raw PCM streaming, clip uploads by id, job status for the metrics panel.
+
+The page plays audio through an AudioWorklet fed by fetch(), which needs a plain byte stream, not
+Gradio's event protocol. Errors come back as 4xx JSON `{"error": ...}` before any audio is sent:
+the route waits for the job's first patch (or its failure) before it sends the status line.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+
+import anyio
+import numpy as np
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from inference.errors import InputError
+from inference.worker import EngineWorker, Job, QueueFullError
+
+from .schema import parse_body, to_request
+from .uploads import UploadStore
+
+log = logging.getLogger("voxcpm.http")
+POLL_S = 0.05  # how often a waiting route looks for a closed connection and new audio
+MAX_JSON_BYTES = 64 * 1024
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers
+
+
+def error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def guarded(handler):
+    """Input errors become 4xx JSON; anything else a generic 500 (the traceback stays in the log)."""
+    @functools.wraps(handler)
+    async def wrapper(*args, **kwargs):
+        try:
+            return await handler(*args, **kwargs)
+        except HTTPError as exc:
+            return error_response(exc.status, exc.message, exc.headers)
+        except InputError as exc:
+            return error_response(400, str(exc))
+        except Exception:
+            log.exception("route %s failed", handler.__name__)
+            return error_response(500, "internal error on the server; it has been logged")
+    return wrapper
+
+
+def to_pcm(audio: np.ndarray) -> bytes:
+    """float32 [-1, 1] -> int16 little-endian, rounded to nearest (clipping only what overflows)."""
+    return np.clip(np.rint(audio * 32767.0), -32768, 32767).astype("<i2").tobytes()
+
+
+async def read_limited(request: Request, limit: int, what: str) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HTTPError(413, f"the {what} is larger than the limit of {limit} bytes")
+    data = bytearray()
+    async for part in request.stream():
+        data += part
+        if len(data) > limit:
+            raise HTTPError(413, f"the {what} is larger than the limit of {limit} bytes")
+    return bytes(data)
+
+
+async def next_event(job: Job, request: Request | None):
+    """The job's next event, or None once the client has gone (the job is then cancelled)."""
+    while True:
+        event = await anyio.to_thread.run_sync(job.next_event, POLL_S)
+        if event is not None:
+            return event
+        if request is not None and await request.is_disconnected():
+            job.cancel()
+            return None
+
+
+async def pcm_stream(job: Job, first: np.ndarray):
+    try:
+        yield to_pcm(first)
+        while True:
+            event = await next_event(job, None)  # Starlette cancels this body when the client goes
+            if event[0] != "chunk":
+                return
+            yield to_pcm(event[1])
+    finally:
+        job.cancel()  # no-op when finished; otherwise stops the engine within one patch
+
+
+def build_router(worker: EngineWorker, clips: UploadStore, max_text_chars: int) -> APIRouter:
+    router = APIRouter()
+    rate = worker.sample_rate
+
+    @router.post("/stream")
+    @guarded
+    async def stream(request: Request):
+        raw = await read_limited(request, MAX_JSON_BYTES, "request body")
+        try:
+            payload = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise HTTPError(400, "the request body is not valid JSON") from None
+        body = parse_body(payload)
+        req = to_request(body, clips, max_text_chars)
+        try:
+            job = worker.submit(req, job_id=body.request_id)
+        except QueueFullError as exc:
+            raise HTTPError(503, str(exc), {"Retry-After": "5"}) from None
+        event = await next_event(job, request)
+        if event is None:
+            return error_response(499, "the client closed the connection")
+        kind, value = event
+        if kind == "error":
+            return error_response(400 if job.outcome == "input_error" else 500, value)
+        if kind == "end":
+            return error_response(409, "the request was cancelled before any audio")
+        headers = {
+            "X-Sample-Rate": str(rate), "X-Channels": "1", "X-Sample-Format": "s16le",
+            "X-Seed": str(req.seed), "X-Request-Id": job.id, "X-Mode": body.mode,
+            "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+        }
+        # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
+        media = f"audio/pcm;rate={rate};channels=1;format=s16le"
+        return StreamingResponse(pcm_stream(job, value), media_type=media, headers=headers)
+
+    @router.post("/upload")
+    @guarded
+    async def upload(request: Request):
+        data = await read_limited(request, clips.max_bytes, "upload")
+        clip_id, clip = await anyio.to_thread.run_sync(clips.add_bytes, data)
+        return {"id": clip_id, "seconds": round(clip.seconds, 3), "sample_rate": clip.sample_rate,
+                "expires_in_s": clips.ttl_s}
+
+    @router.get("/jobs/{job_id}")
+    @guarded
+    async def job_status(job_id: str):
+        return _job(worker, job_id).status()
+
+    @router.post("/jobs/{job_id}/cancel")
+    @guarded
+    async def job_cancel(job_id: str):
+        job = _job(worker, job_id)
+        job.cancel()
+        return {"id": job.id, "state": job.state}
+
+    @router.get("/health")
+    async def health():
+        return {"ok": True, "sample_rate": rate, "busy": worker.busy, "waiting": worker.waiting,
+                "max_queue": worker.max_queue}
+
+    return router
+
+
+def _job(worker: EngineWorker, job_id: str) -> Job:
+    job = worker.get(job_id)
+    if job is None:
+        raise HTTPError(404, "no such request (finished requests are kept only for a while)")
+    return job
+

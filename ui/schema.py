@@ -1,0 +1,84 @@
+"""The JSON body of a streaming request, and how it becomes a SynthesisRequest.
+
+Unknown fields are refused rather than ignored, so a typo ("cfg": 3) never silently runs with
+defaults. Ranges are checked by SynthesisRequest itself, so the page, the route and the engine
+share one set of limits and one wording.
+"""
+from __future__ import annotations
+
+import secrets
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from inference.errors import InputError
+from inference.request import SynthesisRequest
+
+MODES = ("design", "cloning", "ultimate")
+RANDOM_SEED_LIMIT = 2**31  # seeds the page shows must survive JavaScript's 53-bit numbers
+
+
+class StreamBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    mode: Literal["design", "cloning", "ultimate"] = "design"
+    text: str
+    control: str | None = None  # voice description (design) or style instruction (cloning)
+    reference_id: str | None = None
+    prompt_text: str | None = None  # exact transcript of the clip (ultimate)
+    cfg_value: float = 2.0
+    inference_timesteps: int = 10
+    min_len: int = 2  # patches before the stop head may end the utterance (API only, not on the page)
+    max_len: int = 4096
+    seed: int | None = None
+    request_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
+
+
+def parse_body(raw) -> StreamBody:
+    try:
+        return StreamBody.model_validate(raw)
+    except ValidationError as exc:
+        raise InputError(describe_validation(exc)) from None
+
+
+def describe_validation(exc: ValidationError) -> str:
+    """Pydantic's first complaint in one sentence, without echoing the (possibly huge) input."""
+    err = exc.errors(include_url=False, include_input=False)[0]
+    where = ".".join(str(p) for p in err.get("loc", ())) or "body"
+    if err.get("type") == "extra_forbidden":
+        return f"unknown field {where!r}: the accepted fields are {', '.join(StreamBody.model_fields)}"
+    return f"field {where!r}: {err.get('msg', 'invalid value')}"
+
+
+def blank(value: str | None) -> bool:
+    return value is None or value.strip() == ""
+
+
+def to_request(body: StreamBody, clips, max_text_chars: int) -> SynthesisRequest:
+    """Map the page's modes onto the engine's request; `clips` resolves upload ids."""
+    if len(body.text) > max_text_chars:
+        raise InputError(f"the text has {len(body.text)} characters; the limit is {max_text_chars}")
+    control = None if blank(body.control) else body.control.strip()
+    seed = body.seed if body.seed is not None else secrets.randbelow(RANDOM_SEED_LIMIT)
+    common = dict(text=body.text, cfg_value=body.cfg_value, inference_timesteps=body.inference_timesteps,
+                  min_len=body.min_len, max_len=body.max_len, seed=seed)
+    if body.mode == "design":
+        _refuse(body.reference_id, "a reference clip is not used in voice design: pick a cloning mode")
+        _refuse(body.prompt_text, "a transcript is only used in ultimate cloning")
+        return SynthesisRequest(control=control, **common)
+    if blank(body.reference_id):
+        raise InputError("this mode needs a reference clip: upload or record one first")
+    clip = clips.get(body.reference_id).as_engine_input()
+    if body.mode == "cloning":
+        _refuse(body.prompt_text, "a transcript is only used in ultimate cloning")
+        return SynthesisRequest(control=control, reference_audio=clip, **common)
+    if blank(body.prompt_text):
+        raise InputError("ultimate cloning needs the exact transcript of the reference clip")
+    # Control is passed on so that the engine refuses it with its own message (it would be read aloud).
+    return SynthesisRequest(control=control, reference_audio=clip, prompt_audio=clip,
+                            prompt_text=body.prompt_text.strip(), **common)
+
+
+def _refuse(value: str | None, message: str):
+    if not blank(value):
+        raise InputError(message)
