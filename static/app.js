@@ -1,0 +1,266 @@
+// Page side of the player: sends one request to the PCM route, feeds the AudioWorklet as bytes
+// arrive, keeps the exact samples for the WAV, and drives the metrics panel.
+// Gradio's buttons call window.voxcpm.generate / stop (see ui/layout.py).
+
+import { Panel } from './panel.js';
+import { PcmDecoder, toFloat32, wavBlob } from './pcm.js';
+
+const API = new URL('../', import.meta.url); // .../voxcpm/, wherever the app is mounted
+const POLL_MS = 200;
+const sleep = (t) => new Promise((resolve) => setTimeout(resolve, t));
+
+class Run {
+  constructor(rate) {
+    this.id = (crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random()}`).replace(/[^A-Za-z0-9-]/g, '');
+    this.sampleRate = rate;
+    this.t0 = performance.now();
+    this.controller = new AbortController();
+    this.chunks = []; // Int16Array per read: the WAV is built from exactly these
+    this.samples = 0;
+    this.reads = 0;
+    this.played = 0;
+    this.buffered = 0;
+    this.underruns = 0;
+    this.firstByteAt = null;
+    this.lastByteAt = null;
+    this.audibleAt = null;
+    this.outputLatencyMs = 0;
+    this.server = null;
+    this.seed = null;
+    this.state = 'sending'; // sending -> streaming -> received -> finished | stopped | failed
+    this.playbackDone = false;
+    this.error = null;
+  }
+
+  clientRtf() {
+    if (!this.samples) return null;
+    return ((this.lastByteAt ?? performance.now()) - this.t0) / 1000 / (this.samples / this.sampleRate);
+  }
+}
+
+class VoxApp {
+  constructor() {
+    this.ctx = null;
+    this.node = null;
+    this.run = null;
+    this.panel = new Panel(null);
+  }
+
+  // The server writes the model's rate and the prebuffer into this module's URL (ui/server.py);
+  // ?prebuffer_ms= on the page overrides the prebuffer, for listening tests.
+  config() {
+    this.panel.root = document.getElementById('vox-panel');
+    const own = new URL(import.meta.url).searchParams;
+    const page = new URLSearchParams(location.search);
+    return {
+      rate: Number(own.get('rate') || 48000),
+      prebufferMs: Number(page.get('prebuffer_ms') ?? own.get('prebuffer_ms') ?? 80),
+    };
+  }
+
+  // Built at page load (suspended until a click may start it) so the first Generate does not pay
+  // for loading the worklet.
+  async prepare() {
+    const { rate, prebufferMs } = this.config();
+    try {
+      await this.audio(rate, prebufferMs, false);
+    } catch (err) {
+      console.warn('voxcpm: audio will be set up on the first click', err);
+    }
+  }
+
+  // The context runs at the model's rate so samples go to the worklet untouched.
+  async audio(rate, prebufferMs, start = true) {
+    if (!this.ctx || this.ctx.sampleRate !== rate || this.ctx.state === 'closed') {
+      if (this.ctx) await this.ctx.close();
+      this.ctx = new AudioContext({ sampleRate: rate, latencyHint: 'interactive' });
+      await this.ctx.audioWorklet.addModule(new URL('pcm-worklet.js', import.meta.url));
+      this.node = new AudioWorkletNode(this.ctx, 'pcm-player', {
+        outputChannelCount: [1],
+        processorOptions: { prebufferSamples: Math.round((prebufferMs / 1000) * rate), fadeSamples: Math.round(rate / 200) },
+      });
+      this.node.port.onmessage = (event) => this.onWorklet(event.data);
+      this.node.connect(this.ctx.destination);
+    }
+    if (start && this.ctx.state === 'suspended') await this.ctx.resume();
+  }
+
+  onWorklet(msg) {
+    const run = this.run;
+    if (!run || msg.id !== run.id) return; // a report from before the last reset
+    Object.assign(run, { played: msg.played, buffered: msg.buffered, underruns: msg.underruns });
+    if (msg.type === 'started') {
+      run.audibleAt = performance.now();
+      run.outputLatencyMs = ((this.ctx.outputLatency || 0) + (this.ctx.baseLatency || 0)) * 1000;
+    }
+    if (msg.type === 'ended') {
+      run.playbackDone = true;
+      if (run.state === 'received') this.finish(run, 'finished', 'Finished: the whole utterance has played.');
+    }
+    this.panel.update(run);
+  }
+
+  // Called by the Generate button with the names and values of the form's inputs.
+  generate(names, values) {
+    const form = Object.fromEntries(names.map((name, i) => [name, values[i]]));
+    this.start(form).catch((err) => console.error('voxcpm', err));
+    return [];
+  }
+
+  body(form, run) {
+    const text = (v) => (typeof v === 'string' && v.trim() ? v : null);
+    const body = {
+      mode: form.mode, text: form.text ?? '', request_id: run.id,
+      cfg_value: Number(form.cfg_value), inference_timesteps: Math.round(Number(form.inference_timesteps)),
+      max_len: Math.round(Number(form.max_len)),
+      seed: form.random_seed || form.seed == null || form.seed === '' ? null : Math.round(Number(form.seed)),
+    };
+    if (form.mode === 'design') body.control = text(form.description);
+    if (form.mode === 'cloning') Object.assign(body, { reference_id: text(form.clone_ref), control: text(form.clone_style) });
+    if (form.mode === 'ultimate') Object.assign(body, { reference_id: text(form.ultimate_ref), prompt_text: text(form.ultimate_transcript) });
+    return body;
+  }
+
+  async start(form) {
+    const { rate, prebufferMs } = this.config();
+    this.abort('replaced');
+    const run = new Run(rate);
+    this.run = run;
+    this.panel.clear();
+    this.panel.status('Sending the request…');
+    await this.audio(rate, prebufferMs);
+    this.node.port.postMessage({ type: 'reset', id: run.id });
+    this.poll(run);
+    try {
+      const response = await fetch(new URL('stream', API), {
+        method: 'POST', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify(this.body(form, run)), signal: run.controller.signal,
+      });
+      if (!response.ok) return this.fail(run, await errorText(response));
+      await this.read(run, response);
+      run.state = 'received';
+      this.node.port.postMessage({ type: 'end' });
+      this.offerWav(run, '');
+      if (run.playbackDone) this.finish(run, 'finished', 'Finished: the whole utterance has played.');
+      else this.panel.status('All audio received; playing the rest…');
+    } catch (err) {
+      if (run.state === 'stopped') return;
+      this.fail(run, `The connection failed: ${err.message || err}`);
+    }
+  }
+
+  async read(run, response) {
+    run.sampleRate = Number(response.headers.get('X-Sample-Rate') || run.sampleRate);
+    if (run.sampleRate !== this.ctx.sampleRate) throw new Error(`unexpected sample rate ${run.sampleRate}`);
+    run.seed = response.headers.get('X-Seed');
+    run.state = 'streaming';
+    this.panel.status('Streaming…');
+    const decoder = new PcmDecoder();
+    const reader = response.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (!value || !value.length) continue;
+      const now = performance.now();
+      run.firstByteAt ??= now;
+      run.lastByteAt = now;
+      const pcm = decoder.push(value);
+      run.reads += 1;
+      if (!pcm.length) continue;
+      run.chunks.push(pcm);
+      run.samples += pcm.length;
+      const floats = toFloat32(pcm);
+      this.node.port.postMessage({ type: 'push', samples: floats }, [floats.buffer]);
+      this.panel.update(run);
+    }
+    if (decoder.pending) console.warn('voxcpm: the stream ended on half a sample');
+  }
+
+  // The server's view (queue position while waiting, then its own TTFP and RTF) through a side route.
+  async poll(run) {
+    while (this.run === run) {
+      await sleep(POLL_MS); // the request is on its way; the job exists by the first poll
+      try {
+        const response = await fetch(new URL(`jobs/${run.id}`, API), { cache: 'no-store' });
+        if (response.ok) run.server = await response.json();
+      } catch (err) { /* the next poll will tell */ }
+      const server = run.server;
+      if (server && run.state === 'sending') {
+        this.panel.status(server.state === 'queued' ? `Waiting in the queue: position ${server.position}` : 'Generating the first patch…');
+      }
+      if (server && server.state === 'failed' && run.state !== 'failed' && run.samples) this.fail(run, server.error);
+      this.panel.update(run);
+      const serverLive = server && ['queued', 'running'].includes(server.state);
+      if (!serverLive && !['sending', 'streaming'].includes(run.state)) return;
+    }
+  }
+
+  offerWav(run, note) {
+    if (!run.samples) return;
+    run.wavUrl = URL.createObjectURL(wavBlob(run.chunks, run.sampleRate));
+    const seconds = (run.samples / run.sampleRate).toFixed(2);
+    this.panel.showResult(run.wavUrl, `voxcpm2-seed${run.seed}.wav`, `${seconds} s, exactly the samples streamed${note}`);
+  }
+
+  finish(run, state, message) {
+    run.state = state;
+    this.panel.status(message, state === 'finished' ? 'ok' : 'warn');
+    this.panel.update(run);
+  }
+
+  fail(run, message) {
+    run.error = message;
+    run.state = 'failed';
+    this.panel.status(`Error: ${message}`, 'error');
+    this.panel.update(run);
+  }
+
+  // Stop: drop the connection (the server stops within one patch), say so explicitly too, and
+  // silence the player at once.
+  abort(reason) {
+    const run = this.run;
+    if (!run) return;
+    const live = ['sending', 'streaming'].includes(run.state);
+    if (live) {
+      run.state = 'stopped';
+      run.controller.abort(reason);
+      fetch(new URL(`jobs/${run.id}/cancel`, API), { method: 'POST', keepalive: true }).catch(() => {});
+    }
+    if (this.node) this.node.port.postMessage({ type: 'reset', id: null });
+    if (run.wavUrl) URL.revokeObjectURL(run.wavUrl);
+    this.panel.hideResult();
+    return live;
+  }
+
+  stop() {
+    const run = this.run;
+    if (!run) return [];
+    const before = run.state;
+    this.abort('stopped');
+    if (['sending', 'streaming', 'received'].includes(before)) {
+      run.state = 'stopped';
+      this.offerWav(run, before === 'received' ? '' : ' (stopped early: only what had arrived)');
+      this.panel.status('Stopped.', 'warn');
+    }
+    this.panel.update(run);
+    return [];
+  }
+
+  snapshot() {
+    const run = this.run;
+    if (!run) return null;
+    const { chunks, controller, ...rest } = run;
+    return { ...rest, clientRtf: run.clientRtf(), contextRate: this.ctx?.sampleRate, contextState: this.ctx?.state };
+  }
+}
+
+async function errorText(response) {
+  try {
+    const data = await response.json();
+    if (data && data.error) return data.error;
+  } catch (err) { /* not JSON */ }
+  return `the server answered ${response.status}`;
+}
+
+window.voxcpm = new VoxApp();
+window.voxcpm.prepare();

@@ -1,0 +1,128 @@
+"""The Gradio page: three modes, advanced settings, Generate/Stop, and the player panel.
+
+Generation does not go through a Gradio event: the buttons call the page's player (static/app.js),
+which streams PCM from the HTTP route. The only Python handlers here turn an uploaded or recorded
+clip into a server-side id, so the audio crosses the network once.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gradio as gr
+
+from inference.errors import InputError
+
+from .examples import cloning_examples, design_examples, ultimate_examples
+from .panel import panel_html
+from .uploads import UploadStore
+
+# The order in which the Generate button hands the form's values to window.voxcpm.generate.
+FIELDS = ["mode", "text", "description", "clone_ref", "clone_style", "ultimate_ref", "ultimate_transcript",
+          "cfg_value", "inference_timesteps", "seed", "random_seed", "max_len"]
+
+INTRO = """# VoxCPM2 streaming demo
+Speech starts playing while it is generated: the audio streams as raw PCM into a gapless
+AudioWorklet player, and the panel on the right shows how fast it came."""
+
+
+def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, notice: str | None = None,
+                 max_text_chars: int = 2000) -> gr.Blocks:
+    with gr.Blocks(title="VoxCPM2 streaming demo", analytics_enabled=False) as demo:
+        gr.Markdown(INTRO)
+        if notice:
+            gr.HTML(f'<div class="vox-banner" role="alert">{notice}</div>', js_on_load=None)
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=3):
+                form = _form(clips, max_text_chars)
+                with gr.Row():
+                    generate = gr.Button("Generate", variant="primary", elem_id="vox-generate")
+                    stop = gr.Button("Stop", variant="stop", elem_id="vox-stop")
+            with gr.Column(scale=2, min_width=360):
+                gr.HTML(panel_html(sample_rate, prebuffer_ms), js_on_load=None, elem_id="vox-panel-box")
+        generate.click(None, inputs=[form[name] for name in FIELDS], outputs=None,
+                       js=f"(...values) => window.voxcpm.generate({json.dumps(FIELDS)}, values)")
+        stop.click(None, js="() => window.voxcpm.stop()")
+    return demo
+
+
+def _form(clips: UploadStore, max_text_chars: int) -> dict:
+    form = {"mode": gr.Textbox("design", visible="hidden", elem_id="vox-mode")}
+    form["text"] = gr.Textbox(label="Text to speak", lines=3, max_length=max_text_chars, elem_id="vox-text",
+                              placeholder="What should be said?")
+    with gr.Tabs(elem_id="vox-modes"):
+        _design_tab(form)
+        _cloning_tab(form, clips)
+        _ultimate_tab(form, clips)
+    form.update(_advanced())
+    return form
+
+
+def _select_mode(tab: gr.Tab, mode: str, form: dict):
+    # Tab clicks only set a hidden value in the page: no round trip to the server.
+    tab.select(None, outputs=form["mode"], js=f"() => {json.dumps(mode)}")
+
+
+def _design_tab(form: dict):
+    with gr.Tab("Voice design", id="design", elem_id="vox-tab-design") as tab:
+        form["description"] = gr.Textbox(label="Voice description", lines=2, elem_id="vox-description",
+                                         placeholder="e.g. A warm, slightly husky female voice, speaking slowly")
+        gr.Examples(design_examples(), [form["text"], form["description"]], label="Examples")
+    _select_mode(tab, "design", form)
+
+
+def _cloning_tab(form: dict, clips: UploadStore):
+    with gr.Tab("Controllable cloning", id="cloning", elem_id="vox-tab-cloning") as tab:
+        audio, form["clone_ref"] = _clip_input(clips, "clone")
+        form["clone_style"] = gr.Textbox(label="Style instruction (optional)", elem_id="vox-clone-style",
+                                         placeholder="e.g. Whispering, a little out of breath")
+        gr.Examples(cloning_examples(), [form["text"], audio, form["clone_style"]], label="Examples")
+    _select_mode(tab, "cloning", form)
+
+
+def _ultimate_tab(form: dict, clips: UploadStore):
+    with gr.Tab("Ultimate cloning", id="ultimate", elem_id="vox-tab-ultimate") as tab:
+        gr.Markdown("Continues straight on from the clip: give its exact transcript. No style instruction here.")
+        audio, form["ultimate_ref"] = _clip_input(clips, "ultimate")
+        form["ultimate_transcript"] = gr.Textbox(label="Exact transcript of the clip", lines=2,
+                                                 elem_id="vox-ultimate-transcript")
+        gr.Examples(ultimate_examples(), [form["text"], audio, form["ultimate_transcript"]], label="Examples")
+    _select_mode(tab, "ultimate", form)
+
+
+def _clip_input(clips: UploadStore, name: str) -> tuple[gr.Audio, gr.Textbox]:
+    audio = gr.Audio(label="Reference clip (upload or record)", sources=["upload", "microphone"],
+                     type="filepath", elem_id=f"vox-{name}-audio")
+    clip_id = gr.Textbox(visible="hidden", elem_id=f"vox-{name}-ref")
+    note = gr.Markdown(elem_id=f"vox-{name}-note")
+    audio.change(lambda path: register_clip(clips, path), audio, [clip_id, note],
+                 api_visibility="private", show_progress="minimal")
+    return audio, clip_id
+
+
+def register_clip(clips: UploadStore, path: str | None) -> tuple[str, str]:
+    """Gradio has stored the file in its own cache; decode it once and hand the page an id."""
+    if not path:
+        return "", ""
+    try:
+        clip_id, clip = clips.add_bytes(Path(path).read_bytes())
+    except InputError as exc:
+        return "", f"⚠️ {exc}"
+    minutes = clips.ttl_s / 60
+    return clip_id, f"Reference ready: {clip.seconds:.1f} s at {clip.sample_rate} Hz (kept {minutes:.0f} min)."
+
+
+def _advanced() -> dict:
+    with gr.Accordion("Advanced settings", open=False, elem_id="vox-advanced"):
+        with gr.Row():
+            cfg = gr.Slider(0.0, 10.0, value=2.0, step=0.1, label="CFG (guidance strength)", elem_id="vox-cfg")
+            steps = gr.Slider(1, 50, value=10, step=1, label="Timesteps (diffusion steps per patch)",
+                              elem_id="vox-steps")
+        with gr.Row():
+            random_seed = gr.Checkbox(True, label="Random seed", elem_id="vox-random-seed")
+            seed = gr.Number(0, label="Seed (used when random is off)", precision=0, minimum=0,
+                             elem_id="vox-seed")
+            max_len = gr.Slider(1, 4096, value=4096, step=1, label="Maximum length (patches of 0.16 s)",
+                                elem_id="vox-max-len")
+    return {"cfg_value": cfg, "inference_timesteps": steps, "seed": seed, "random_seed": random_seed,
+            "max_len": max_len}

@@ -1,0 +1,46 @@
+"""Markup of the player panel: status, live metrics (each saying what it includes), speed bar,
+and the WAV offered after the stream. static/panel.js fills it in; nothing here runs."""
+from __future__ import annotations
+
+import html
+
+# (field, label, what the figure includes)
+METRICS = [
+    ("ttfb", "First byte", "from pressing Generate to the first PCM byte in this browser: queue wait, "
+                           "prompt encoding, first patch, network"),
+    ("ttfa", "First sound", "from pressing Generate to the first sample the player renders, plus the "
+                            "output latency the browser reports (adds the prebuffer)"),
+    ("server_ttfp", "Server first patch", "server clock: from leaving the queue to the first patch "
+                                          "decoded (no queue wait, no network)"),
+    ("server_rtf", "Server RTF", "server clock: generation time ÷ audio length; below 1 is faster than "
+                                "real time"),
+    ("client_rtf", "Client RTF", "this browser's clock: time since pressing Generate ÷ audio received "
+                                "(includes queue wait and network)"),
+    ("chunks", "Chunks", "network reads received / patches the server generated (0.16 s each)"),
+    ("audio", "Audio", "received and played by the player"),
+    ("buffer", "Buffer", "audio waiting in the player's jitter buffer"),
+    ("underruns", "Underruns", "times the player ran dry after it had started (0 means no gap)"),
+    ("seed", "Seed used", "the seed this run used; turn off the random seed and enter it to repeat it"),
+]
+
+
+def panel_html(sample_rate: int, prebuffer_ms: float) -> str:
+    rows = "\n".join(
+        f'<div class="vox-metric" title="{html.escape(note)}"><span class="vox-name">{html.escape(label)}</span>'
+        f'<span class="vox-value" data-field="{field}">–</span><span class="vox-note">{html.escape(note)}</span></div>'
+        for field, label, note in METRICS)
+    return f"""
+<div id="vox-panel">
+  <div class="vox-status" data-field="status" data-kind="info" role="status" aria-live="polite">Ready.</div>
+  <div class="vox-speed" title="generation speed, log scale from 0.1× to 100× real time; the line marks 1×">
+    <div class="vox-speed-fill" data-field="speedbar"></div><div class="vox-speed-mark"></div>
+  </div>
+  <div class="vox-speed-label" data-field="speedlabel">generation speed: –</div>
+  <div class="vox-metrics">{rows}</div>
+  <div class="vox-result" data-field="result" hidden>
+    <div class="vox-result-title">Replay or download (does not play by itself)</div>
+    <audio controls preload="none"></audio>
+    <div><a class="vox-download" download>Download WAV</a> <span data-field="result_note"></span></div>
+  </div>
+  <div class="vox-footnote">Playback: AudioWorklet at {int(sample_rate)} Hz, prebuffer {float(prebuffer_ms):g} ms.</div>
+</div>"""

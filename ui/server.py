@@ -1,0 +1,72 @@
+"""Puts the pieces together: the engine's worker, the HTTP routes, the player's files and the
+Gradio page, all on one FastAPI app so the stream is same-origin with the page."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from inference.worker import EngineWorker
+
+from .layout import build_blocks
+from .routes import build_router
+from .uploads import UploadStore
+
+ROOT = Path(__file__).resolve().parent.parent
+STATIC = ROOT / "static"
+ASSETS = ROOT / "assets"
+
+
+@dataclass
+class AppSettings:
+    max_queue: int = 16  # requests waiting for the engine (the running one not counted)
+    gradio_queue: int = 64  # Gradio's own events (clip uploads) waiting
+    prebuffer_ms: float = 80.0
+    upload_ttl_s: float = 1800.0
+    max_upload_mb: int = 25
+    notice: str | None = None  # a banner above the page, e.g. that the weights are random
+
+
+def _asset_version() -> str:
+    # Browsers cache modules hard; a content hash in the URL makes a new deploy load the new player.
+    digest = hashlib.sha256()
+    for path in sorted(STATIC.glob("*")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _head(sample_rate: int, prebuffer_ms: float) -> str:
+    query = f"v={_asset_version()}&rate={int(sample_rate)}&prebuffer_ms={float(prebuffer_ms):g}"
+    return f'<script type="module" src="voxcpm/static/app.js?{query}"></script>'
+
+
+def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, EngineWorker]:
+    settings = settings or AppSettings()
+    worker = EngineWorker(engine, max_queue=settings.max_queue)
+    max_chars = int(getattr(engine, "max_text_chars", 2000))
+    clips = UploadStore(ttl_s=settings.upload_ttl_s, max_seconds=float(getattr(engine, "max_audio_seconds", 60.0)),
+                        max_bytes=settings.max_upload_mb * 2**20)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app):
+        yield
+        worker.close()  # on shutdown: cancel what is queued, finish the current patch, end the thread
+
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.include_router(build_router(worker, clips, max_chars), prefix="/voxcpm")
+    app.mount("/voxcpm/static", StaticFiles(directory=STATIC), name="voxcpm-static")
+    demo = build_blocks(clips, sample_rate=worker.sample_rate, prebuffer_ms=settings.prebuffer_ms,
+                        notice=settings.notice, max_text_chars=max_chars)
+    demo.queue(max_size=settings.gradio_queue, default_concurrency_limit=4)
+    gr.mount_gradio_app(
+        app, demo, path="/", css_paths=[STATIC / "app.css"], head=_head(worker.sample_rate, settings.prebuffer_ms),
+        allowed_paths=[str(ASSETS)], max_file_size=f"{settings.max_upload_mb}mb", show_error=False, ssr_mode=False,
+        footer_links=["api", "gradio"], run_history=False,
+    )
+    app.state.worker, app.state.clips, app.state.demo = worker, clips, demo
+    return app, worker
