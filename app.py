@@ -1,0 +1,80 @@
+"""VoxCPM2 streaming demo: load and warm the engine, build the web app, serve it.
+
+    python app.py                      # openbmb/VoxCPM2 from the Hugging Face cache (downloaded once)
+    python app.py --model /path/to/checkpoint
+    python app.py --random-weights     # a tiny random model: try the interface without weights
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import tempfile
+import time
+
+RANDOM_NOTICE = ("Random weights: this server runs a tiny untrained model, so every output is noise. "
+                 "It is here to try the interface, the player and the metrics.")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="VoxCPM2 streaming text-to-speech demo")
+    p.add_argument("--model", default="openbmb/VoxCPM2", help="hub id or local checkpoint folder")
+    p.add_argument("--random-weights", action="store_true", help="tiny random model; the output is noise")
+    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    p.add_argument("--dtype", default=None, help="bfloat16 or float32 (default: bfloat16 on cuda)")
+    p.add_argument("--host", default=None, help="default 127.0.0.1; 0.0.0.0 on a Hugging Face Space")
+    p.add_argument("--port", type=int, default=None, help="default $GRADIO_SERVER_PORT or 7860")
+    p.add_argument("--max-queue", type=int, default=16, help="requests allowed to wait for the engine")
+    p.add_argument("--prebuffer-ms", type=float, default=80.0, help="audio the player holds before it starts")
+    p.add_argument("--log-level", default="INFO")
+    return p.parse_args(argv)
+
+
+def resolve_host(args) -> str:
+    if args.host:
+        return args.host
+    if os.environ.get("GRADIO_SERVER_NAME"):
+        return os.environ["GRADIO_SERVER_NAME"]
+    # A Space's proxy reaches the app from outside the container; anywhere else stay local.
+    return "0.0.0.0" if os.environ.get("SPACE_ID") else "127.0.0.1"
+
+
+def resolve_port(args) -> int:
+    return args.port or int(os.environ.get("GRADIO_SERVER_PORT", "7860"))
+
+
+def load_engine(args):
+    from inference import Engine
+
+    source = args.model
+    if args.random_weights:
+        from inference.tiny import write_tiny_checkpoint
+
+        source = tempfile.mkdtemp(prefix="voxcpm2-random-")
+        write_tiny_checkpoint(source, seed=0)
+    log = logging.getLogger("voxcpm.app")
+    log.info("loading %s (the first run downloads it into the Hugging Face cache)", source)
+    start = time.perf_counter()
+    engine = Engine.from_pretrained(source, device=args.device, dtype=args.dtype)  # warms up as well
+    log.info("engine ready in %.1f s (loaded and warmed)", time.perf_counter() - start)
+    return engine
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    import uvicorn
+
+    from ui import AppSettings, create_app
+
+    engine = load_engine(args)
+    settings = AppSettings(max_queue=args.max_queue, prebuffer_ms=args.prebuffer_ms,
+                           notice=RANDOM_NOTICE if args.random_weights else None)
+    app, _ = create_app(engine, settings)
+    host, port = resolve_host(args), resolve_port(args)
+    print(f"VoxCPM2 demo on http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
