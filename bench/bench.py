@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Speed of our CUDA-graph engine against the official voxcpm 2.0.3 on the same weights, one GPU.
+
+    python bench/bench.py                      # published architecture, random weights
+    python bench/bench.py --checkpoint DIR     # a real checkpoint folder
+    python bench/bench.py --results bench/RESULTS.md
+
+Random weights stop at random, so every timed request runs a fixed number of patches
+(min_len = max_len). Prints one table (medians over --runs); see bench/README.md for each figure.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TQDM_DISABLE", "1")  # the official loop draws a progress bar per patch
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from bench import official_side, report, weights  # noqa: E402
+from bench.timing import median, p90, stream_timings, synthetic_voice  # noqa: E402
+from inference import Engine, SynthesisRequest  # noqa: E402
+
+TEXT = ("The quick brown fox jumps over the lazy dog while the morning sun rises slowly "
+        "above the quiet green hills today.")  # 20 words
+
+
+def ours_request(args, reference=None) -> SynthesisRequest:
+    return SynthesisRequest(text=TEXT, reference_audio=reference, min_len=args.patches, max_len=args.patches,
+                            inference_timesteps=args.timesteps, cfg_value=2.0, seed=1)
+
+
+def ttfp_request(reference=None) -> SynthesisRequest:
+    return SynthesisRequest(text=TEXT, reference_audio=reference, min_len=2, max_len=3, seed=2)
+
+
+def bench_ours(engine: Engine, args, reference: str, label: str) -> dict:
+    """TTFP for design and cloning, then per-patch times of fixed-length requests."""
+    ttfp_design = [stream_timings(lambda: engine.stream(ttfp_request()))["ttfp"] for _ in range(args.runs)]
+    ttfp_clone = [stream_timings(lambda: engine.stream(ttfp_request(reference)))["ttfp"] for _ in range(args.runs)]
+    per_patch, rtf = [], []
+    for _ in range(args.runs):
+        t = stream_timings(lambda: engine.stream(ours_request(args)))
+        per_patch += t["gaps"]
+        rtf.append(t["total"] / (t["chunks"] * engine.cfg.patch_samples / engine.sample_rate))
+    return {"label": label, "ttfp_design": median(ttfp_design), "ttfp_clone": median(ttfp_clone),
+            "patch_ms": median(per_patch) * 1e3, "patch_p90_ms": p90(per_patch) * 1e3, "rtf": median(rtf),
+            "patches": len(per_patch)}
+
+
+def ours_phase(source, args, reference: str) -> tuple[list[dict], dict, list[dict], dict | None]:
+    """Everything measured on our engine; it is freed when this returns."""
+    torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    engine = weights.our_engine(source, vae_dtype=args.vae_dtype, cuda_graphs=True)
+    load_and_warm = time.perf_counter() - start
+    row = bench_ours(engine, args, reference, "ours (CUDA graphs)")
+    row.update(warmup_s=engine.warmup_seconds, load_s=load_and_warm, peak_gb=torch.cuda.max_memory_allocated() / 1e9)
+    floor = report.weight_floor(engine, args.timesteps)
+    vae_rows = report.vae_precision(engine, weights.vae_fp32(source), patches=args.patches)
+    parity = None if args.skip_official else official_side.latents_for_parity(engine, TEXT)
+    return [row], floor, vae_rows, parity
+
+
+def eager_phase(source, args, reference: str) -> dict:
+    engine = weights.our_engine(source, vae_dtype=args.vae_dtype, cuda_graphs=False)
+    row = bench_ours(engine, argparse.Namespace(**{**vars(args), "runs": 1}), reference, "ours (eager)")
+    row["warmup_s"] = engine.warmup_seconds
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--checkpoint", help="a real checkpoint folder (default: random published weights)")
+    ap.add_argument("--config", default=str(ROOT / "bench" / "voxcpm2_config.json"))
+    ap.add_argument("--patches", type=int, default=80, help="patches per timed request (>= 60)")
+    ap.add_argument("--timesteps", type=int, default=10)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--vae-dtype", default="bfloat16")
+    ap.add_argument("--skip-official", action="store_true")
+    ap.add_argument("--skip-eager", action="store_true")
+    ap.add_argument("--results", help="write the markdown table here")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="voxcpm_bench_"))
+    reference = synthetic_voice(work / "reference_10s.wav", seconds=10.0)
+    source = weights.prepare(args, work)  # random published weights (host copy) or a folder
+    rows, floor, vae_rows, parity = ours_phase(source, args, reference)
+    weights.free_gpu()
+    if not args.skip_eager:
+        rows.append(eager_phase(source, args, reference))
+        weights.free_gpu()
+    if not args.skip_official:
+        rows += official_side.bench(source, args, TEXT, reference, parity)
+    table = report.table(rows, floor, vae_rows, args)
+    print(table)
+    if args.results:
+        Path(args.results).write_text(table, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

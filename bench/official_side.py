@@ -1,0 +1,101 @@
+"""The official voxcpm 2.0.3 package on the same weights: eager, then with its optimize()."""
+from __future__ import annotations
+
+import gc
+import time
+
+import numpy as np
+import torch
+
+from bench.timing import first_chunk_seconds, median, p90, stream_timings
+from inference import SynthesisRequest
+from tests.official import import_official, run_official
+
+PARITY_PATCHES = 8
+
+
+def build_official(raw: dict | None, tok_dir: str | None, state: dict | None = None, folder: str | None = None):
+    off = import_official()
+    if folder:
+        return off.VoxCPM2Model.from_local(folder, optimize=False, device="cuda")
+    from transformers import LlamaTokenizerFast
+
+    config = off.VoxCPMConfig.model_validate(raw)
+    config.dtype = "bfloat16"
+    tokenizer = LlamaTokenizerFast.from_pretrained(tok_dir)
+    with torch.device("cuda"):  # initialise on the GPU: minutes faster than 2.4 B parameters on the host
+        model = off.VoxCPM2Model(config, tokenizer, off.AudioVAEV2(config=config.audio_vae_config), device="cuda")
+    model = model.to(torch.bfloat16)
+    model.audio_vae = model.audio_vae.float()  # as the official loader does
+    if state is not None:
+        model.load_state_dict(state, strict=True)
+    return model.eval()
+
+
+def random_official_state(raw: dict, tok_dir: str) -> tuple[dict, dict]:
+    """Random weights of the published architecture as the official initialises them (host copies)."""
+    model = build_official(raw, tok_dir)
+    state = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
+    del model
+    gc.collect()
+    torch.cuda.empty_cache()
+    vae = {k[len("audio_vae."):]: v for k, v in state.items() if k.startswith("audio_vae.")}
+    lm = {k: v for k, v in state.items() if not k.startswith("audio_vae.")}
+    return lm, vae
+
+
+def official_stream(model, text: str, n: int, steps: int, reference: str | None = None):
+    cache = model.build_prompt_cache(reference_wav_path=reference) if reference else None
+    return model._generate_with_prompt_cache(target_text=text, prompt_cache=cache, min_len=n, max_len=n,
+                                             inference_timesteps=steps, cfg_value=2.0, streaming=True)
+
+
+def measure(model, args, text: str, reference: str, label: str) -> dict:
+    ttfp_d = [first_chunk_seconds(lambda: official_stream(model, text, 3, args.timesteps)) for _ in range(3)]
+    ttfp_c = [first_chunk_seconds(lambda: official_stream(model, text, 3, args.timesteps, reference))
+              for _ in range(3)]
+    gaps, rtf = [], []
+    for _ in range(2):
+        t = stream_timings(lambda: official_stream(model, text, args.patches, args.timesteps))
+        gaps += t["gaps"]
+        rtf.append(t["total"] / (t["chunks"] * 7680 / 48000))
+    return {"label": label, "ttfp_design": median(ttfp_d), "ttfp_clone": median(ttfp_c),
+            "patch_ms": median(gaps) * 1e3, "patch_p90_ms": p90(gaps) * 1e3, "rtf": median(rtf),
+            "patches": len(gaps)}
+
+
+def latents_for_parity(engine, text: str) -> dict:
+    noise = torch.randn(PARITY_PATCHES, engine.cfg.feat_dim, engine.cfg.patch_size,
+                        generator=torch.Generator().manual_seed(11)).numpy()
+    req = SynthesisRequest(text=text, noise=noise, min_len=PARITY_PATCHES - 1, max_len=PARITY_PATCHES)
+    ours = np.stack([c.latents for c in engine.stream(req)])
+    return {"noise": noise, "ours": ours}
+
+
+def parity(model, text: str, mine: dict) -> dict:
+    latents, _, n = run_official(model, text=text, noise=mine["noise"], min_len=PARITY_PATCHES - 1,
+                                 max_len=PARITY_PATCHES)
+    errors = [float(np.linalg.norm(a - b) / np.linalg.norm(b)) for a, b in zip(mine["ours"], latents)]
+    return {"first": errors[0], "mean": float(np.mean(errors)), "n": min(n, len(mine["ours"]))}
+
+
+def bench(source, args, text: str, reference: str, mine: dict | None) -> list[dict]:
+    state = None
+    if source.model_weights is not None:
+        state = dict(source.model_weights)
+        state.update({f"audio_vae.{k}": v for k, v in source.vae_weights.items()})
+    model = build_official(source.raw_config, source.tokenizer_dir, state, source.folder)
+    for _ in official_stream(model, text, 3, args.timesteps):
+        pass  # load kernels before timing
+    rows = [measure(model, args, text, reference, "official eager")]
+    if mine is not None:
+        rows[0]["parity"] = parity(model, text, mine)
+    start = time.perf_counter()
+    model.optimize()
+    for ref in (None, reference):  # compiles on first use: count it as its warm-up
+        for _ in official_stream(model, text, 3, args.timesteps, ref):
+            pass
+    warm = time.perf_counter() - start
+    rows.append(measure(model, args, text, reference, "official optimize()"))
+    rows[-1]["warmup_s"] = warm
+    return rows

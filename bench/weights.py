@@ -1,0 +1,68 @@
+"""Where the benchmarked weights come from: random ones of the published architecture, shared
+by both implementations, or a checkpoint folder."""
+from __future__ import annotations
+
+import gc
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from inference import Engine
+from inference.audio_vae import fold_weight_norm
+from inference.config import ModelConfig
+from inference.loader import build_model
+from inference.text import TextTokenizer
+from inference.tiny import write_tokenizer
+
+
+@dataclass
+class Source:
+    folder: str | None = None
+    raw_config: dict | None = None
+    model_weights: dict | None = None  # host copies, bf16
+    vae_weights: dict | None = None  # host copies with weight_g / weight_v, as the official holds them
+    tokenizer_dir: str | None = None
+
+
+def prepare(args, work: Path) -> Source:
+    if args.checkpoint:
+        return Source(folder=args.checkpoint, raw_config=json.loads(Path(args.checkpoint, "config.json").read_text()))
+    raw = json.loads(Path(args.config).read_text())
+    tok_dir = work / "tokenizer"
+    tok_dir.mkdir()
+    write_tokenizer(tok_dir)  # a small tokenizer: its ids are valid rows of the big embedding
+    from bench.official_side import random_official_state
+
+    model_weights, vae_weights = random_official_state(raw, str(tok_dir))
+    return Source(None, raw, model_weights, vae_weights, str(tok_dir))
+
+
+def our_engine(source: Source, *, vae_dtype: str, cuda_graphs: bool) -> Engine:
+    if source.folder:
+        return Engine.from_pretrained(source.folder, device="cuda", dtype="bfloat16", vae_dtype=vae_dtype,
+                                      cuda_graphs=cuda_graphs)
+    cfg = ModelConfig.from_dict(source.raw_config)
+    loaded = build_model(cfg, dict(source.model_weights), fold_weight_norm(source.vae_weights),
+                         TextTokenizer.from_dir(source.tokenizer_dir), device="cuda", dtype="bfloat16",
+                         vae_dtype=vae_dtype)
+    engine = Engine(loaded, cuda_graphs=cuda_graphs)
+    engine.warmup()
+    return engine
+
+
+def vae_fp32(source: Source):
+    """The VAE in float32 on the GPU: the reference the streamed decode is measured against."""
+    from inference.audio_vae import AudioVAE
+    from inference.checkpoint import load_vae_weights
+
+    cfg = ModelConfig.from_dict(source.raw_config)
+    vae = AudioVAE(cfg.vae)
+    vae.load_state_dict(load_vae_weights(source.folder) if source.folder else fold_weight_norm(source.vae_weights))
+    return vae.cuda().eval()
+
+
+def free_gpu():
+    gc.collect()
+    torch.cuda.empty_cache()
