@@ -239,6 +239,7 @@ class VoxApp {
     this.abort('stopped');
     if (['sending', 'streaming', 'received'].includes(before)) {
       run.state = 'stopped';
+      run.buffered = 0; // the reset emptied the player
       this.offerWav(run, before === 'received' ? '' : ' (stopped early: only what had arrived)');
       this.panel.status('Stopped.', 'warn');
     }

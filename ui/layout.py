@@ -35,10 +35,10 @@ def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, n
         with gr.Row(equal_height=False):
             with gr.Column(scale=3):
                 form = _form(clips, max_text_chars)
-                with gr.Row():
+            with gr.Column(scale=2, min_width=360):
+                with gr.Row():  # beside the panel, so the buttons and what they do stay in view together
                     generate = gr.Button("Generate", variant="primary", elem_id="vox-generate")
                     stop = gr.Button("Stop", variant="stop", elem_id="vox-stop")
-            with gr.Column(scale=2, min_width=360):
                 gr.HTML(panel_html(sample_rate, prebuffer_ms), js_on_load=None, elem_id="vox-panel-box")
         generate.click(None, inputs=[form[name] for name in FIELDS], outputs=None,
                        js=f"(...values) => window.voxcpm.generate({json.dumps(FIELDS)}, values)")

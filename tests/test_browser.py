@@ -1,0 +1,187 @@
+"""The page in headless Chromium (Debian's package, driven by Playwright) with the tiny random model:
+each mode plays to the end with no underrun, the metrics fill in, the samples played equal the
+samples generated, the WAV offered holds exactly them, and Stop halts playback."""
+from __future__ import annotations
+
+import base64
+import io
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from inference import SynthesisRequest
+from ui import AppSettings
+from ui.examples import cloning_examples, design_examples, ultimate_examples
+from ui.uploads import decode_audio
+
+from .app_helpers import assert_same_audio, expected_pcm, serve
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--autoplay-policy=no-user-gesture-required",
+         "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream"]
+MAX_LEN = 8  # patches: about a second of audio per run keeps the test short
+
+if not os.environ.get("CI"):  # CI installs both (.ci/run); elsewhere, say why it did not run
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    if not shutil.which(CHROMIUM):
+        pytest.skip("apt-get install chromium", allow_module_level=True)
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def app():
+    running = serve(AppSettings(prebuffer_ms=80, notice="Random weights: the output is noise (test banner)."))
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def page(app):
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        errors = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(app.url + "/")
+        page.wait_for_selector("#vox-generate", timeout=60_000)
+        page.wait_for_function("window.voxcpm && window.voxcpm.ctx", timeout=30_000)
+        _set_max_len(page, MAX_LEN)
+        page.errors = errors
+        yield page
+        browser.close()
+
+
+def _set_max_len(page, patches: int):
+    page.get_by_text("Advanced settings").click()
+    box = page.locator("#vox-max-len input[type=number]")
+    box.fill(str(patches))
+    box.press("Enter")
+    page.wait_for_timeout(300)
+
+
+def _value(page, elem_id: str) -> str:
+    return page.evaluate(f"document.querySelector('#{elem_id} textarea, #{elem_id} input').value")
+
+
+def _pick_example(page, mode: str, row: int):
+    page.get_by_role("tab", name={"design": "Voice design", "cloning": "Controllable cloning",
+                                  "ultimate": "Ultimate cloning"}[mode]).click()
+    page.wait_for_function(f"document.querySelector('#vox-mode textarea, #vox-mode input').value === '{mode}'")
+    page.locator(f"#vox-tab-{mode} [data-testid='dataset-cell-{row}-0']").click()
+    if mode != "design":  # the clip goes to the server once and comes back as an id
+        ref = "vox-clone-ref" if mode == "cloning" else "vox-ultimate-ref"
+        page.wait_for_function(f"document.querySelector('#{ref} textarea, #{ref} input').value.length > 10",
+                               timeout=30_000)
+
+
+def _run(page, timeout_s: float = 60.0) -> dict:
+    page.click("#vox-generate")
+    page.wait_for_function("window.voxcpm.run && ['finished', 'failed'].includes(window.voxcpm.run.state)",
+                           timeout=timeout_s * 1000)
+    return page.evaluate("window.voxcpm.snapshot()")
+
+
+def _wav(page) -> tuple[int, np.ndarray]:
+    data = page.evaluate("""async () => {
+        const blob = await (await fetch(window.voxcpm.run.wavUrl)).arrayBuffer();
+        let s = ''; new Uint8Array(blob).forEach((b) => { s += String.fromCharCode(b); });
+        return btoa(s);
+    }""")
+    audio, rate = sf.read(io.BytesIO(base64.b64decode(data)), dtype="int16")
+    return rate, audio
+
+
+def _expected(mode: str, row: int, seed: int) -> np.ndarray:
+    common = dict(seed=seed, max_len=MAX_LEN, cfg_value=2.0, inference_timesteps=10)
+    if mode == "design":
+        text, description = design_examples()[row]
+        return expected_pcm(SynthesisRequest(text, control=description, **common))
+    text, clip_path, extra = (cloning_examples() if mode == "cloning" else ultimate_examples())[row]
+    clip = decode_audio(Path(clip_path).read_bytes(), max_seconds=60)
+    if mode == "cloning":
+        return expected_pcm(SynthesisRequest(text, control=extra or None, reference_audio=clip, **common))
+    return expected_pcm(SynthesisRequest(text, reference_audio=clip, prompt_audio=clip, prompt_text=extra, **common))
+
+
+def _metric(page, field: str) -> str:
+    return page.locator(f"#vox-panel [data-field='{field}']").inner_text()
+
+
+@pytest.mark.parametrize("mode, row", [("design", 0), ("cloning", 1), ("ultimate", 0)])
+def test_each_mode_streams_and_plays_gaplessly(app, page, mode, row):
+    _pick_example(page, mode, row)
+    run = _run(page)
+    assert run["state"] == "finished", run.get("error")
+    assert run["contextRate"] == 48000 and run["contextState"] == "running"
+    assert run["samples"] > 0 and run["played"] == run["samples"] == run["server"]["samples"]
+    assert run["underruns"] == 0 and run["buffered"] == 0
+    assert run["firstByteAt"] > run["t0"] and run["audibleAt"] >= run["firstByteAt"]
+    assert run["server"]["rtf"] > 0 and run["clientRtf"] > 0 and run["reads"] >= 1
+    for field in ("ttfb", "ttfa", "server_ttfp"):
+        assert _metric(page, field).endswith(" ms")
+    assert float(_metric(page, "server_rtf")) > 0 and float(_metric(page, "client_rtf")) > 0
+    assert _metric(page, "underruns") == "0" and _metric(page, "seed") == run["seed"]
+    rate, wav = _wav(page)
+    assert rate == 48000 and wav.shape[0] == run["samples"]
+    assert_same_audio(wav, _expected(mode, row, int(run["seed"])))
+    replay = page.locator("#vox-panel audio")
+    assert replay.is_visible() and replay.evaluate("a => a.paused && !a.autoplay")
+    _record(page, mode, run)
+
+
+def test_waiting_request_shows_its_queue_position(app, page):
+    blocker = app.worker.submit(SynthesisRequest("Hello world, this is a long test.", seed=1, min_len=300,
+                                                 max_len=300))
+    try:
+        _pick_example(page, "design", 0)
+        page.click("#vox-generate")
+        page.wait_for_function("document.querySelector('#vox-panel [data-field=status]').textContent"
+                               ".includes('position 1')", timeout=30_000)
+        page.screenshot(path=str(ARTIFACTS / "page-queued.png"), full_page=True)
+    finally:
+        blocker.cancel()
+    page.wait_for_function("window.voxcpm.run.state === 'finished'", timeout=60_000)
+    run = page.evaluate("window.voxcpm.snapshot()")
+    assert run["server"]["queue_s"] > 0 and run["played"] == run["samples"] and run["underruns"] == 0
+
+
+def test_stop_halts_playback(app, page):
+    # An analyser on the player's output shows what is actually being played.
+    page.evaluate("""() => { const a = voxcpm.ctx.createAnalyser(); a.fftSize = 2048; voxcpm.node.connect(a);
+        window.peak = () => { const d = new Float32Array(a.fftSize); a.getFloatTimeDomainData(d);
+                              return d.reduce((m, v) => Math.max(m, Math.abs(v)), 0); }; }""")
+    _pick_example(page, "design", 1)
+    page.click("#vox-generate")
+    page.wait_for_function("window.voxcpm.run && window.voxcpm.run.played > 4800", timeout=60_000)
+    assert page.evaluate("peak()") > 0
+    page.click("#vox-stop")
+    page.wait_for_function("window.voxcpm.run.state === 'stopped'")
+    run = page.evaluate("window.voxcpm.snapshot()")
+    assert run["played"] < run["server"]["samples"] if run["server"] else True  # stopped before the end
+    page.wait_for_timeout(200)
+    assert max(page.evaluate("peak()") for _ in range(5)) == 0
+    assert page.evaluate("window.voxcpm.run.played") == run["played"]
+    assert "Stopped" in _metric(page, "status")
+    job = app.worker.get(run["id"])
+    assert job is not None and job.state in ("done", "cancelled")
+    page.screenshot(path=str(ARTIFACTS / "page-stopped.png"), full_page=True)
+    assert page.errors == []
+
+
+def _record(page, mode: str, run: dict):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"page-{mode}.png"), full_page=True)
+    server = run["server"]
+    line = (f"{mode}: first byte {run['firstByteAt'] - run['t0']:.0f} ms, first sound "
+            f"{run['audibleAt'] - run['t0'] + run['outputLatencyMs']:.0f} ms, server first patch "
+            f"{server['ttfp_s'] * 1000:.0f} ms, server RTF {server['rtf']:.3f}, client RTF {run['clientRtf']:.3f}, "
+            f"{run['samples']} samples, underruns {run['underruns']}\n")
+    with open(ARTIFACTS / "browser-metrics.txt", "a", encoding="utf-8") as out:
+        out.write(line)
