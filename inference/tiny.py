@@ -1,0 +1,343 @@
+"""A tiny random-weight VoxCPM2 checkpoint laid out exactly like openbmb/VoxCPM2.
+
+Used by the golden parity tests (the official package loads the same files) and by the app's
+`--random-weights` mode. It must not import the official package: the app ships without it.
+Tensor names and shapes mirror the official modules; tests/test_golden_parity.py checks that.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import torch
+
+AUDIO_SPECIAL_TOKENS = {101: "<|audio_start|>", 102: "<|audio_end|>",
+                        103: "<|ref_audio_start|>", 104: "<|ref_audio_end|>"}
+WORD_MARK = "\u2581"  # sentencepiece's "▁"
+
+_HAN_CHARS = ("你好世界我们今天气很是的一个语音合成测试欢迎中国人说话声大家早上晚安谢这在有和了不"
+              "来去看听笑温柔明亮慢快高低男女老少春夏秋冬山水风雨花")
+# Multi-character Han tokens: the official wrapper splits these into single characters. "▁欢迎"
+# exists without "欢迎", so the wrapper must keep it whole (it only splits known Han tokens).
+_HAN_WORDS = ["▁你好", "你好", "世界", "我们", "今天", "天气", "语音合成", "测试", "中国", "大家",
+              "谢谢", "▁欢迎", "早上好"]
+_ENGLISH_WORDS = ["▁the", "▁a", "▁is", "▁this", "▁hello", "▁Hello", "▁world", "▁and", "▁to", "▁of",
+                  "▁in", "▁it", "▁voice", "▁speak", "▁test", "▁I", "▁you", "▁we", "▁for", "▁with",
+                  "▁warm", "▁calm", "▁female", "▁male", "▁slow", "▁fast", "▁happy", "▁good",
+                  "▁morning", "▁day", "▁today", "▁weather", "ing", "ed", "er", "ly", "▁sentence"]
+
+
+def tiny_config(seed: int = 0) -> dict:
+    """config.json of the tiny model, in the published schema (factors drawn from `seed`)."""
+    gen = torch.Generator().manual_seed(seed + 7919)
+    factors = lambda: [round(1.0 + float(x), 4) for x in torch.rand(8, generator=gen)]  # noqa: E731
+    small = {"hidden_dim": 32, "ffn_dim": 64, "num_heads": 2, "num_layers": 2, "kv_channels": 16}
+    lm = {"bos_token_id": 1, "eos_token_id": 2, "hidden_size": 64, "intermediate_size": 128,
+          "max_position_embeddings": 8192, "num_attention_heads": 4, "num_hidden_layers": 2,
+          "num_key_value_heads": 2, "rms_norm_eps": 1e-05, "rope_theta": 10000, "kv_channels": 16,
+          "rope_scaling": {"type": "longrope", "long_factor": factors(), "short_factor": factors(),
+                           "original_max_position_embeddings": 4096},
+          "vocab_size": len(_vocabulary()[0]), "use_mup": False, "scale_emb": 12,
+          "dim_model_base": 256, "scale_depth": 1.4}
+    return {
+        "architecture": "voxcpm2", "lm_config": lm, "patch_size": 4, "feat_dim": 64,
+        "scalar_quantization_latent_dim": 32, "scalar_quantization_scale": 9,
+        "residual_lm_num_layers": 2, "residual_lm_no_rope": True,
+        "encoder_config": dict(small),
+        "dit_config": dict(small, dit_mean_mode=False, cfm_config={
+            "sigma_min": 1e-06, "solver": "euler", "t_scheduler": "log-norm", "inference_cfg_rate": 2.0}),
+        "audio_vae_config": {"encoder_dim": 8, "encoder_rates": [2, 5, 8, 8], "latent_dim": 64,
+                             "decoder_dim": 64, "decoder_rates": [8, 6, 5, 2, 2, 2],
+                             "sr_bin_boundaries": [20000, 30000, 40000], "sample_rate": 16000,
+                             "out_sample_rate": 48000},
+        "max_length": 512, "dtype": "bfloat16",
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Tokenizer
+
+
+def _vocabulary() -> tuple[list[str], list[tuple[str, str]]]:
+    """Token list (index = id) and BPE merges that build every multi-character token."""
+    ascii_chars = [chr(c) for c in range(33, 127)]
+    base = ["<unk>", "<s>", "</s>", WORD_MARK] + ascii_chars + ["，", "。", "！"]
+    assert len(base) <= 101, "ids 101-104 are reserved for the audio tokens"
+    base += [f"<reserved_{i}>" for i in range(len(base), 101)]
+    vocab = base + [AUDIO_SPECIAL_TOKENS[i] for i in range(101, 105)] + list(dict.fromkeys(_HAN_CHARS))
+    merges: list[tuple[str, str]] = []
+    known = set(vocab)
+    for word in _ENGLISH_WORDS + _HAN_WORDS:
+        # Left-to-right merges: every prefix becomes a token, so BPE can always reach the word.
+        for end in range(2, len(word) + 1):
+            left, right, whole = word[:end - 1], word[end - 1], word[:end]
+            if (left, right) not in merges and whole not in known:
+                merges.append((left, right))
+                vocab.append(whole)
+                known.add(whole)
+    return vocab, merges
+
+
+def write_tokenizer(directory) -> int:
+    """Write tokenizer.json / tokenizer_config.json / special_tokens_map.json; returns vocab size."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+
+    directory = Path(directory)
+    vocab, merges = _vocabulary()
+    # transformers 5 rebuilds Llama tokenizers as BPE + Metaspace("first"), ignoring the file's
+    # pipeline; writing that same pipeline keeps tokenizers.Tokenizer.from_file identical to it.
+    tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(vocab)}, merges=merges,
+                               unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=WORD_MARK, prepend_scheme="first", split=False)
+    tok.decoder = decoders.Sequence([decoders.Replace(WORD_MARK, " "), decoders.ByteFallback(),
+                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    # Like Llama, encode() with special tokens prepends <s>; the model must never see it (the
+    # official wrapper tokenizes without special tokens), so an engine that adds it fails parity.
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
+    specials = ["<unk>", "<s>", "</s>"] + list(AUDIO_SPECIAL_TOKENS.values())
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in specials])
+    tok.save(str(directory / "tokenizer.json"))
+    added = {str(vocab.index(t)): {"content": t, "lstrip": False, "rstrip": False, "normalized": False,
+                                   "single_word": False, "special": True} for t in specials}
+    config = {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>",
+              "unk_token": "<unk>", "add_bos_token": True, "add_eos_token": False, "legacy": False,
+              "clean_up_tokenization_spaces": False, "model_max_length": 8192,
+              "added_tokens_decoder": added}
+    special_map = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+                   "additional_special_tokens": list(AUDIO_SPECIAL_TOKENS.values())}
+    _write_json(directory / "tokenizer_config.json", config)
+    _write_json(directory / "special_tokens_map.json", special_map)
+    return len(vocab)
+
+
+def _write_json(path: Path, obj) -> None:
+    path.write_text(json.dumps(obj, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------------------------
+# Tensor names and shapes, mirroring the official module tree
+
+
+def _linear(prefix: str, out_dim: int, in_dim: int, bias: bool = True) -> dict:
+    spec = {f"{prefix}.weight": (out_dim, in_dim)}
+    if bias:
+        spec[f"{prefix}.bias"] = (out_dim,)
+    return spec
+
+
+def _transformer(prefix: str, hidden: int, ffn: int, layers: int, heads: int, kv_heads: int,
+                 head_dim: int, vocab: int = 0) -> dict:
+    spec = {f"{prefix}.embed_tokens.weight": (vocab, hidden)} if vocab else {}
+    for i in range(layers):
+        p = f"{prefix}.layers.{i}"
+        spec.update(_linear(f"{p}.self_attn.q_proj", heads * head_dim, hidden, bias=False))
+        spec.update(_linear(f"{p}.self_attn.k_proj", kv_heads * head_dim, hidden, bias=False))
+        spec.update(_linear(f"{p}.self_attn.v_proj", kv_heads * head_dim, hidden, bias=False))
+        spec.update(_linear(f"{p}.self_attn.o_proj", hidden, heads * head_dim, bias=False))
+        spec.update(_linear(f"{p}.mlp.gate_proj", ffn, hidden, bias=False))
+        spec.update(_linear(f"{p}.mlp.up_proj", ffn, hidden, bias=False))
+        spec.update(_linear(f"{p}.mlp.down_proj", hidden, ffn, bias=False))
+        spec[f"{p}.input_layernorm.weight"] = (hidden,)
+        spec[f"{p}.post_attention_layernorm.weight"] = (hidden,)
+    spec[f"{prefix}.norm.weight"] = (hidden,)
+    return spec
+
+
+def model_tensor_shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
+    """Every tensor of model.safetensors (everything but the VAE), name -> shape."""
+    lm, enc, dit = cfg["lm_config"], cfg["encoder_config"], cfg["dit_config"]
+    h, feat, fsq = lm["hidden_size"], cfg["feat_dim"], cfg["scalar_quantization_latent_dim"]
+    kv, lm_head = lm["num_key_value_heads"], lm.get("kv_channels") or h // lm["num_attention_heads"]
+
+    def local(prefix: str, c: dict) -> dict:
+        # LocEnc and LocDiT copy the LM config, so they keep its number of KV heads.
+        head = c.get("kv_channels") or c["hidden_dim"] // c["num_heads"]
+        return _transformer(prefix, c["hidden_dim"], c["ffn_dim"], c["num_layers"], c["num_heads"], kv, head)
+
+    spec = _transformer("base_lm", h, lm["intermediate_size"], lm["num_hidden_layers"],
+                        lm["num_attention_heads"], kv, lm_head, lm["vocab_size"])
+    spec.update(_transformer("residual_lm", h, lm["intermediate_size"], cfg["residual_lm_num_layers"],
+                             lm["num_attention_heads"], kv, lm_head))
+    he, hd = enc["hidden_dim"], dit["hidden_dim"]
+    spec["feat_encoder.special_token"] = (1, 1, 1, he)
+    spec.update(_linear("feat_encoder.in_proj", he, feat))
+    spec.update(local("feat_encoder.encoder", enc))
+    est = "feat_decoder.estimator"
+    spec.update(_linear(f"{est}.in_proj", hd, feat))
+    spec.update(_linear(f"{est}.cond_proj", hd, feat))
+    spec.update(_linear(f"{est}.out_proj", feat, hd))
+    for mlp in ("time_mlp", "delta_time_mlp"):
+        spec.update(_linear(f"{est}.{mlp}.linear_1", hd, hd))
+        spec.update(_linear(f"{est}.{mlp}.linear_2", hd, hd))
+    spec.update(local(f"{est}.decoder", dit))
+    spec.update(_linear("fsq_layer.in_proj", fsq, h))
+    spec.update(_linear("fsq_layer.out_proj", h, fsq))
+    spec.update(_linear("enc_to_lm_proj", h, he))
+    spec.update(_linear("lm_to_dit_proj", hd, h))
+    spec.update(_linear("res_to_dit_proj", hd, h))
+    spec.update(_linear("fusion_concat_proj", h, 2 * h))
+    spec.update(_linear("stop_proj", h, h))
+    spec.update(_linear("stop_head", 2, h, bias=False))
+    return spec
+
+
+def _wn_conv(prefix: str, out_ch: int, in_ch: int, kernel: int, groups: int = 1, transpose=False) -> dict:
+    # Old-style weight norm (dim 0): g has one entry per row of the stored weight.
+    weight = (in_ch, out_ch // groups, kernel) if transpose else (out_ch, in_ch // groups, kernel)
+    return {f"{prefix}.bias": (out_ch,), f"{prefix}.weight_g": (weight[0], 1, 1), f"{prefix}.weight_v": weight}
+
+
+def _residual_unit(prefix: str, dim: int, groups: int) -> dict:
+    spec = {f"{prefix}.block.0.alpha": (1, dim, 1), f"{prefix}.block.2.alpha": (1, dim, 1)}
+    spec.update(_wn_conv(f"{prefix}.block.1", dim, dim, 7, groups))
+    spec.update(_wn_conv(f"{prefix}.block.3", dim, dim, 1))
+    return spec
+
+
+def vae_tensor_shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
+    """Every tensor of audiovae.pth (depthwise, scale_bias sample-rate conditioning)."""
+    vae = cfg["audio_vae_config"]
+    assert vae.get("depthwise", True), "the tiny writer only lays out the depthwise VAE"
+    d = vae["encoder_dim"]
+    spec = _wn_conv("encoder.block.0", d, 1, 7)
+    for i, stride in enumerate(vae["encoder_rates"], start=1):
+        p = f"encoder.block.{i}.block"
+        for j in range(3):
+            spec.update(_residual_unit(f"{p}.{j}", d, groups=d))
+        spec[f"{p}.3.alpha"] = (1, d, 1)
+        spec.update(_wn_conv(f"{p}.4", 2 * d, d, 2 * stride))
+        d *= 2
+    spec.update(_wn_conv("encoder.fc_mu", vae["latent_dim"], d, 3))
+    spec.update(_wn_conv("encoder.fc_logvar", vae["latent_dim"], d, 3))
+    latent, ch = vae["latent_dim"], vae["decoder_dim"]
+    spec.update(_wn_conv("decoder.model.0", latent, latent, 7, groups=latent))
+    spec.update(_wn_conv("decoder.model.1", ch, latent, 1))
+    buckets = len(vae["sr_bin_boundaries"]) + 1
+    for i, stride in enumerate(vae["decoder_rates"]):
+        n, p = i + 2, f"decoder.model.{i + 2}.block"
+        cin, cout = ch // 2 ** i, ch // 2 ** (i + 1)
+        spec[f"{p}.0.alpha"] = (1, cin, 1)
+        spec.update(_wn_conv(f"{p}.1", cout, cin, 2 * stride, transpose=True))
+        for j in range(3):
+            spec.update(_residual_unit(f"{p}.{j + 2}", cout, groups=cout))
+        spec[f"decoder.sr_cond_model.{n}.scale_embed.weight"] = (buckets, cin)
+        spec[f"decoder.sr_cond_model.{n}.bias_embed.weight"] = (buckets, cin)
+    last = len(vae["decoder_rates"]) + 2
+    spec[f"decoder.model.{last}.alpha"] = (1, cout, 1)
+    spec.update(_wn_conv(f"decoder.model.{last + 1}", 1, cout, 7))
+    spec["decoder.sr_bin_boundaries"] = (buckets - 1,)
+    return spec
+
+
+# ----------------------------------------------------------------------------------------------
+# Values
+
+
+def _gain(name: str) -> float:
+    """Output-scale of each weight family, picked so activations stay O(1) without saturating."""
+    if "fsq_layer.in_proj" in name:
+        return 0.6  # tanh input std ~0.6: quantised values spread over several levels
+    if name.endswith(("o_proj.weight", "down_proj.weight")):
+        return 0.5  # keeps the residual stream from doubling per layer
+    if "stop_head" in name:
+        return 4.0  # clear margins, so the stop decision is not a numerical coin toss
+    return 1.0
+
+
+_RESIDUAL_CONV = re.compile(r"\.block\.\d+\.block\.[13]\.weight_g$")
+
+
+def _vae_value(name: str, shape: tuple, gen: torch.Generator, output_conv: str) -> torch.Tensor:
+    randn = lambda s=shape: torch.randn(s, generator=gen)  # noqa: E731
+    if name.endswith("alpha"):
+        return (1.0 + 0.2 * randn()).clamp(0.5, 1.5)
+    if name.endswith("weight_g"):
+        # g is the norm of each filter row: about 1 keeps the variance; residual branches smaller.
+        base = 0.5 if _RESIDUAL_CONV.search(name) else 1.0
+        if name.startswith(output_conv):
+            base = 0.3  # the output tanh: keep speech-like levels well inside its linear range
+        return base * (1.0 + 0.1 * randn()).abs()
+    if name.endswith("weight_v"):
+        return randn()
+    if "scale_embed" in name:
+        return 1.0 + 0.1 * randn()
+    return 0.05 * randn()  # conv biases, bias_embed
+
+
+def _model_value(name: str, shape: tuple, gen: torch.Generator) -> torch.Tensor:
+    randn = lambda: torch.randn(shape, generator=gen)  # noqa: E731
+    if name.endswith("norm.weight"):
+        return 1.0 + 0.1 * randn()
+    if name.endswith(("embed_tokens.weight", "special_token")):
+        return randn()
+    if name.endswith(".bias"):
+        return 0.1 * randn()
+    return randn() * (_gain(name) / math.sqrt(shape[-1]))
+
+
+def _lean_stop_head(model: dict, scale: int, gen: torch.Generator, target: float = -1.1) -> None:
+    """Shift the stop head so its logit margin averages `target` over random FSQ'd LM states.
+
+    Left alone, a random stop head tends to either always or never fire. Leaning it towards
+    "continue" makes stopping an occasional event that depends on the generated audio. Real
+    generation states are correlated, so the estimate is off by a unit or two and depends on the
+    seed: -1.1 is what makes seed 0 (the golden checkpoint) stop after 4 to ~16 patches.
+    """
+    f, m = torch.nn.functional, model
+    x = torch.randn(4096, m["fsq_layer.in_proj.weight"].shape[1], generator=gen)
+    q = torch.tanh(f.linear(x, m["fsq_layer.in_proj.weight"], m["fsq_layer.in_proj.bias"]))
+    h = f.linear(torch.round(q * scale) / scale, m["fsq_layer.out_proj.weight"], m["fsq_layer.out_proj.bias"])
+    s = f.silu(f.linear(h, m["stop_proj.weight"], m["stop_proj.bias"]))
+    w = model["stop_head.weight"]
+    margin = s @ (w[1] - w[0])
+    w[0] += (margin.mean() - target) / s.sum(dim=1).mean()
+
+
+def random_state_dicts(cfg: dict, seed: int = 0) -> tuple[dict, dict]:
+    """(model state dict, VAE state dict) in float32, a pure function of (cfg, seed)."""
+    gen = torch.Generator().manual_seed(seed)
+    model = {k: _model_value(k, s, gen) for k, s in model_tensor_shapes(cfg).items()}
+    _lean_stop_head(model, cfg["scalar_quantization_scale"], gen)
+    vae_cfg = cfg["audio_vae_config"]
+    output_conv = f"decoder.model.{len(vae_cfg['decoder_rates']) + 3}."  # the conv feeding the final tanh
+    vae = {}
+    for name, shape in vae_tensor_shapes(cfg).items():
+        if name == "decoder.sr_bin_boundaries":
+            vae[name] = torch.tensor(vae_cfg["sr_bin_boundaries"], dtype=torch.int32)
+        else:
+            vae[name] = _vae_value(name, shape, gen, output_conv)
+    return model, vae
+
+
+def write_tiny_checkpoint(path, *, seed: int = 0, model_format: str = "safetensors",
+                          vae_format: str = "pth", dtype: torch.dtype = torch.float32) -> Path:
+    """Write config, weights, VAE and tokenizer of the tiny model into `path`; returns it.
+
+    `dtype` applies to model weights only; the VAE is stored in float32, as published.
+    """
+    from safetensors.torch import save_file
+
+    if model_format not in ("safetensors", "bin") or vae_format not in ("pth", "pth-plain", "safetensors"):
+        raise ValueError(f"unknown format: model {model_format!r}, vae {vae_format!r}")
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    vocab_size = write_tokenizer(out)
+    cfg = tiny_config(seed)
+    assert cfg["lm_config"]["vocab_size"] == vocab_size
+    _write_json(out / "config.json", cfg)
+    model, vae = random_state_dicts(cfg, seed)
+    model = {k: v.to(dtype).contiguous() for k, v in model.items()}
+    for stale in ("model.safetensors", "pytorch_model.bin", "audiovae.pth", "audiovae.safetensors"):
+        (out / stale).unlink(missing_ok=True)  # the official loader would prefer a leftover safetensors
+    if model_format == "safetensors":
+        save_file(model, str(out / "model.safetensors"), metadata={"format": "pt"})
+    else:
+        torch.save(model, out / "pytorch_model.bin")
+    if vae_format == "safetensors":
+        save_file(vae, str(out / "audiovae.safetensors"), metadata={"format": "pt"})
+    else:
+        torch.save({"state_dict": vae} if vae_format == "pth" else vae, out / "audiovae.pth")
+    return out
