@@ -62,7 +62,9 @@ class Job:
 
     def __init__(self, worker: "EngineWorker", request, job_id: str):
         self.id = job_id
-        self.request = request
+        self.request = request  # dropped once finished: it may hold a minute of reference audio
+        self.mode = getattr(request, "mode", "?")
+        self.text_chars = len(getattr(request, "text", "") or "")
         self.state = "queued"
         self.error: str | None = None
         self.outcome: str | None = None  # ok, cancelled, input_error or error, once finished
@@ -122,6 +124,13 @@ class Job:
     def _emit(self, kind: str, value=None):
         self._events.put((kind, value))
 
+    def _drain(self):
+        try:
+            while True:
+                self._events.get_nowait()
+        except queue.Empty:
+            pass
+
 
 class EngineWorker:
     """Runs jobs one at a time on a daemon thread that alone calls the engine."""
@@ -174,8 +183,9 @@ class EngineWorker:
             if job in self._waiting:
                 self._waiting.remove(job)
                 job.state = job.outcome = "cancelled"
-                job._emit("end")
+                job.request = None
                 self._log(job, "cancelled")
+                job._emit("end")
 
     @property
     def busy(self) -> bool:
@@ -250,17 +260,18 @@ class EngineWorker:
 
     def _finish(self, job: Job, state: str, error: str | None = None, outcome: str | None = None):
         job.metrics.finished_at = time.perf_counter()
+        job.request = None
+        if state == "cancelled":
+            job._drain()  # nobody wants the audio of a cancelled job; finished jobs are kept a while
         job.state = state
         job.error = error
         job.outcome = outcome or ("ok" if state == "done" else state)
+        self._log(job, job.outcome)  # before the consumer hears the end, so the line is there when it does
         job._emit("error" if error else "end", error)
-        self._log(job, job.outcome)
 
     def _log(self, job: Job, outcome: str):
         m = job.metrics.as_dict(self.sample_rate)
         fmt = lambda v, unit="s": "-" if v is None else f"{v:.3f}{unit}"  # noqa: E731
-        text = getattr(job.request, "text", "") or ""
-        mode = getattr(job.request, "mode", "?")
         log.info("request %s #%d mode=%s text_chars=%d queue=%s ttfp=%s rtf=%s patches=%d audio=%s outcome=%s",
-                 job.id, next(self._served), mode, len(text), fmt(m["queue_s"]), fmt(m["ttfp_s"]),
+                 job.id, next(self._served), job.mode, job.text_chars, fmt(m["queue_s"]), fmt(m["ttfp_s"]),
                  fmt(m["rtf"], ""), m["patches"], fmt(m["audio_s"]), outcome)

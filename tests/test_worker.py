@@ -74,13 +74,12 @@ def test_cancel_stops_within_one_patch(engine):
     job = worker.submit(long())
     kind, _ = job.next_event(timeout=60)
     assert kind == "chunk"
+    made = job.metrics.patches
     job.cancel()
-    received = 1 + sum(1 for _ in job)
+    list(job)  # ends instead of running to 300 patches
     wait_until(lambda: job.state == "cancelled" and not worker.busy)
-    # Patches made after the cancel: at most the one already under way.
-    assert job.metrics.patches <= received + 1
-    assert job.metrics.patches < 300
-    assert job.outcome == "cancelled"
+    assert job.metrics.patches <= made + 1  # at most the patch already under way
+    assert job.outcome == "cancelled" and job.request is None
 
 
 def test_cancelled_queued_job_never_reaches_the_engine(engine):

@@ -16,10 +16,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from inference.errors import InputError
-from inference.worker import EngineWorker, Job, QueueFullError
+from inference.worker import Job, QueueFullError
 
 from .schema import parse_body, to_request
-from .uploads import UploadStore
 
 log = logging.getLogger("voxcpm.http")
 POLL_S = 0.05  # how often a waiting route looks for a closed connection and new audio
@@ -92,72 +91,85 @@ async def pcm_stream(job: Job, first: np.ndarray):
         job.cancel()  # no-op when finished; otherwise stops the engine within one patch
 
 
-def build_router(worker: EngineWorker, clips: UploadStore, max_text_chars: int) -> APIRouter:
-    router = APIRouter()
-    rate = worker.sample_rate
-
-    @router.post("/stream")
-    @guarded
-    async def stream(request: Request):
-        raw = await read_limited(request, MAX_JSON_BYTES, "request body")
-        try:
-            payload = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise HTTPError(400, "the request body is not valid JSON") from None
-        body = parse_body(payload)
-        req = to_request(body, clips, max_text_chars)
-        try:
-            job = worker.submit(req, job_id=body.request_id)
-        except QueueFullError as exc:
-            raise HTTPError(503, str(exc), {"Retry-After": "5"}) from None
-        event = await next_event(job, request)
-        if event is None:
-            return error_response(499, "the client closed the connection")
-        kind, value = event
-        if kind == "error":
-            return error_response(400 if job.outcome == "input_error" else 500, value)
-        if kind == "end":
-            return error_response(409, "the request was cancelled before any audio")
-        headers = {
-            "X-Sample-Rate": str(rate), "X-Channels": "1", "X-Sample-Format": "s16le",
-            "X-Seed": str(req.seed), "X-Request-Id": job.id, "X-Mode": body.mode,
-            "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
-        }
-        # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
-        media = f"audio/pcm;rate={rate};channels=1;format=s16le"
-        return StreamingResponse(pcm_stream(job, value), media_type=media, headers=headers)
-
-    @router.post("/upload")
-    @guarded
-    async def upload(request: Request):
-        data = await read_limited(request, clips.max_bytes, "upload")
-        clip_id, clip = await anyio.to_thread.run_sync(clips.add_bytes, data)
-        return {"id": clip_id, "seconds": round(clip.seconds, 3), "sample_rate": clip.sample_rate,
-                "expires_in_s": clips.ttl_s}
-
-    @router.get("/jobs/{job_id}")
-    @guarded
-    async def job_status(job_id: str):
-        return _job(worker, job_id).status()
-
-    @router.post("/jobs/{job_id}/cancel")
-    @guarded
-    async def job_cancel(job_id: str):
-        job = _job(worker, job_id)
-        job.cancel()
-        return {"id": job.id, "state": job.state}
-
-    @router.get("/health")
-    async def health():
-        return {"ok": True, "sample_rate": rate, "busy": worker.busy, "waiting": worker.waiting,
-                "max_queue": worker.max_queue}
-
-    return router
+router = APIRouter()
 
 
-def _job(worker: EngineWorker, job_id: str) -> Job:
-    job = worker.get(job_id)
+def _state(request: Request):
+    """What create_app put on the app: the worker, the clip store and the limits."""
+    return request.app.state
+
+
+@router.post("/stream")
+@guarded
+async def stream(request: Request):
+    state = _state(request)
+    job, req, body = await _submit(request, state)
+    event = await next_event(job, request)
+    if event is None:
+        return error_response(499, "the client closed the connection")
+    kind, value = event
+    if kind == "error":
+        return error_response(400 if job.outcome == "input_error" else 500, value)
+    if kind == "end":
+        return error_response(409 if job.cancelled else 500, "the request ended before any audio")
+    rate = state.worker.sample_rate
+    headers = {
+        "X-Sample-Rate": str(rate), "X-Channels": "1", "X-Sample-Format": "s16le",
+        "X-Seed": str(req.seed), "X-Request-Id": job.id, "X-Mode": body.mode,
+        "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+    }
+    # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
+    media = f"audio/pcm;rate={rate};channels=1;format=s16le"
+    return StreamingResponse(pcm_stream(job, value), media_type=media, headers=headers)
+
+
+async def _submit(request: Request, state):
+    raw = await read_limited(request, MAX_JSON_BYTES, "request body")
+    try:
+        payload = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise HTTPError(400, "the request body is not valid JSON") from None
+    body = parse_body(payload)
+    req = to_request(body, state.clips, state.max_text_chars)
+    try:
+        return state.worker.submit(req, job_id=body.request_id), req, body
+    except QueueFullError as exc:
+        raise HTTPError(503, str(exc), {"Retry-After": "5"}) from None
+
+
+@router.post("/upload")
+@guarded
+async def upload(request: Request):
+    clips = _state(request).clips
+    data = await read_limited(request, clips.max_bytes, "upload")
+    clip_id, clip = await anyio.to_thread.run_sync(clips.add_bytes, data)
+    return {"id": clip_id, "seconds": round(clip.seconds, 3), "sample_rate": clip.sample_rate,
+            "expires_in_s": clips.ttl_s}
+
+
+@router.get("/jobs/{job_id}")
+@guarded
+async def job_status(request: Request, job_id: str):
+    return _job(request, job_id).status()
+
+
+@router.post("/jobs/{job_id}/cancel")
+@guarded
+async def job_cancel(request: Request, job_id: str):
+    job = _job(request, job_id)
+    job.cancel()
+    return {"id": job.id, "state": job.state}
+
+
+@router.get("/health")
+async def health(request: Request):
+    worker = _state(request).worker
+    return {"ok": True, "sample_rate": worker.sample_rate, "busy": worker.busy, "waiting": worker.waiting,
+            "max_queue": worker.max_queue}
+
+
+def _job(request: Request, job_id: str) -> Job:
+    job = _state(request).worker.get(job_id)
     if job is None:
         raise HTTPError(404, "no such request (finished requests are kept only for a while)")
     return job
-

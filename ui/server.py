@@ -14,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from inference.worker import EngineWorker
 
 from .layout import build_blocks
-from .routes import build_router
+from .routes import router
 from .uploads import UploadStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +58,8 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
         worker.close()  # on shutdown: cancel what is queued, finish the current patch, end the thread
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
-    app.include_router(build_router(worker, clips, max_chars), prefix="/voxcpm")
+    app.state.worker, app.state.clips, app.state.max_text_chars = worker, clips, max_chars
+    app.include_router(router, prefix="/voxcpm")
     app.mount("/voxcpm/static", StaticFiles(directory=STATIC), name="voxcpm-static")
     demo = build_blocks(clips, sample_rate=worker.sample_rate, prebuffer_ms=settings.prebuffer_ms,
                         notice=settings.notice, max_text_chars=max_chars)
@@ -68,5 +69,5 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
         allowed_paths=[str(ASSETS)], max_file_size=f"{settings.max_upload_mb}mb", show_error=False, ssr_mode=False,
         footer_links=["api", "gradio"], run_history=False,
     )
-    app.state.worker, app.state.clips, app.state.demo = worker, clips, demo
+    app.state.demo = demo
     return app, worker

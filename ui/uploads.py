@@ -55,9 +55,10 @@ class UploadStore:
     """Thread-safe id -> Clip map with expiry and a cap on how many clips are held."""
 
     def __init__(self, ttl_s: float = 1800.0, max_clips: int = 256, max_seconds: float = 60.0,
-                 max_bytes: int = 25 * 2**20):
+                 max_bytes: int = 25 * 2**20, max_total_bytes: int = 512 * 2**20):
         self.ttl_s = ttl_s
         self.max_clips = max_clips
+        self.max_total_bytes = max_total_bytes  # decoded float32 held at once; the oldest go first
         self.max_seconds = max_seconds
         self.max_bytes = max_bytes
         self._clips: OrderedDict[str, Clip] = OrderedDict()
@@ -75,7 +76,8 @@ class UploadStore:
         with self._lock:
             self._purge()
             self._clips[clip_id] = clip
-            while len(self._clips) > self.max_clips:
+            while len(self._clips) > self.max_clips or (
+                    len(self._clips) > 1 and self._held_bytes() > self.max_total_bytes):
                 self._clips.popitem(last=False)
         return clip_id, clip
 
@@ -91,6 +93,9 @@ class UploadStore:
         with self._lock:
             self._purge()
             return len(self._clips)
+
+    def _held_bytes(self) -> int:
+        return sum(c.audio.nbytes for c in self._clips.values())
 
     def _purge(self):
         now = time.monotonic()
