@@ -59,6 +59,10 @@ CASES = [
     dict(name="h_short_prompt", text="我们早上好。", prompt="clip_short_16k.wav", prompt_text="你好",
          min_len=2, max_len=4, cfg_value=1.5, inference_timesteps=6, noise_seed=18,
          about="continuation with a 2-patch prompt (context shorter than 3), cfg 1.5, 6 timesteps"),
+    dict(name="i_short_prompt_with_reference", text="Good day.", prompt="clip_short_16k.wav", prompt_text="Hi",
+         reference="clip_16k_mono.wav", min_len=2, max_len=4, noise_seed=19,
+         about="reference + 2-patch prompt: the 3 decoded context patches are the last reference patch "
+               "and the 2 prompt patches (the official code takes the last 3 audio positions)"),
 ]
 
 
