@@ -1,0 +1,67 @@
+"""app.py: where it binds, and a real start with --random-weights (banner, player, stream)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+import app as demo_app
+
+from .app_helpers import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("argv, env, host, port", [
+    ([], {}, "127.0.0.1", 7860),
+    (["--host", "0.0.0.0", "--port", "9000"], {}, "0.0.0.0", 9000),
+    ([], {"GRADIO_SERVER_NAME": "10.0.0.5", "GRADIO_SERVER_PORT": "8080"}, "10.0.0.5", 8080),
+    ([], {"SPACE_ID": "someone/voxcpm2-demo"}, "0.0.0.0", 7860),
+    (["--host", "127.0.0.1"], {"SPACE_ID": "someone/voxcpm2-demo"}, "127.0.0.1", 7860),
+])
+def test_binding(monkeypatch, argv, env, host, port):
+    for name in ("GRADIO_SERVER_NAME", "GRADIO_SERVER_PORT", "SPACE_ID"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    args = demo_app.parse_args(argv)
+    assert (demo_app.resolve_host(args), demo_app.resolve_port(args)) == (host, port)
+
+
+def test_random_weights_start_serves_page_banner_and_stream():
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("GRADIO_SERVER_NAME", "SPACE_ID")}
+    proc = subprocess.Popen([sys.executable, "app.py", "--random-weights", "--port", str(port), "--device", "cpu"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(base, proc)
+        with httpx.Client(base_url=base, timeout=60) as client:
+            assert "Random weights" in client.get("/config").text
+            assert "voxcpm/static/app.js?" in client.get("/").text
+            assert "javascript" in client.get("/voxcpm/static/pcm-worklet.js").headers["content-type"]
+            response = client.post("/voxcpm/stream", json={"text": "Hello world.", "seed": 1, "max_len": 3})
+            assert response.status_code == 200 and len(response.content) > 0
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert "mode=design text_chars=12" in out and "outcome=ok" in out  # the per-request log line
+
+
+def _wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"app.py exited early:\n{proc.stdout.read()}")
+        try:
+            if httpx.get(f"{base}/voxcpm/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError("app.py did not become healthy in time")
