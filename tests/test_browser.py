@@ -75,6 +75,8 @@ def _pick_example(page, mode: str, row: int):
                                   "ultimate": "Ultimate cloning"}[mode]).click()
     page.wait_for_function(f"document.querySelector('#vox-mode textarea, #vox-mode input').value === '{mode}'")
     page.locator(f"#vox-tab-{mode} [data-testid='dataset-cell-{row}-0']").click()
+    text = {"design": design_examples, "cloning": cloning_examples, "ultimate": ultimate_examples}[mode]()[row][0]
+    page.wait_for_function("t => document.querySelector('#vox-text textarea').value === t", arg=text)
     if mode != "design":  # the clip goes to the server once and comes back as an id
         ref = "vox-clone-ref" if mode == "cloning" else "vox-ultimate-ref"
         page.wait_for_function(f"document.querySelector('#{ref} textarea, #{ref} input').value.length > 10",
@@ -173,6 +175,53 @@ def test_stop_halts_playback(app, page):
     assert job is not None and job.state in ("done", "cancelled")
     page.screenshot(path=str(ARTIFACTS / "page-stopped.png"), full_page=True)
     assert page.errors == []
+
+
+def test_a_new_request_replaces_the_playing_one(app, page):
+    _pick_example(page, "design", 0)
+    page.click("#vox-generate")
+    page.wait_for_function("window.voxcpm.run && window.voxcpm.run.samples > 0", timeout=60_000)
+    first = page.evaluate("window.voxcpm.snapshot()")
+    run = _run(page)
+    assert run["id"] != first["id"] and run["state"] == "finished"
+    assert run["played"] == run["samples"] == run["server"]["samples"] and run["underruns"] == 0
+
+
+def test_pcm_decoder_carries_odd_bytes(page):
+    result = page.evaluate("""async () => {
+        const { PcmDecoder, toFloat32 } = await import('./voxcpm/static/pcm.js');
+        const values = [0, 1, -1, 32767, -32768, 12345, -23456, 7];
+        const bytes = new Uint8Array(new Int16Array(values).buffer);
+        const decoder = new PcmDecoder();
+        const out = [];
+        for (const [a, b] of [[0, 1], [1, 4], [4, 7], [7, 7], [7, 16]]) out.push(...decoder.push(bytes.slice(a, b)));
+        return { out, pending: decoder.pending, last: toFloat32(new Int16Array([32767]))[0] };
+    }""")
+    assert result == {"out": [0, 1, -1, 32767, -32768, 12345, -23456, 7], "pending": 0, "last": 1}
+
+
+def test_worklet_counts_an_underrun_and_recovers(page):
+    # Feed the worklet directly: 0.1 s, a pause longer than that, then the rest.
+    result = page.evaluate("""async () => {
+        const node = window.voxcpm.node, ctx = window.voxcpm.ctx;
+        await ctx.resume();
+        const seen = [];
+        const listener = (e) => { if (e.data.id === 'probe') seen.push(e.data); };
+        node.port.addEventListener('message', listener);
+        const push = (n) => node.port.postMessage({ type: 'push', samples: new Float32Array(n).fill(0.25) });
+        node.port.postMessage({ type: 'reset', id: 'probe' });
+        push(4800);
+        await new Promise((r) => setTimeout(r, 400));
+        push(9600);
+        node.port.postMessage({ type: 'end' });
+        await new Promise((r) => setTimeout(r, 800));
+        node.port.removeEventListener('message', listener);
+        node.port.postMessage({ type: 'reset', id: null });
+        return seen.filter((m) => m.type === 'ended' || m.type === 'underrun');
+    }""")
+    ended = [m for m in result if m["type"] == "ended"]
+    assert [m["type"] for m in result].count("underrun") == 1
+    assert ended and ended[-1]["played"] == 14400 and ended[-1]["underruns"] == 1
 
 
 def _record(page, mode: str, run: dict):
