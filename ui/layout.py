@@ -31,7 +31,7 @@ def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, n
     with gr.Blocks(title="VoxCPM2 streaming demo", analytics_enabled=False) as demo:
         gr.Markdown(INTRO)
         if notice:
-            gr.HTML(f'<div class="vox-banner" role="alert">{notice}</div>', js_on_load=None)
+            gr.HTML(f'<div class="vox-banner" role="alert">{notice}</div>', js_on_load=None, elem_id="vox-banner-box")
         with gr.Row(equal_height=False):
             with gr.Column(scale=3):
                 form = _form(clips, max_text_chars)
@@ -95,6 +95,8 @@ def _clip_input(clips: UploadStore, name: str) -> tuple[gr.Audio, gr.Textbox]:
                      type="filepath", elem_id=f"vox-{name}-audio")
     clip_id = gr.Textbox(visible="hidden", elem_id=f"vox-{name}-ref")
     note = gr.Markdown(elem_id=f"vox-{name}-note")
+    # Forget the old id in the page at once, so a quick Generate cannot use the previous clip.
+    audio.change(None, outputs=clip_id, js="() => ''")
     audio.change(lambda path: register_clip(clips, path), audio, [clip_id, note],
                  api_visibility="private", show_progress="minimal")
     return audio, clip_id

@@ -67,7 +67,8 @@ def to_request(body: StreamBody, clips, max_text_chars: int) -> SynthesisRequest
         _refuse(body.prompt_text, "a transcript is only used in ultimate cloning")
         return SynthesisRequest(control=control, **common)
     if blank(body.reference_id):
-        raise InputError("this mode needs a reference clip: upload or record one first")
+        raise InputError("this mode needs a reference clip: upload or record one first "
+                         "(after an upload, wait for 'Reference ready')")
     clip = clips.get(body.reference_id).as_engine_input()
     if body.mode == "cloning":
         _refuse(body.prompt_text, "a transcript is only used in ultimate cloning")
