@@ -55,8 +55,9 @@ def load_engine(args):
     log = logging.getLogger("voxcpm.app")
     log.info("loading %s (the first run downloads it into the Hugging Face cache)", source)
     start = time.perf_counter()
-    engine = Engine.from_pretrained(source, device=args.device, dtype=args.dtype)  # warms up as well
-    log.info("engine ready in %.1f s (loaded and warmed)", time.perf_counter() - start)
+    # Warm-up (CUDA-graph capture) happens on the worker thread that will replay the graphs.
+    engine = Engine.from_pretrained(source, device=args.device, dtype=args.dtype, warmup=False)
+    log.info("engine loaded in %.1f s", time.perf_counter() - start)
     return engine
 
 
@@ -68,9 +69,12 @@ def main(argv=None):
     from ui import AppSettings, create_app
 
     engine = load_engine(args)
-    settings = AppSettings(max_queue=args.max_queue, prebuffer_ms=args.prebuffer_ms,
+    settings = AppSettings(max_queue=args.max_queue, prebuffer_ms=args.prebuffer_ms, warm_up=True,
                            notice=RANDOM_NOTICE if args.random_weights else None)
-    app, _ = create_app(engine, settings)
+    app, worker = create_app(engine, settings)
+    start = time.perf_counter()
+    worker.ready.wait()
+    logging.getLogger("voxcpm.app").info("engine warmed in %.1f s", time.perf_counter() - start)
     host, port = resolve_host(args), resolve_port(args)
     print(f"VoxCPM2 demo on http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

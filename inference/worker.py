@@ -135,7 +135,9 @@ class Job:
 class EngineWorker:
     """Runs jobs one at a time on a daemon thread that alone calls the engine."""
 
-    def __init__(self, engine, max_queue: int = 16, keep_finished: int = 256):
+    def __init__(self, engine, max_queue: int = 16, keep_finished: int = 256, warm_up: bool = False):
+        """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs
+        are captured by the thread that replays them."""
         self.engine = engine
         self.sample_rate = int(engine.sample_rate)
         self.max_queue = max_queue
@@ -146,6 +148,8 @@ class EngineWorker:
         self._running: Job | None = None
         self._served = itertools.count(1)
         self._closed = False
+        self._warm_up = warm_up
+        self.ready = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="engine-worker", daemon=True)
         self._thread.start()
 
@@ -215,6 +219,12 @@ class EngineWorker:
         self._thread.join(timeout)
 
     def _loop(self):
+        if self._warm_up:
+            try:
+                self.engine.warmup()
+            except Exception:  # requests will report their own errors; the log says why
+                log.exception("engine warm-up failed")
+        self.ready.set()
         while True:
             with self._lock:
                 while not self._waiting and not self._closed:

@@ -137,6 +137,20 @@ def test_close_cancels_and_ends_the_thread(engine):
         worker.submit(short())
 
 
+def test_warm_up_runs_on_the_worker_thread():
+    class Recorder:
+        sample_rate = 48000
+
+        def warmup(self):
+            self.thread = threading.get_ident()
+
+    engine = Recorder()
+    worker = EngineWorker(engine, warm_up=True)
+    assert worker.ready.wait(10)
+    assert engine.thread == worker._thread.ident
+    worker.close()
+
+
 def test_duplicate_ids_are_refused(engine):
     worker = EngineWorker(engine)
     job = worker.submit(short(), job_id="abcdefgh")

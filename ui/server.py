@@ -30,6 +30,7 @@ class AppSettings:
     upload_ttl_s: float = 1800.0
     max_upload_mb: int = 25
     notice: str | None = None  # a banner above the page, e.g. that the weights are random
+    warm_up: bool = False  # warm the engine on its worker thread (when from_pretrained did not)
 
 
 def _asset_version() -> str:
@@ -47,7 +48,7 @@ def _head(sample_rate: int, prebuffer_ms: float) -> str:
 
 def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, EngineWorker]:
     settings = settings or AppSettings()
-    worker = EngineWorker(engine, max_queue=settings.max_queue)
+    worker = EngineWorker(engine, max_queue=settings.max_queue, warm_up=settings.warm_up)
     max_chars = int(getattr(engine, "max_text_chars", 2000))
     clips = UploadStore(ttl_s=settings.upload_ttl_s, max_seconds=float(getattr(engine, "max_audio_seconds", 60.0)),
                         max_bytes=settings.max_upload_mb * 2**20)
