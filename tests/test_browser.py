@@ -46,7 +46,8 @@ def app():
 def page(app):
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        context = browser.new_context(viewport={"width": 1400, "height": 1100}, permissions=["microphone"])
+        page = context.new_page()
         errors = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.goto(app.url + "/")
@@ -136,6 +137,23 @@ def test_each_mode_streams_and_plays_gaplessly(app, page, mode, row):
     replay = page.locator("#vox-panel audio")
     assert replay.is_visible() and replay.evaluate("a => a.paused && !a.autoplay")
     _record(page, mode, run)
+
+
+def test_microphone_clip_clones(app, page):
+    # Chromium's fake capture device plays a beep: record it as the reference, then clone from it.
+    page.get_by_role("tab", name="Controllable cloning").click()
+    page.locator("#vox-clone-audio button[aria-label='Clear']").click()
+    page.locator("#vox-clone-audio button[aria-label='Record audio']").click()
+    page.locator("#vox-clone-audio button:has-text('Record')").first.click()
+    page.wait_for_timeout(1500)
+    page.locator("#vox-clone-audio button:has-text('Stop')").first.click()
+    page.wait_for_function("document.querySelector('#vox-clone-ref textarea, #vox-clone-ref input').value.length > 10",
+                           timeout=30_000)
+    assert "Reference ready" in page.locator("#vox-clone-note").inner_text()
+    page.fill("#vox-text textarea", "Hello world, this is a test.")
+    run = _run(page)
+    assert run["state"] == "finished", run.get("error")
+    assert run["played"] == run["samples"] == run["server"]["samples"] > 0 and run["underruns"] == 0
 
 
 def test_waiting_request_shows_its_queue_position(app, page):
