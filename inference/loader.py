@@ -10,7 +10,6 @@ from .checkpoint import check_keys, load_model_weights, load_vae_weights, resolv
 from .config import ModelConfig
 from .model import VoxCPM2
 from .text import TextTokenizer
-from .transformer import Transformer
 
 DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16,
           "fp16": torch.float16, "float32": torch.float32, "fp32": torch.float32}
@@ -62,7 +61,7 @@ def load_lm(cfg: ModelConfig, weights: dict[str, torch.Tensor]) -> VoxCPM2:
         model = VoxCPM2(cfg)
     check_keys(expected_keys(model), weights, "model weights")
     model.load_state_dict(weights, strict=True, assign=True)
-    for module in model.modules():
-        if isinstance(module, Transformer):
-            module.init_rope()  # non-persistent tables were left on the meta device
+    for module in model.transformers():
+        module.init_rope()  # non-persistent tables were left on the meta device
+    model.fuse_projections()
     return model

@@ -46,6 +46,7 @@ class LocDiT(nn.Module):
         self.time_mlp = TimestepMLP(cfg.hidden_size)
         self.delta_time_mlp = TimestepMLP(cfg.hidden_size)
         self.decoder = Transformer(cfg)
+        self.guided_euler = guided_euler  # the CUDA runner swaps in a compiled (fused) version
 
     def time_token(self, t: torch.Tensor, dt: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """[N] times -> [N, H]. Depends only on the schedule, so the fast path precomputes it."""
@@ -90,11 +91,17 @@ def guided_velocity(v_cond: torch.Tensor, v_uncond: torch.Tensor, cfg_value) -> 
     return v_uncond * scale + cfg_value * (v_cond - v_uncond * scale)
 
 
+def guided_euler(x, v, dt, cfg_value) -> torch.Tensor:
+    """x - dt * (CFG-Zero* of the batch-of-two velocity v = [conditioned; unconditioned])."""
+    b = x.shape[0]
+    return x - dt * guided_velocity(v[:b], v[b:], cfg_value)
+
+
 def euler_update(dit: LocDiT, x, mu_pair, cond_pair, time, dt, cfg_value) -> torch.Tensor:
     """One guided Euler step; mu_pair/cond_pair are the [conditioned; unconditioned] batch."""
     b = x.shape[0]
     v = dit.velocity(torch.cat((x, x), dim=0), mu_pair, time.expand(2 * b, -1), cond_pair)
-    return x - dt * guided_velocity(v[:b], v[b:], cfg_value)
+    return dit.guided_euler(x, v, dt, cfg_value)
 
 
 def guidance_pair(mu: torch.Tensor, cond: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -77,21 +77,30 @@ class VoxCPM2(nn.Module):
     def dit(self) -> LocDiT:
         return self.feat_decoder.estimator
 
-    def embed_patches(self, patches: torch.Tensor) -> torch.Tensor:
+    def embed_patches(self, patches: torch.Tensor, plain: bool = False) -> torch.Tensor:
         """[B, T, P, D] -> LM-space embeddings [B, T, H]."""
-        return self.enc_to_lm_proj(self.feat_encoder(patches))
+        return self.enc_to_lm_proj(self.feat_encoder(patches, plain=plain))
+
+    def fuse_projections(self):
+        """After loading: one matrix per q/k/v and per gate/up in every transformer."""
+        for module in (self.base_lm, self.residual_lm, self.feat_encoder.encoder, self.dit.decoder):
+            module.fuse_projections()
+
+    def transformers(self) -> tuple[Transformer, ...]:
+        return self.base_lm, self.residual_lm, self.feat_encoder.encoder, self.dit.decoder
 
     def prefill(self, tokens, text_mask, audio_mask, patches) -> StepState:
-        """Run the prompt through both LMs, filling their caches. Masks are [B, T] in 0/1."""
+        """Run the prompt through both LMs, filling their caches. Masks are [B, T] in 0/1.
+        Its shapes vary per request, so it runs the plain (uncompiled) ops."""
         dtype = patches.dtype
         text_mask, audio_mask = text_mask.to(dtype).unsqueeze(-1), audio_mask.to(dtype).unsqueeze(-1)
-        patch_embed = self.embed_patches(patches)
+        patch_embed = self.embed_patches(patches, plain=True)
         text_embed = self.base_lm.embed_tokens(tokens) * self.cfg.base_lm.embed_scale
         lm_in = text_mask * text_embed + audio_mask * patch_embed
-        lm_out = self.base_lm(lm_in, causal=True, cache=self.base_cache)
+        lm_out = self.base_lm(lm_in, causal=True, cache=self.base_cache, plain=True)
         lm_out = self.fsq_layer(lm_out) * audio_mask + lm_out * text_mask
         res_in = self.fusion_concat_proj(torch.cat((lm_out, audio_mask * patch_embed), dim=-1))
-        res_out = self.residual_lm(res_in, causal=True, cache=self.residual_cache)
+        res_out = self.residual_lm(res_in, causal=True, cache=self.residual_cache, plain=True)
         return StepState(lm_out[:, -1], res_out[:, -1], patches[:, -1])
 
     def time_tokens(self, steps: int, device) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -7,11 +7,21 @@ in a CUDA graph.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .config import RopeConfig, TransformerConfig
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    # The variance is taken in float32 and the product rounded back before the weight, as the
+    # official model does; doing it the other way round changes bf16 results.
+    variance = x.float().pow(2).mean(-1, keepdim=True)
+    return (x * torch.rsqrt(variance + eps)).to(x.dtype) * weight
 
 
 class RMSNorm(nn.Module):
@@ -21,10 +31,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # The variance is taken in float32 and the product rounded back before the weight, as the
-        # official model does; doing it the other way round changes bf16 results.
-        variance = x.float().pow(2).mean(-1, keepdim=True)
-        return (x * torch.rsqrt(variance + self.eps)).to(x.dtype) * self.weight
+        return rms_norm(x, self.weight, self.eps)
 
 
 def rope_tables(rope: RopeConfig, head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -45,28 +52,59 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return (xf * cos + rotated * sin).to(x.dtype)
 
 
+def attention_inputs(x, norm_weight, qkv_weight, cos, sin, eps: float, heads: tuple[int, int, int]):
+    """Pre-norm, fused QKV projection and RoPE: x [B, T, H] -> q [B, Hq, T, D], k and v [B, Hkv, T, D]."""
+    num_heads, num_kv, head_dim = heads
+    b, t, _ = x.shape
+    qkv = F.linear(rms_norm(x, norm_weight, eps), qkv_weight).view(b, t, num_heads + 2 * num_kv, head_dim)
+    q, k, v = qkv.transpose(1, 2).split((num_heads, num_kv, num_kv), dim=1)
+    if cos is not None:
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    return q, k, v
+
+
+def layer_output(x, attn, o_weight, norm_weight, gate_up_weight, down_weight, eps: float, residual_scale: float):
+    """Output projection, residual, pre-norm and the SiLU-gated MLP, residual again."""
+    b, h, t, d = attn.shape
+    x = x + F.linear(attn.transpose(1, 2).reshape(b, t, h * d), o_weight) * residual_scale
+    gate, up = F.linear(rms_norm(x, norm_weight, eps), gate_up_weight).chunk(2, dim=-1)
+    return x + F.linear(F.silu(gate) * up, down_weight) * residual_scale
+
+
+def decode_attention(q, keys, values, bias):
+    """One query per head over `span` cached keys; bias [span] is 0 where valid, -inf after the
+    position. Scores and softmax in float32, as the fused attention kernels compute them."""
+    b, num_heads, _, d = q.shape
+    num_kv = keys.shape[1]
+    acc = torch.promote_types(q.dtype, torch.float32)
+    qg = q.reshape(b, num_kv, num_heads // num_kv, d).to(acc)
+    scores = torch.matmul(qg, keys.to(acc).transpose(-1, -2)) * d**-0.5 + bias
+    out = torch.matmul(scores.softmax(-1), values.to(acc))
+    return out.reshape(b, num_heads, 1, d).to(q.dtype)
+
+
+@dataclass(frozen=True)
+class LayerOps:
+    """The small functions each step is made of; on CUDA the runner swaps in torch.compile'd
+    versions (fewer, fused kernels) while prefill keeps these plain ones."""
+
+    attention_inputs: Callable = attention_inputs
+    layer_output: Callable = layer_output
+    decode_attention: Callable = decode_attention
+    norm: Callable = rms_norm
+
+
+PLAIN_OPS = LayerOps()
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        self.heads = (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim)
         self.q_proj = nn.Linear(cfg.hidden_size, cfg.num_heads * cfg.head_dim, bias=False)
         self.k_proj = nn.Linear(cfg.hidden_size, cfg.num_kv_heads * cfg.head_dim, bias=False)
         self.v_proj = nn.Linear(cfg.hidden_size, cfg.num_kv_heads * cfg.head_dim, bias=False)
         self.o_proj = nn.Linear(cfg.num_heads * cfg.head_dim, cfg.hidden_size, bias=False)
-
-    def project(self, x: torch.Tensor, rope: tuple | None):
-        """x [B, T, H] -> q [B, heads, T, D], k and v [B, kv_heads, T, D], RoPE applied."""
-        b, t, _ = x.shape
-        q = self.q_proj(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        if rope is not None:
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-        return q, k, v
-
-    def output(self, attn: torch.Tensor) -> torch.Tensor:
-        b, _, t, _ = attn.shape
-        return self.o_proj(attn.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim))
 
 
 class MLP(nn.Module):
@@ -76,25 +114,38 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-
 
 class DecoderLayer(nn.Module):
+    """Holds the checkpoint's per-layer weights; `fuse_projections` then concatenates q/k/v and
+    gate/up so that each is one matrix product (fewer kernels per token)."""
+
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.self_attn = Attention(cfg)
         self.mlp = MLP(cfg)
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.residual_scale = cfg.residual_scale
+        self.eps, self.residual_scale = cfg.rms_norm_eps, cfg.residual_scale
+        # Non-persistent buffers: they follow .to() but stay out of the checkpoint's key set.
+        self.register_buffer("qkv_weight", None, persistent=False)
+        self.register_buffer("gate_up_weight", None, persistent=False)
 
-    def add_residual(self, x: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
-        return x + branch if self.residual_scale == 1.0 else x + branch * self.residual_scale
+    def fuse_projections(self):
+        a, m = self.self_attn, self.mlp
+        self.qkv_weight = torch.cat((a.q_proj.weight, a.k_proj.weight, a.v_proj.weight)).detach()
+        self.gate_up_weight = torch.cat((m.gate_proj.weight, m.up_proj.weight)).detach()
+        del a.q_proj, a.k_proj, a.v_proj, m.gate_proj, m.up_proj  # the fused copies replace them
 
-    def finish(self, x: torch.Tensor, attn_out: torch.Tensor) -> torch.Tensor:
-        x = self.add_residual(x, attn_out)
-        return self.add_residual(x, self.mlp(self.post_attention_layernorm(x)))
+    def inputs(self, ops: LayerOps, x, rope):
+        if self.qkv_weight is None:
+            raise RuntimeError("call fuse_projections() after loading the weights")
+        cos, sin = rope if rope is not None else (None, None)
+        return ops.attention_inputs(x, self.input_layernorm.weight, self.qkv_weight, cos, sin, self.eps,
+                                    self.self_attn.heads)
+
+    def output(self, ops: LayerOps, x, attn):
+        return ops.layer_output(x, attn, self.self_attn.o_proj.weight, self.post_attention_layernorm.weight,
+                                self.gate_up_weight, self.mlp.down_proj.weight, self.eps, self.residual_scale)
 
 
 class KVCache:
@@ -119,6 +170,7 @@ class Transformer(nn.Module):
             self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.ops = PLAIN_OPS  # per-step calls; prefill always uses the plain ops
         self.init_rope()
 
     def init_rope(self):
@@ -128,21 +180,27 @@ class Transformer(nn.Module):
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
 
+    def fuse_projections(self):
+        for layer in self.layers:
+            layer.fuse_projections()
+
     def rope(self, positions: torch.Tensor):
         if self.cfg.rope is None:
             return None
         return self.rope_cos[positions], self.rope_sin[positions]
 
-    def forward(self, x: torch.Tensor, causal: bool, cache: KVCache | None = None) -> torch.Tensor:
-        """x [B, T, H] -> normed hidden [B, T, H]; with a cache, its first T slots are filled."""
+    def forward(self, x: torch.Tensor, causal: bool, cache: KVCache | None = None, plain: bool = False):
+        """x [B, T, H] -> normed hidden [B, T, H]; with a cache, its first T slots are filled.
+        `plain` forces the uncompiled ops, for inputs whose shape varies (prefill)."""
+        ops = PLAIN_OPS if plain else self.ops
         rope = self.rope(torch.arange(x.shape[1], device=x.device))
         for i, layer in enumerate(self.layers):
-            q, k, v = layer.self_attn.project(layer.input_layernorm(x), rope)
+            q, k, v = layer.inputs(ops, x, rope)
             if cache is not None:
                 cache.fill(i, k, v)
             attn = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
-            x = layer.finish(x, layer.self_attn.output(attn))
-        return self.norm(x)
+            x = layer.output(ops, x, attn)
+        return ops.norm(x, self.norm.weight, self.norm.eps)
 
     def step(self, x: torch.Tensor, position: torch.Tensor, cache: KVCache, span: int) -> torch.Tensor:
         """One token x [B, H] at `position` (a 1-element long tensor on x's device).
@@ -151,13 +209,13 @@ class Transformer(nn.Module):
         captured graph serves every position below its span (length buckets).
         """
         rope = self.rope(position)
-        valid = (torch.arange(span, device=x.device) <= position).view(1, 1, 1, span)
+        bias = torch.zeros(span, device=x.device).masked_fill(torch.arange(span, device=x.device) > position,
+                                                              float("-inf"))
         h = x.unsqueeze(1)
         for i, layer in enumerate(self.layers):
-            q, k, v = layer.self_attn.project(layer.input_layernorm(h), rope)
+            q, k, v = layer.inputs(self.ops, h, rope)
             cache.k[i].index_copy_(2, position, k)
             cache.v[i].index_copy_(2, position, v)
-            keys, values = cache.k[i, :, :, :span], cache.v[i, :, :, :span]
-            attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=valid, enable_gqa=True)
-            h = layer.finish(h, layer.self_attn.output(attn))
-        return self.norm(h).squeeze(1)
+            attn = self.ops.decode_attention(q, cache.k[i, :, :, :span], cache.v[i, :, :, :span], bias)
+            h = layer.output(self.ops, h, attn)
+        return self.ops.norm(h, self.norm.weight, self.norm.eps).squeeze(1)

@@ -15,6 +15,7 @@ def random_transformer(cfg, seed=0):
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn_like(p) * 0.3)
+    model.fuse_projections()
     return model
 
 
