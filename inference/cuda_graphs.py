@@ -39,8 +39,8 @@ class CapturedGraph:
 class GraphRunner(EagerRunner):
     """Same results as EagerRunner (tested step by step); prefill stays eager."""
 
-    def __init__(self, model: VoxCPM2, vae: AudioVAE, max_timesteps: int = 100):
-        super().__init__(model, vae)
+    def __init__(self, model: VoxCPM2, vae: AudioVAE, compile_ops: bool = True, max_timesteps: int = 100):
+        super().__init__(model, vae, compile_ops)
         cfg = model.cfg
         self.capacity = model.base_cache.capacity
         self.patch_samples = cfg.patch_samples
@@ -52,7 +52,7 @@ class GraphRunner(EagerRunner):
         h, p, d, hd = cfg.base_lm.hidden_size, cfg.patch_size, cfg.feat_dim, cfg.local_dit.hidden_size
         z = lambda *shape, dtype=dt: torch.zeros(*shape, device=dev, dtype=dtype)  # noqa: E731
         self.lm_hidden, self.residual_hidden = z(1, h), z(1, h)
-        self.prev_patch, self.x = z(1, p, d), z(1, p, d)
+        self.prev_patch, self.x, self.patch = z(1, p, d), z(1, p, d), z(1, p, d)
         self.mu_pair, self.cond_pair = z(2, 2 * hd), z(2, p, d)
         self.noise = z(self.capacity + 1, p, d)
         self.time_table, self.dt_table = z(max_timesteps, hd), z(max_timesteps)
@@ -63,6 +63,7 @@ class GraphRunner(EagerRunner):
         self.staging = torch.zeros(self.patch_samples + p * d + 1, device=dev, dtype=torch.float32)
         self.pinned = [torch.zeros_like(self.staging, device="cpu").pin_memory() for _ in range(2)]
         self.copied = [torch.cuda.Event() for _ in range(2)]
+        self.vae_stream = torch.cuda.Stream()
 
     # -- graph bodies: only static tensors in, static tensors out ------------------------------
     def dit_body(self):
@@ -82,13 +83,16 @@ class GraphRunner(EagerRunner):
         self.k.copy_(self.k_start)
 
     def step_body(self, span: int):
-        patch = self.x.clone()
-        stop = self.model.stop_logits(self.lm_hidden).argmax(-1)
-        audio = self.vae.decode_chunk(patches_to_frames(patch.unsqueeze(1).to(self.vae_dtype)), self.decoder)
+        patch = self.patch
+        patch.copy_(self.x)  # a static copy: the VAE stream reads it while the next noise lands in x
         n, pd = self.patch_samples, patch.numel()
-        self.staging[:n].copy_(audio[0])
         self.staging[n : n + pd].copy_(patch[0].T.reshape(-1))
-        self.staging[-1:].copy_(stop)
+        self.staging[-1:].copy_(self.model.stop_logits(self.lm_hidden).argmax(-1))
+        # The VAE decode depends only on this patch: run it on a second stream, beside the LM step.
+        self.vae_stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.vae_stream):
+            frames = patches_to_frames(patch.unsqueeze(1).to(self.vae_dtype))
+            self.staging[:n].copy_(self.vae.decode_chunk(frames, self.decoder)[0])
         nxt = self.model.advance(patch, self.position, span)
         self.lm_hidden.copy_(nxt.lm_hidden)
         self.residual_hidden.copy_(nxt.residual_hidden)
@@ -96,6 +100,7 @@ class GraphRunner(EagerRunner):
         self.position.add_(1)
         self.patch_index.add_(1)
         self.prologue()
+        torch.cuda.current_stream().wait_stream(self.vae_stream)
 
     # -- life cycle -------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -105,10 +110,12 @@ class GraphRunner(EagerRunner):
         self.load_schedule(10, 2.0)
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):  # warm-up runs kernels (and cuBLAS handles) outside capture
+        self.position.zero_()
+        with torch.cuda.stream(stream):  # compiles, loads kernels and cuBLAS handles outside capture
             for _ in range(2):
                 self.dit_body()
-                self.step_body(self.buckets[0])
+                for span in self.buckets:
+                    self.step_body(span)
         torch.cuda.current_stream().wait_stream(stream)
         pool = torch.cuda.graph_pool_handle()
         self.dit_graph = CapturedGraph(self.dit_body, pool, stream)

@@ -22,32 +22,35 @@ log = logging.getLogger("voxcpm.engine")
 class Engine:
     """Not thread-safe: one worker thread owns an engine (see inference/worker.py)."""
 
-    def __init__(self, loaded: LoadedModel, *, cuda_graphs: bool = True, max_audio_seconds: float = 60.0,
-                 max_text_chars: int = 2000):
+    def __init__(self, loaded: LoadedModel, *, cuda_graphs: bool = True, compile: bool = True,
+                 max_audio_seconds: float = 60.0, max_text_chars: int = 2000):
         self.cfg, self.model, self.vae, self.tokenizer = loaded.cfg, loaded.model, loaded.vae, loaded.tokenizer
         self.device = loaded.device
         self.max_audio_seconds = max_audio_seconds
         self.max_text_chars = max_text_chars
-        if cuda_graphs and self.device.type == "cuda":
+        on_gpu = self.device.type == "cuda"
+        if cuda_graphs and on_gpu:
             from .cuda_graphs import GraphRunner
 
-            self.runner = GraphRunner(self.model, self.vae)
+            self.runner = GraphRunner(self.model, self.vae, compile_ops=compile)
         else:
-            self.runner = EagerRunner(self.model, self.vae)
+            self.runner = EagerRunner(self.model, self.vae, compile_ops=compile and on_gpu)
         self.warmup_seconds: float | None = None
 
     @classmethod
     def from_pretrained(cls, name_or_path: str = "openbmb/VoxCPM2", *, device: str | None = None,
                         dtype: str | None = None, vae_dtype: str = "float32", warmup: bool = True,
-                        cuda_graphs: bool = True, cache_dir: str | None = None,
+                        cuda_graphs: bool = True, compile: bool = True, cache_dir: str | None = None,
                         local_files_only: bool = False, **limits) -> "Engine":
         """name_or_path: a hub id (downloaded into the hub cache) or a local checkpoint folder.
-        device defaults to CUDA when present; dtype to bfloat16 on CUDA, float32 on CPU."""
+        device defaults to CUDA when present; dtype to bfloat16 on CUDA, float32 on CPU. On CUDA,
+        `cuda_graphs` replays captured graphs per patch and `compile` fuses each layer's kernels
+        (both switch off for debugging); warm-up does all capture and compilation."""
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = dtype or ("bfloat16" if device.startswith("cuda") else "float32")
         loaded = load_checkpoint(name_or_path, device=device, dtype=dtype, vae_dtype=vae_dtype,
                                  cache_dir=cache_dir, local_files_only=local_files_only)
-        engine = cls(loaded, cuda_graphs=cuda_graphs, **limits)
+        engine = cls(loaded, cuda_graphs=cuda_graphs, compile=compile, **limits)
         if warmup:
             engine.warmup()
         return engine

@@ -12,6 +12,8 @@ import torch
 from .audio_vae import AudioVAE
 from .model import VoxCPM2
 from .prompt import Prompt
+from .locdit import guided_euler
+from .transformer import LayerOps, attention_inputs, decode_attention, layer_output, rms_norm
 
 
 def span_buckets(capacity: int, smallest: int = 256) -> list[int]:
@@ -23,9 +25,29 @@ def span_buckets(capacity: int, smallest: int = 256) -> list[int]:
     return spans + [capacity]
 
 
+def compile_step_functions(model: VoxCPM2):
+    """Per-layer functions fused by torch.compile: at batch 1 a step is bound by its kernel count,
+    not by arithmetic. Compiled on first use, i.e. during Engine.warmup."""
+    ops = compiled_ops()
+    for transformer in model.transformers():
+        transformer.ops = ops
+    model.dit.guided_euler = torch.compile(guided_euler, fullgraph=True, dynamic=False)
+
+
+def compiled_ops() -> LayerOps:
+    """Shapes are fixed per call site, except the attention span, which is dynamic so that one
+    compile serves every bucket."""
+    static = dict(fullgraph=True, dynamic=False)
+    return LayerOps(torch.compile(attention_inputs, **static), torch.compile(layer_output, **static),
+                    torch.compile(decode_attention, fullgraph=True, dynamic=True),
+                    torch.compile(rms_norm, **static))
+
+
 class EagerRunner:
-    def __init__(self, model: VoxCPM2, vae: AudioVAE):
+    def __init__(self, model: VoxCPM2, vae: AudioVAE, compile_ops: bool = False):
         self.model, self.vae = model, vae
+        if compile_ops:
+            compile_step_functions(model)
         # Both runners attend over the same bucketed spans, so they run the same kernels and the
         # graph path can be checked bit for bit against this one.
         self.buckets = span_buckets(model.base_cache.capacity)
