@@ -125,6 +125,7 @@ class VoxApp {
     const { rate, prebufferMs } = this.config();
     this.abort('replaced');
     const run = new Run(rate);
+    run.body = this.body(form, run); // kept on the run: what was asked is part of what it shows
     this.run = run;
     this.panel.clear();
     this.panel.status('Sending the request…');
@@ -134,7 +135,7 @@ class VoxApp {
     try {
       const response = await fetch(new URL('stream', API), {
         method: 'POST', headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify(this.body(form, run)), signal: run.controller.signal,
+        body: JSON.stringify(run.body), signal: run.controller.signal,
       });
       if (!response.ok) return this.fail(run, await errorText(response));
       await this.read(run, response);

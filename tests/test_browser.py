@@ -37,6 +37,7 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 
 @pytest.fixture(scope="module")
 def app():
+    (ARTIFACTS / "browser-metrics.txt").unlink(missing_ok=True)
     running = serve(AppSettings(prebuffer_ms=80, notice="Random weights: the output is noise (test banner)."))
     yield running
     running.stop()
@@ -62,13 +63,15 @@ def page(app):
 def _set_max_len(page, patches: int):
     page.get_by_text("Advanced settings").click()
     box = page.locator("#vox-max-len input[type=number]")
-    box.fill(str(patches))
-    box.press("Enter")
-    page.wait_for_timeout(300)
-
-
-def _value(page, elem_id: str) -> str:
-    return page.evaluate(f"document.querySelector('#{elem_id} textarea, #{elem_id} input').value")
+    box.wait_for()
+    # Gradio may still be rendering the accordion's content: retry until the slider holds the value.
+    for _ in range(20):
+        box.fill(str(patches))
+        box.press("Enter")
+        page.wait_for_timeout(250)
+        if page.evaluate("document.querySelector('#vox-max-len input[type=range]').value") == str(patches):
+            return
+    raise AssertionError("could not set the maximum length")
 
 
 def _pick_example(page, mode: str, row: int):
@@ -122,6 +125,7 @@ def test_each_mode_streams_and_plays_gaplessly(app, page, mode, row):
     _pick_example(page, mode, row)
     run = _run(page)
     assert run["state"] == "finished", run.get("error")
+    assert run["body"]["mode"] == mode and run["body"]["max_len"] == MAX_LEN and run["body"]["seed"] is None
     assert run["contextRate"] == 48000 and run["contextState"] == "running"
     assert run["samples"] > 0 and run["played"] == run["samples"] == run["server"]["samples"]
     assert run["underruns"] == 0 and run["buffered"] == 0
