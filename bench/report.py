@@ -13,7 +13,9 @@ from inference.runner import patches_to_frames
 
 
 def nbytes(module: torch.nn.Module) -> int:
-    return sum(p.numel() * p.element_size() for p in module.parameters())
+    """Weight bytes: parameters plus the fused projection matrices (buffers named *_weight)."""
+    tensors = list(module.parameters()) + [b for name, b in module.named_buffers() if name.endswith("_weight")]
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def copy_bandwidth(gib: int = 2) -> float:

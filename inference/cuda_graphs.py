@@ -64,8 +64,28 @@ class GraphRunner(EagerRunner):
         self.pinned = [torch.zeros_like(self.staging, device="cpu").pin_memory() for _ in range(2)]
         self.copied = [torch.cuda.Event() for _ in range(2)]
         self.vae_stream = torch.cuda.Stream()
+        self.allocate_prefill(cfg)
+
+    def allocate_prefill(self, cfg, smallest: int = 64, largest: int = 4096):
+        """Padded prompt buffers per captured prefill length; longer prompts prefill eagerly."""
+        self.prefill_lengths, length = [], smallest
+        while length <= min(largest, self.capacity // 2):
+            self.prefill_lengths.append(length)
+            length *= 2
+        dev = self.device
+        self.prefill_in = {n: (torch.zeros(1, n, dtype=torch.long, device=dev), torch.zeros(1, n, device=dev),
+                               torch.zeros(1, n, device=dev),
+                               torch.zeros(1, n, cfg.patch_size, cfg.feat_dim, device=dev, dtype=self.dtype))
+                           for n in self.prefill_lengths}
+        self.prefill_last = torch.zeros(1, dtype=torch.long, device=dev)
 
     # -- graph bodies: only static tensors in, static tensors out ------------------------------
+    def prefill_body(self, length: int):
+        state = self.model.prefill(*self.prefill_in[length], last=self.prefill_last)
+        self.lm_hidden.copy_(state.lm_hidden)
+        self.residual_hidden.copy_(state.residual_hidden)
+        self.prev_patch.copy_(state.prev_patch)
+
     def dit_body(self):
         time_token = self.time_table.index_select(0, self.k)
         dt = self.dt_table.index_select(0, self.k)
@@ -113,6 +133,8 @@ class GraphRunner(EagerRunner):
         self.position.zero_()
         with torch.cuda.stream(stream):  # compiles, loads kernels and cuBLAS handles outside capture
             for _ in range(2):
+                for length in self.prefill_lengths:
+                    self.prefill_body(length)
                 self.dit_body()
                 for span in self.buckets:
                     self.step_body(span)
@@ -121,6 +143,8 @@ class GraphRunner(EagerRunner):
         self.dit_graph = CapturedGraph(self.dit_body, pool, stream)
         self.step_graphs = {span: CapturedGraph(lambda s=span: self.step_body(s), pool, stream)
                             for span in self.buckets}
+        self.prefill_graphs = {n: CapturedGraph(lambda n=n: self.prefill_body(n), pool, stream)
+                               for n in self.prefill_lengths}
         torch.cuda.synchronize()
         self.graphs_ready = True
         return time.perf_counter() - start
@@ -132,12 +156,26 @@ class GraphRunner(EagerRunner):
         self.k_start.fill_(zero_velocity_steps(steps))
         self.cfg_value.fill_(cfg_value)
 
+    def start_prefill(self, prompt: Prompt):
+        """Replays the prefill graph of the smallest captured length that holds the prompt."""
+        n = len(prompt)
+        length = next((m for m in self.prefill_lengths if m >= n), None)
+        if length is None:  # a very long prompt: eager, which costs launch time only
+            state = self.prefill(prompt)
+            self.lm_hidden.copy_(state.lm_hidden)
+            self.residual_hidden.copy_(state.residual_hidden)
+            self.prev_patch.copy_(state.prev_patch)
+            return
+        sources = (prompt.tokens, prompt.text_mask, prompt.audio_mask, prompt.patches)
+        for buf, src in zip(self.prefill_in[length], sources):
+            buf.zero_()
+            buf[0, :n].copy_(src)
+        self.prefill_last.fill_(n - 1)
+        self.prefill_graphs[length].replay()
+
     def start(self, prompt: Prompt, noise: torch.Tensor, cfg_value: float, steps: int):
-        """Prefill (eager) and load the request into the static buffers."""
-        state = self.prefill(prompt)
-        self.lm_hidden.copy_(state.lm_hidden)
-        self.residual_hidden.copy_(state.residual_hidden)
-        self.prev_patch.copy_(state.prev_patch)
+        """Prefill and load the request into the static buffers."""
+        self.start_prefill(prompt)
         self.noise[: len(noise)].copy_(noise.to(self.dtype), non_blocking=False)
         self.position.fill_(len(prompt))
         self.patch_index.zero_()

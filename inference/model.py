@@ -89,9 +89,11 @@ class VoxCPM2(nn.Module):
     def transformers(self) -> tuple[Transformer, ...]:
         return self.base_lm, self.residual_lm, self.feat_encoder.encoder, self.dit.decoder
 
-    def prefill(self, tokens, text_mask, audio_mask, patches) -> StepState:
+    def prefill(self, tokens, text_mask, audio_mask, patches, last: torch.Tensor | None = None) -> StepState:
         """Run the prompt through both LMs, filling their caches. Masks are [B, T] in 0/1.
-        Its shapes vary per request, so it runs the plain (uncompiled) ops."""
+        Its shapes vary per request, so it runs the plain (uncompiled) ops. `last` (a 1-element
+        index tensor) marks the prompt's end when it is padded to a captured length: causal
+        attention keeps the padding from reaching the real positions."""
         dtype = patches.dtype
         text_mask, audio_mask = text_mask.to(dtype).unsqueeze(-1), audio_mask.to(dtype).unsqueeze(-1)
         patch_embed = self.embed_patches(patches, plain=True)
@@ -101,7 +103,10 @@ class VoxCPM2(nn.Module):
         lm_out = self.fsq_layer(lm_out) * audio_mask + lm_out * text_mask
         res_in = self.fusion_concat_proj(torch.cat((lm_out, audio_mask * patch_embed), dim=-1))
         res_out = self.residual_lm(res_in, causal=True, cache=self.residual_cache, plain=True)
-        return StepState(lm_out[:, -1], res_out[:, -1], patches[:, -1])
+        if last is None:
+            return StepState(lm_out[:, -1], res_out[:, -1], patches[:, -1])
+        pick = lambda x: x.index_select(1, last).squeeze(1)  # noqa: E731
+        return StepState(pick(lm_out), pick(res_out), pick(patches))
 
     def time_tokens(self, steps: int, device) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """(dt, time token) per Euler step; mean mode off means the DiT's dt input is zero."""
