@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from bench import official_side, report, weights  # noqa: E402
-from bench.timing import median, p90, stream_timings, synthetic_voice  # noqa: E402
+from bench.timing import first_chunk_seconds, median, p90, stream_timings, synthetic_voice  # noqa: E402
 from inference import Engine, SynthesisRequest  # noqa: E402
 
 TEXT = ("The quick brown fox jumps over the lazy dog while the morning sun rises slowly "
@@ -61,7 +61,11 @@ def ours_phase(source, args, reference: str) -> tuple[list[dict], dict, list[dic
     start = time.perf_counter()
     engine = weights.our_engine(source, vae_dtype=args.vae_dtype, cuda_graphs=True)
     load_and_warm = time.perf_counter() - start
+    # The very first requests after warm-up: nothing may still be compiling or loading then.
+    first = {"first_design": first_chunk_seconds(lambda: engine.stream(ttfp_request())),
+             "first_clone": first_chunk_seconds(lambda: engine.stream(ttfp_request(reference)))}
     row = bench_ours(engine, args, reference, "ours (CUDA graphs)")
+    row.update(first)
     row.update(warmup_s=engine.warmup_seconds, load_s=load_and_warm, peak_gb=torch.cuda.max_memory_allocated() / 1e9)
     floor = report.weight_floor(engine, args.timesteps)
     vae_rows = report.vae_precision(engine, weights.vae_fp32(source), patches=args.patches)

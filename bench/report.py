@@ -108,6 +108,9 @@ def table(rows: list[dict], floor: dict, vae_rows: list[dict], args) -> str:
         lines.append(f"| {r['label']} | {r['ttfp_design'] * 1e3:.1f} | {r['ttfp_clone'] * 1e3:.1f} | {r['patch_ms']:.2f} | "
                      f"{r['patch_p90_ms']:.2f} | {r['rtf']:.4f} | {fmt(r.get('warmup_s'), '.1f')} | {fmt(r.get('peak_gb'), '.2f')} |")
     ours = rows[0]
+    if "first_design" in ours:
+        lines += ["", f"First requests after warm-up (ours): TTFP design {ours['first_design'] * 1e3:.1f} ms, "
+                      f"cloning {ours['first_clone'] * 1e3:.1f} ms."]
     lines += ["", "Speed-up of ours (CUDA graphs), RTF ratio / TTFP-design ratio:"]
     for r in rows[1:]:
         lines.append(f"- vs {r['label']}: {r['rtf'] / ours['rtf']:.1f}x / {r['ttfp_design'] / ours['ttfp_design']:.1f}x")

@@ -19,6 +19,12 @@ from .runner import EagerRunner, patches_to_frames
 log = logging.getLogger("voxcpm.engine")
 
 
+def warmup_tone(seconds: float = 1.0, rate: int = 16000) -> np.ndarray:
+    """A short voiced-like clip for warm-up requests (not silence, which is refused)."""
+    t = np.arange(int(seconds * rate)) / rate
+    return (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t)) / 2).astype(np.float32)
+
+
 class Engine:
     """Not thread-safe: one worker thread owns an engine (see inference/worker.py)."""
 
@@ -66,8 +72,14 @@ class Engine:
         if hasattr(self.runner, "capture") and not self.runner.graphs_ready:
             log.info("capturing CUDA graphs for %d attention buckets", len(self.runner.buckets))
             self.runner.capture()
-        for _ in self.stream(SynthesisRequest(text="Warm up.", min_len=2, max_len=3, seed=0)):
-            pass
+        clip = (16000, warmup_tone())
+        for req in (SynthesisRequest(text="Warm up.", min_len=2, max_len=3, seed=0),
+                    SynthesisRequest(text="Warm up.", reference_audio=clip, max_len=2, seed=0),
+                    SynthesisRequest(text="Warm up.", prompt_audio=clip, prompt_text="Warm.", max_len=2, seed=0)):
+            # Each mode once: the VAE encoder and the continuation's decoder warm-up have their own
+            # kernels, which would otherwise load during someone's first request.
+            for _ in self.stream(req):
+                pass
         self.warmup_seconds = time.perf_counter() - start
         log.info("warm-up took %.1f s", self.warmup_seconds)
         return self.warmup_seconds
