@@ -87,7 +87,7 @@ def main():
     ap.add_argument("--patches", type=int, default=80, help="patches per timed request (>= 60)")
     ap.add_argument("--timesteps", type=int, default=10)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--vae-dtype", default="bfloat16")
+    ap.add_argument("--vae-dtype", default="float32", help="the engine default; see RESULTS.md")
     ap.add_argument("--skip-official", action="store_true")
     ap.add_argument("--skip-eager", action="store_true")
     ap.add_argument("--results", help="write the markdown table here")
