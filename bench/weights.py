@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from inference import Engine
-from inference.audio_vae import fold_weight_norm
+from inference.checkpoint import fold_weight_norm
 from inference.config import ModelConfig
 from inference.loader import build_model
 from inference.text import TextTokenizer

@@ -1,7 +1,7 @@
 """AudioVAE V2: the causal convolutional codec between 16 kHz audio, 64-dim latents and 48 kHz audio.
 
 Module and parameter names follow the official checkpoint once its weight norm is folded
-(`fold_weight_norm`), so `load_state_dict(..., strict=True)` catches any missing or misnamed key.
+(`checkpoint.fold_weight_norm`), so `load_state_dict(..., strict=True)` catches any missing or misnamed key.
 
 Every convolution is causal (zero padding on the left only), so the decoder can stream: a
 `DecoderState` keeps, per request, the left context each convolution would otherwise read from the
@@ -18,28 +18,6 @@ from torch import Tensor, nn
 from .config import VAEConfig
 
 RESIDUAL_DILATIONS = (1, 3, 9)
-
-
-def _leaf(key: str) -> str:
-    return key.rpartition(".")[2]
-
-
-def fold_weight_norm(state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
-    """Replace each `X.weight_g` / `X.weight_v` pair by the float32 `X.weight` it stands for."""
-    folded = {}
-    for key, value in state_dict.items():
-        if _leaf(key) == "weight_v":
-            if key[:-2] + "_g" not in state_dict:
-                raise KeyError(f"{key} has no matching {key[:-2]}_g")
-        elif _leaf(key) == "weight_g":
-            if key[:-2] + "_v" not in state_dict:
-                raise KeyError(f"{key} has no matching {key[:-2]}_v")
-            # The kernel old-style weight_norm(dim=0) runs before every forward, so the result is
-            # bit-identical to the weight the official model convolves with.
-            folded[key[:-2]] = torch._weight_norm(state_dict[key[:-2] + "_v"].float(), value.float(), 0)
-        else:
-            folded[key] = value
-    return folded
 
 
 class DecoderState:

@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from inference.audio_vae import AudioVAE, fold_weight_norm
+from inference.audio_vae import AudioVAE
+from inference.checkpoint import fold_weight_norm
 from inference.config import VAEConfig
 
 TINY = VAEConfig(
@@ -66,25 +67,6 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def latents(seed: int, frames: int = FRAMES, dtype=torch.float32) -> torch.Tensor:
     return torch.randn(2, TINY.latent_dim, frames, generator=torch.Generator().manual_seed(seed)).to(dtype)
-
-
-@pytest.mark.parametrize("cls,groups", [(nn.Conv1d, 1), (nn.Conv1d, 4), (nn.ConvTranspose1d, 1)])
-def test_fold_matches_torch_weight_norm(cls, groups):
-    conv = torch.nn.utils.weight_norm(cls(8, 12, 5, groups=groups))
-    with torch.no_grad():
-        conv.weight_g.uniform_(0.5, 2.0)
-        conv.weight_v.normal_()
-    folded = fold_weight_norm(conv.state_dict())
-    assert set(folded) == {"weight", "bias"}
-    plain = cls(8, 12, 5, groups=groups)
-    plain.load_state_dict(folded)
-    x = torch.randn(2, 8, 30)
-    assert torch.equal(plain(x), conv(x))
-
-
-def test_fold_rejects_unpaired_key():
-    with pytest.raises(KeyError, match="conv.weight_g"):
-        fold_weight_norm({"conv.weight_g": torch.ones(3, 1, 1)})
 
 
 def test_activations_are_not_trivial(official):
