@@ -6,8 +6,9 @@ noise and condition). Nothing waits on the GPU inside a step; the one deliberate
 is the wait for its audio, latents and stop flag, copied together into pinned host memory. The
 next patch is launched before that wait, so host work overlaps GPU work.
 
-Attention reads a bucket of cache slots (see `span_buckets`), one step graph per bucket, so its
-cost follows the real sequence length rather than the cache's capacity.
+Attention reads a bucket of cache slots (see `runner.span_buckets`), one step graph per bucket,
+so its cost follows the real sequence length rather than the cache's capacity. Prefill replays a
+graph captured for the smallest padded prompt length that holds the prompt.
 """
 from __future__ import annotations
 
@@ -37,7 +38,9 @@ class CapturedGraph:
 
 
 class GraphRunner(EagerRunner):
-    """Same results as EagerRunner (tested step by step); prefill stays eager."""
+    """Same results as EagerRunner with the same compiled functions (tested step by step on a GPU).
+    Its constructor allocates every static buffer; `capture()` (run by Engine.warmup) compiles,
+    warms up and captures; `run()` then only copies a request in and replays."""
 
     def __init__(self, model: VoxCPM2, vae: AudioVAE, compile_ops: bool = True, max_timesteps: int = 100):
         super().__init__(model, vae, compile_ops)
@@ -176,7 +179,8 @@ class GraphRunner(EagerRunner):
     def start(self, prompt: Prompt, noise: torch.Tensor, cfg_value: float, steps: int):
         """Prefill and load the request into the static buffers."""
         self.start_prefill(prompt)
-        self.noise[: len(noise)].copy_(noise.to(self.dtype), non_blocking=False)
+        # Host-to-device copies of the request (noise, prompt): once per request, before any step.
+        self.noise[: len(noise)].copy_(noise.to(self.dtype))
         self.position.fill_(len(prompt))
         self.patch_index.zero_()
         self.load_schedule(steps, cfg_value)

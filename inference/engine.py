@@ -122,6 +122,7 @@ class Engine:
         wave = torch.from_numpy(audio).to(self.device, next(self.vae.parameters()).dtype).unsqueeze(0)
         frames = self.vae.encode(wave)[0].float()  # [D, F]
         d, p = self.cfg.feat_dim, self.cfg.patch_size
+        # Deliberate sync, once per clip: the prompt is assembled on the host.
         return frames.view(d, -1, p).permute(1, 2, 0).cpu()
 
     def initial_noise(self, req: SynthesisRequest, cap: int) -> torch.Tensor:
