@@ -73,7 +73,8 @@ def test_cloning_by_upload_id_equals_synthesize(client):
     up = upload(client, VOICE.read_bytes())
     assert up.status_code == 200
     info = up.json()
-    assert set(info) == {"id", "seconds", "sample_rate", "expires_in_s"} and info["sample_rate"] == 16000
+    assert set(info) == {"id", "seconds", "sample_rate", "channels", "expires_in_s"}
+    assert info["sample_rate"] == 16000 and info["channels"] == 1
     response, pcm = stream(client, mode="cloning", text=TEXT, reference_id=info["id"], control="Cheerful",
                            seed=7, max_len=5)
     assert response.status_code == 200, response.text

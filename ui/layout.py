@@ -7,15 +7,18 @@ clip into a server-side id, so the audio crosses the network once.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import logging
 
 import gradio as gr
+from gradio.utils import get_upload_folder as gradio_upload_folder
 
 from inference.errors import InputError
 
 from .examples import cloning_examples, design_examples, ultimate_examples
 from .panel import panel_html
-from .uploads import UploadStore
+from .uploads import UploadStore, read_uploaded_file
+
+log = logging.getLogger("voxcpm.ui")
 
 # The order in which the Generate button hands the form's values to window.voxcpm.generate.
 FIELDS = ["mode", "text", "description", "clone_ref", "clone_style", "ultimate_ref", "ultimate_transcript",
@@ -102,16 +105,23 @@ def _clip_input(clips: UploadStore, name: str) -> tuple[gr.Audio, gr.Textbox]:
     return audio, clip_id
 
 
-def register_clip(clips: UploadStore, path: str | None) -> tuple[str, str]:
-    """Gradio has stored the file in its own cache; decode it once and hand the page an id."""
+def register_clip(clips: UploadStore, path: str | None, upload_root: str | None = None) -> tuple[str, str]:
+    """Gradio has stored the upload or recording in its own folder; decode it once and hand the
+    page an id. Only files in that folder are read: the path comes from the client, and Gradio does
+    not check it for an app mounted on FastAPI."""
     if not path:
         return "", ""
     try:
-        clip_id, clip = clips.add_bytes(Path(path).read_bytes())
+        data = read_uploaded_file(path, upload_root or gradio_upload_folder(), clips.max_bytes)
+        clip_id, clip = clips.add_bytes(data)
     except InputError as exc:
         return "", f"⚠️ {exc}"
+    except Exception:  # the reason (and any path in it) belongs in the log, not on the page
+        log.exception("storing a clip failed")
+        return "", "⚠️ the clip could not be stored because of an error on the server; try again"
     minutes = clips.ttl_s / 60
-    return clip_id, f"Reference ready: {clip.seconds:.1f} s at {clip.sample_rate} Hz (kept {minutes:.0f} min)."
+    return clip_id, (f"Reference ready: {clip.seconds:.1f} s, from {clip.source_rate} Hz × {clip.source_channels} "
+                     f"channel(s) (kept {minutes:.0f} min).")
 
 
 def _advanced() -> dict:

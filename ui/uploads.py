@@ -1,7 +1,10 @@
 """Uploaded reference clips, kept in memory under random ids that expire.
 
 The page never sends a server path and never re-sends the audio: a clip is uploaded once (through
-Gradio's audio component or the HTTP upload route), decoded here, and referred to by its id.
+Gradio's audio component or the HTTP upload route), checked and converted here, and referred to by
+its id. Conversion is the engine's own (inference.audio_input), done at upload so that a clip the
+engine would refuse is refused at once, and so that the store holds 16 kHz mono rather than, say,
+eight channels at 192 kHz.
 """
 from __future__ import annotations
 
@@ -11,20 +14,26 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import soundfile as sf
 
+from inference.audio_input import MAX_CHANNELS, MAX_RATE, MIN_RATE, load_audio
 from inference.errors import InputError
 
 FORMATS = "WAV, FLAC, OGG or MP3"
+LABEL = "the uploaded audio"
+MAX_DECODED_BYTES = 128 * 2**20  # float32 of one clip before mixing down: 60 s of 192 kHz stereo fits
 
 
 @dataclass
 class Clip:
-    sample_rate: int
-    audio: np.ndarray  # float32, [samples] or [samples, channels]: the engine mixes down and resamples
+    sample_rate: int  # of `audio`: the engine's input rate
+    audio: np.ndarray  # float32 mono, exactly what the engine's own conversion gives
     expires_at: float
+    source_rate: int = 0
+    source_channels: int = 1
 
     @property
     def seconds(self) -> float:
@@ -34,44 +43,95 @@ class Clip:
         return self.sample_rate, self.audio
 
 
-def decode_audio(data: bytes, max_seconds: float) -> tuple[int, np.ndarray]:
-    """Bytes of an audio file to (rate, float32 samples), or an InputError that says what is wrong."""
+def read_frames(data: bytes, max_seconds: float, max_decoded_bytes: int = MAX_DECODED_BYTES) -> tuple[int, np.ndarray]:
+    """Bytes of an audio file -> (rate, float32 [samples, channels]). The header is checked before
+    decoding, so a file that claims hours of audio or an absurd rate costs nothing."""
     if not data:
-        raise InputError("the uploaded file is empty")
+        raise InputError("the uploaded file is empty (0 bytes)")
     try:
-        audio, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=False)
+        with sf.SoundFile(io.BytesIO(data)) as f:
+            rate = int(f.samplerate)
+            _check_header(rate, f.channels, f.frames, max_seconds, max_decoded_bytes)
+            frames = f.read(dtype="float32", always_2d=True)
+    except InputError:
+        raise
     except Exception:  # libsndfile's reasons are terse; the user needs to know what to send instead
         raise InputError(f"the uploaded file could not be read as audio: use {FORMATS}") from None
-    if audio.shape[0] == 0:
-        raise InputError("the uploaded audio has no samples")
-    if not np.all(np.isfinite(audio)):
-        raise InputError("the uploaded audio holds invalid (NaN or infinite) samples")
-    if audio.shape[0] / rate > max_seconds:
-        raise InputError(f"the uploaded audio lasts {audio.shape[0] / rate:.1f} s; the limit is {max_seconds:g} s")
-    return int(rate), audio
+    return rate, frames
+
+
+def _check_header(rate: int, channels: int, frames: int, max_seconds: float, max_decoded_bytes: int):
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise InputError(f"{LABEL} has a sample rate of {rate} Hz; the supported range is "
+                         f"{MIN_RATE} Hz to {MAX_RATE} Hz")
+    if not 1 <= channels <= MAX_CHANNELS:
+        raise InputError(f"{LABEL} has {channels} channels; at most {MAX_CHANNELS} are supported")
+    if frames <= 0:
+        raise InputError(f"{LABEL} has no samples")
+    if frames / rate > max_seconds:
+        raise InputError(f"{LABEL} lasts {frames / rate:.1f} s; the limit is {max_seconds:g} s: trim it "
+                         "(5 to 20 s of speech is plenty)")
+    if frames * channels * 4 > max_decoded_bytes:
+        raise InputError(f"{LABEL} decodes to {frames * channels * 4 / 2**20:.0f} MiB; the limit is "
+                         f"{max_decoded_bytes / 2**20:.0f} MiB: send fewer channels or a lower sample rate")
+
+
+def read_uploaded_file(path: str, root: str, max_bytes: int) -> bytes:
+    """The bytes of a file the client says it uploaded, if it lies inside `root` (Gradio's upload
+    folder): a client must never get the server to read any other file."""
+    resolved, folder = Path(path).resolve(), Path(root).resolve()
+    if not resolved.is_relative_to(folder) or not resolved.is_file():
+        raise InputError("only clips uploaded or recorded through this page can be used: upload it again")
+    if resolved.stat().st_size > max_bytes:
+        raise InputError(f"the upload is larger than the limit of {max_bytes // 2**20} MiB")
+    return resolved.read_bytes()
+
+
+def decode_audio(data: bytes, max_seconds: float, target_rate: int = 16000,
+                 max_decoded_bytes: int = MAX_DECODED_BYTES) -> tuple[int, np.ndarray]:
+    """Bytes of an audio file -> (target_rate, float32 mono) as the engine converts it, or an
+    InputError that says what is wrong (silent, NaN, out-of-range rate, too long...)."""
+    rate, frames = read_frames(data, max_seconds, max_decoded_bytes)
+    return target_rate, _convert(rate, frames, target_rate, max_seconds)
+
+
+def _convert(rate: int, frames: np.ndarray, target_rate: int, max_seconds: float) -> np.ndarray:
+    audio = load_audio((rate, frames), target_rate=target_rate, max_seconds=max_seconds, label=LABEL)
+    if frames.shape[1] > 1:  # the mix of loud channels can still cancel out to silence
+        audio = load_audio((target_rate, audio), target_rate=target_rate, max_seconds=max_seconds, label=LABEL)
+    return audio
 
 
 class UploadStore:
-    """Thread-safe id -> Clip map with expiry and a cap on how many clips are held."""
+    """Thread-safe id -> Clip map with expiry and caps on how many clips and bytes are held."""
 
     def __init__(self, ttl_s: float = 1800.0, max_clips: int = 256, max_seconds: float = 60.0,
-                 max_bytes: int = 25 * 2**20, max_total_bytes: int = 512 * 2**20):
+                 max_bytes: int = 25 * 2**20, max_total_bytes: int = 512 * 2**20, target_rate: int = 16000,
+                 max_decoded_bytes: int = MAX_DECODED_BYTES, parallel_decodes: int = 2):
         self.ttl_s = ttl_s
         self.max_clips = max_clips
-        self.max_total_bytes = max_total_bytes  # decoded float32 held at once; the oldest go first
+        self.max_total_bytes = max_total_bytes  # converted float32 held at once; the oldest go first
         self.max_seconds = max_seconds
         self.max_bytes = max_bytes
+        self.target_rate = target_rate
+        self.max_decoded_bytes = max_decoded_bytes
         self._clips: OrderedDict[str, Clip] = OrderedDict()
         self._lock = threading.Lock()
+        # Decoding a long 192 kHz file briefly needs ~100 MiB: a few at a time, however many arrive.
+        self._decoding = threading.BoundedSemaphore(parallel_decodes)
 
     def add_bytes(self, data: bytes) -> tuple[str, Clip]:
         if len(data) > self.max_bytes:
             raise InputError(f"the upload is larger than the limit of {self.max_bytes // 2**20} MiB")
-        rate, audio = decode_audio(data, self.max_seconds)
-        return self.add(rate, audio)
+        with self._decoding:
+            rate, frames = read_frames(data, self.max_seconds, self.max_decoded_bytes)
+            audio = _convert(rate, frames, self.target_rate, self.max_seconds)
+        clip_id, clip = self.add(self.target_rate, audio)
+        clip.source_rate, clip.source_channels = rate, frames.shape[1]
+        return clip_id, clip
 
     def add(self, rate: int, audio: np.ndarray) -> tuple[str, Clip]:
-        clip = Clip(rate, audio, time.monotonic() + self.ttl_s)
+        clip = Clip(rate, audio, time.monotonic() + self.ttl_s, source_rate=rate)
         clip_id = secrets.token_urlsafe(16)
         with self._lock:
             self._purge()
