@@ -8,22 +8,43 @@ cancelled while queued or within one patch of generation, and fails alone when i
 from __future__ import annotations
 
 import collections
+import gc
 import itertools
 import logging
 import queue
 import threading
 import time
+import traceback
 import uuid
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from .errors import InputError
 
 log = logging.getLogger("voxcpm.worker")
 
 INTERNAL_ERROR = "Generation failed because of an internal error on the server; it has been logged."
-OUT_OF_MEMORY = "The server ran out of GPU memory for this request; try a shorter text or reference."
+OUT_OF_MEMORY = ("The server ran out of memory for this request; try a shorter text or reference clip, "
+                 "or try again in a moment.")
+FELL_BEHIND = ("Stopped: the connection fell more than {seconds:g} s of audio behind the generation, "
+               "so the rest was not made.")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError))
+
+
+def release_memory():
+    """Give back what a failed request held: cycles, and on CUDA the allocator's cached blocks."""
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+class FellBehind(Exception):
+    """The job's consumer has more unread audio than allowed: it is not reading the stream."""
 
 
 class QueueFullError(RuntimeError):
@@ -67,7 +88,7 @@ class Job:
         self.text_chars = len(getattr(request, "text", "") or "")
         self.state = "queued"
         self.error: str | None = None
-        self.outcome: str | None = None  # ok, cancelled, input_error or error, once finished
+        self.outcome: str | None = None  # ok, cancelled, input_error, too_slow, out_of_memory or error
         self.metrics = JobMetrics(queued_at=time.perf_counter())
         self._worker = worker
         self._events: queue.Queue = queue.Queue()
@@ -87,6 +108,17 @@ class Job:
         """Stop at the next patch boundary (or leave the line at once) and free the slot."""
         self._cancel.set()
         self._worker.withdraw(self)
+
+    def discard(self):
+        """The consumer has gone: stop the job if it is live, and drop audio it will never read
+        (finished jobs stay listed a while, and must not hold a whole utterance meanwhile)."""
+        if self.state in ("queued", "running"):
+            self.cancel()
+        else:
+            self._drain()
+
+    def unread_chunks(self) -> int:
+        return self._events.qsize()
 
     def next_event(self, timeout: float | None = None):
         """('chunk', array) | ('end', None) | ('error', message); None when nothing came in time."""
@@ -112,8 +144,7 @@ class Job:
                 else:
                     return
         finally:
-            if self.state in ("queued", "running"):
-                self.cancel()
+            self.discard()
 
     def status(self) -> dict:
         out = {"id": self.id, "state": self.state, "position": self.position, "error": self.error,
@@ -135,10 +166,13 @@ class Job:
 class EngineWorker:
     """Runs jobs one at a time on a daemon thread that alone calls the engine."""
 
-    def __init__(self, engine, max_queue: int = 16, keep_finished: int = 256, warm_up: bool = False):
+    def __init__(self, engine, max_queue: int = 16, keep_finished: int = 256, warm_up: bool = False,
+                 max_backlog_s: float = 120.0):
         """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs
-        are captured by the thread that replays them."""
+        are captured by the thread that replays them. max_backlog_s: audio a job may hold unread
+        before it is stopped, so that a client that stops reading cannot pile up memory."""
         self.engine = engine
+        self.max_backlog_s = max_backlog_s
         self.sample_rate = int(engine.sample_rate)
         self.max_queue = max_queue
         self._waiting: collections.deque[Job] = collections.deque()
@@ -245,9 +279,25 @@ class EngineWorker:
         if job.cancelled:  # cancelled between leaving the line and starting: spend no engine time
             self._finish(job, "cancelled")
             return
-        stream = None
+        out_of_memory = False
         try:
-            stream = self.engine.stream(job.request)
+            self._generate(job)
+            self._finish(job, "cancelled" if job.cancelled else "done")
+        except InputError as exc:
+            self._finish(job, "failed", str(exc), outcome="input_error")
+        except FellBehind:
+            self._finish(job, "failed", FELL_BEHIND.format(seconds=self.max_backlog_s), outcome="too_slow")
+        except Exception as exc:  # one bad request must not take the worker down
+            out_of_memory = is_out_of_memory(exc)
+            self._log_failure(job, exc)
+            self._finish(job, "failed", OUT_OF_MEMORY if out_of_memory else INTERNAL_ERROR,
+                         outcome="out_of_memory" if out_of_memory else "error")
+        if out_of_memory:
+            release_memory()  # now that the failed request's frames are gone, so the next one fits
+
+    def _generate(self, job: Job):
+        stream = self.engine.stream(job.request)
+        try:
             for chunk in stream:
                 audio = np.asarray(chunk.audio, dtype=np.float32)
                 if job.metrics.first_chunk_at is None:
@@ -257,16 +307,17 @@ class EngineWorker:
                 job._emit("chunk", audio)
                 if job.cancelled:
                     break
-            self._finish(job, "cancelled" if job.cancelled else "done")
-        except InputError as exc:
-            self._finish(job, "failed", str(exc), outcome="input_error")
-        except Exception as exc:  # one bad request must not take the worker down
-            oom = type(exc).__name__ == "OutOfMemoryError"
-            log.exception("job %s failed", job.id)
-            self._finish(job, "failed", OUT_OF_MEMORY if oom else INTERNAL_ERROR, outcome="error")
+                if job.unread_chunks() * audio.shape[0] > self.max_backlog_s * self.sample_rate:
+                    raise FellBehind()
         finally:
-            if stream is not None and hasattr(stream, "close"):
+            if hasattr(stream, "close"):
                 stream.close()  # stops the engine's generator and releases its per-request state
+
+    def _log_failure(self, job: Job, exc: BaseException):
+        # The traceback goes to the log as text, then its frames drop their locals: a log handler
+        # that keeps records (or the exception itself) must not keep a failed request's tensors.
+        log.error("job %s failed:\n%s", job.id, "".join(traceback.format_exception(exc)).rstrip())
+        traceback.clear_frames(exc.__traceback__)
 
     def _finish(self, job: Job, state: str, error: str | None = None, outcome: str | None = None):
         job.metrics.finished_at = time.perf_counter()

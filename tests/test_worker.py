@@ -158,3 +158,23 @@ def test_duplicate_ids_are_refused(engine):
         worker.submit(short(), job_id="abcdefgh")
     list(job)
     assert worker.get("abcdefgh") is job
+
+
+def test_a_consumer_that_stops_reading_is_cut_off(engine, caplog):
+    caplog.set_level(logging.INFO, logger="voxcpm.worker")
+    worker = EngineWorker(engine, max_backlog_s=0.5)  # about three patches of 0.16 s
+    job = worker.submit(long())  # nobody reads it
+    wait_until(lambda: job.state == "failed", timeout=60)
+    assert job.outcome == "too_slow" and "fell more than 0.5 s" in job.error
+    assert job.metrics.patches <= 5 and job.unread_chunks() <= 5
+    assert "outcome=too_slow" in caplog.text
+    assert len(np.concatenate(list(worker.submit(short())))) > 0  # the worker goes on
+
+
+def test_discarding_a_finished_job_drops_its_unread_audio(engine):
+    worker = EngineWorker(engine)
+    job = worker.submit(short(max_len=3))
+    wait_until(lambda: job.state == "done")
+    assert job.unread_chunks() > 0
+    job.discard()
+    assert job.unread_chunks() == 0 and job.state == "done"

@@ -88,7 +88,7 @@ async def pcm_stream(job: Job, first: np.ndarray):
                 return
             yield to_pcm(event[1])
     finally:
-        job.cancel()  # no-op when finished; otherwise stops the engine within one patch
+        job.discard()  # stops a live job within one patch; drops audio a finished one still holds
 
 
 router = APIRouter()
@@ -109,7 +109,8 @@ async def stream(request: Request):
         return error_response(499, "the client closed the connection")
     kind, value = event
     if kind == "error":
-        return error_response(400 if job.outcome == "input_error" else 500, value)
+        status = {"input_error": 400, "out_of_memory": 503}.get(job.outcome, 500)
+        return error_response(status, value, {"Retry-After": "5"} if status == 503 else None)
     if kind == "end":
         return error_response(409 if job.cancelled else 500, "the request ended before any audio")
     rate = state.worker.sample_rate
@@ -124,17 +125,36 @@ async def stream(request: Request):
 
 
 async def _submit(request: Request, state):
-    raw = await read_limited(request, MAX_JSON_BYTES, "request body")
+    """Parse, check and queue; a refusal here gets its own log line, as a finished job does."""
+    body = None
     try:
-        payload = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise HTTPError(400, "the request body is not valid JSON") from None
-    body = parse_body(payload)
-    req = to_request(body, state.clips, state.max_text_chars)
-    try:
+        raw = await read_limited(request, MAX_JSON_BYTES, "request body")
+        body = parse_body(_json(raw))
+        req = to_request(body, state.clips, state.max_text_chars)
         return state.worker.submit(req, job_id=body.request_id), req, body
     except QueueFullError as exc:
+        _log_refusal(body, 503, "busy")
         raise HTTPError(503, str(exc), {"Retry-After": "5"}) from None
+    except HTTPError as exc:
+        _log_refusal(body, exc.status, "too_large" if exc.status == 413 else "input_error")
+        raise
+    except InputError:
+        _log_refusal(body, 400, "input_error")
+        raise
+
+
+def _json(raw: bytes):
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise HTTPError(400, "the request body is not valid JSON") from None
+
+
+def _log_refusal(body, status: int, outcome: str):
+    mode = body.mode if body is not None else "?"
+    chars = len(body.text) if body is not None else -1
+    log.info("request refused mode=%s text_chars=%d ttfp=- rtf=- patches=0 outcome=%s status=%d",
+             mode, chars, outcome, status)
 
 
 @router.post("/upload")
@@ -143,8 +163,8 @@ async def upload(request: Request):
     clips = _state(request).clips
     data = await read_limited(request, clips.max_bytes, "upload")
     clip_id, clip = await anyio.to_thread.run_sync(clips.add_bytes, data)
-    return {"id": clip_id, "seconds": round(clip.seconds, 3), "sample_rate": clip.sample_rate,
-            "expires_in_s": clips.ttl_s}
+    return {"id": clip_id, "seconds": round(clip.seconds, 3), "sample_rate": clip.source_rate,
+            "channels": clip.source_channels, "expires_in_s": clips.ttl_s}
 
 
 @router.get("/jobs/{job_id}")

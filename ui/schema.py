@@ -56,8 +56,9 @@ def blank(value: str | None) -> bool:
 
 def to_request(body: StreamBody, clips, max_text_chars: int) -> SynthesisRequest:
     """Map the page's modes onto the engine's request; `clips` resolves upload ids."""
-    if len(body.text) > max_text_chars:
-        raise InputError(f"the text has {len(body.text)} characters; the limit is {max_text_chars}")
+    for name, value in (("text", body.text), ("voice description or style instruction", body.control),
+                        ("transcript", body.prompt_text)):
+        _check_text(name, value, max_text_chars)
     control = None if blank(body.control) else body.control.strip()
     seed = body.seed if body.seed is not None else secrets.randbelow(RANDOM_SEED_LIMIT)
     common = dict(text=body.text, cfg_value=body.cfg_value, inference_timesteps=body.inference_timesteps,
@@ -78,6 +79,17 @@ def to_request(body: StreamBody, clips, max_text_chars: int) -> SynthesisRequest
     # Control is passed on so that the engine refuses it with its own message (it would be read aloud).
     return SynthesisRequest(control=control, reference_audio=clip, prompt_audio=clip,
                             prompt_text=body.prompt_text.strip(), **common)
+
+
+def _check_text(name: str, value: str | None, limit: int):
+    if value is None:
+        return
+    if len(value) > limit:
+        raise InputError(f"the {name} has {len(value)} characters; the limit is {limit}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # JSON can carry lone surrogates; the tokenizer cannot
+        raise InputError(f"the {name} holds characters that are not valid Unicode (lone surrogates)") from None
 
 
 def _refuse(value: str | None, message: str):
