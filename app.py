@@ -3,12 +3,14 @@
     python app.py                      # openbmb/VoxCPM2 from the Hugging Face cache (downloaded once)
     python app.py --model /path/to/checkpoint
     python app.py --random-weights     # a tiny random model: try the interface without weights
+    python app.py --host 0.0.0.0 --token "$(openssl rand -hex 16)"   # reachable by others, with a token
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+import re
 import tempfile
 import time
 
@@ -24,7 +26,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dtype", default=None, help="bfloat16 or float32 (default: bfloat16 on cuda)")
     p.add_argument("--host", default=None, help="default 127.0.0.1; 0.0.0.0 on a Hugging Face Space")
     p.add_argument("--port", type=int, default=None, help="default $GRADIO_SERVER_PORT or 7860")
+    p.add_argument("--token", default=None,
+                   help="require this access token (default $VOXCPM_TOKEN); open /?token=... once in the browser")
     p.add_argument("--max-queue", type=int, default=16, help="requests allowed to wait for the engine")
+    p.add_argument("--max-text-chars", type=int, default=2000, help="longest text, description or transcript")
+    p.add_argument("--max-audio-seconds", type=float, default=60.0, help="longest reference clip")
+    p.add_argument("--max-upload-mb", type=int, default=25, help="largest uploaded file")
+    p.add_argument("--upload-ttl-min", type=float, default=30.0, help="how long an uploaded clip is kept")
     p.add_argument("--prebuffer-ms", type=float, default=80.0, help="audio the player holds before it starts")
     p.add_argument("--log-level", default="INFO")
     return p.parse_args(argv)
@@ -37,6 +45,20 @@ def resolve_host(args) -> str:
         return os.environ["GRADIO_SERVER_NAME"]
     # A Space's proxy reaches the app from outside the container; anywhere else stay local.
     return "0.0.0.0" if os.environ.get("SPACE_ID") else "127.0.0.1"
+
+
+def resolve_token(args) -> str | None:
+    token = args.token or os.environ.get("VOXCPM_TOKEN") or None
+    from ui.auth import TOKEN_PATTERN
+
+    if token is not None and not re.fullmatch(TOKEN_PATTERN, token):
+        raise SystemExit("the token needs 8 to 256 characters from A-Z a-z 0-9 . _ ~ - "
+                         "(it travels in URLs and cookies); e.g. --token \"$(openssl rand -hex 16)\"")
+    return token
+
+
+def is_loopback(host: str) -> bool:
+    return host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
 
 
 def resolve_port(args) -> int:
@@ -56,7 +78,8 @@ def load_engine(args):
     log.info("loading %s (the first run downloads it into the Hugging Face cache)", source)
     start = time.perf_counter()
     # Warm-up (CUDA-graph capture) happens on the worker thread that will replay the graphs.
-    engine = Engine.from_pretrained(source, device=args.device, dtype=args.dtype, warmup=False)
+    engine = Engine.from_pretrained(source, device=args.device, dtype=args.dtype, warmup=False,
+                                    max_text_chars=args.max_text_chars, max_audio_seconds=args.max_audio_seconds)
     log.info("engine loaded in %.1f s", time.perf_counter() - start)
     return engine
 
@@ -68,15 +91,22 @@ def main(argv=None):
 
     from ui import AppSettings, create_app
 
+    log = logging.getLogger("voxcpm.app")
+    host, port, token = resolve_host(args), resolve_port(args), resolve_token(args)
+    if token is None and not is_loopback(host):
+        log.warning("bound to %s without a token: anyone who can reach this port can use the GPU "
+                    "(set --token or VOXCPM_TOKEN to require one)", host)
     engine = load_engine(args)
     settings = AppSettings(max_queue=args.max_queue, prebuffer_ms=args.prebuffer_ms, warm_up=True,
-                           notice=RANDOM_NOTICE if args.random_weights else None)
+                           notice=RANDOM_NOTICE if args.random_weights else None, token=token,
+                           max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60)
     app, worker = create_app(engine, settings)
     start = time.perf_counter()
     worker.ready.wait()
-    logging.getLogger("voxcpm.app").info("engine warmed in %.1f s", time.perf_counter() - start)
-    host, port = resolve_host(args), resolve_port(args)
-    print(f"VoxCPM2 demo on http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}", flush=True)
+    log.info("engine warmed in %.1f s", time.perf_counter() - start)
+    url = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}"
+    print(f"VoxCPM2 demo on {url}" + (" (token required: open /?token=<your token> once)" if token else ""),
+          flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 

@@ -33,24 +33,42 @@ def test_binding(monkeypatch, argv, env, host, port):
     assert (demo_app.resolve_host(args), demo_app.resolve_port(args)) == (host, port)
 
 
-def test_random_weights_start_serves_page_banner_and_stream():
-    port = free_port()
+def test_token_comes_from_flag_or_env_and_must_be_url_safe(monkeypatch):
+    monkeypatch.delenv("VOXCPM_TOKEN", raising=False)
+    assert demo_app.resolve_token(demo_app.parse_args([])) is None
+    assert demo_app.resolve_token(demo_app.parse_args(["--token", "flag-token-1"])) == "flag-token-1"
+    monkeypatch.setenv("VOXCPM_TOKEN", "env-token-12")
+    assert demo_app.resolve_token(demo_app.parse_args([])) == "env-token-12"
+    for bad in ("short", "has space in it", "semi;colon-token"):
+        with pytest.raises(SystemExit):
+            demo_app.resolve_token(demo_app.parse_args(["--token", bad]))
+
+
+def test_random_weights_start_requires_its_token_and_serves_page_banner_and_stream():
+    port, token = free_port(), "cli-test-token-123"
     env = {k: v for k, v in os.environ.items() if k not in ("GRADIO_SERVER_NAME", "SPACE_ID")}
-    proc = subprocess.Popen([sys.executable, "app.py", "--random-weights", "--port", str(port), "--device", "cpu"],
+    env["VOXCPM_TOKEN"] = token
+    proc = subprocess.Popen([sys.executable, "app.py", "--random-weights", "--port", str(port), "--device", "cpu",
+                             "--max-text-chars", "50"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(base, proc)
-        with httpx.Client(base_url=base, timeout=60) as client:
+        _wait_healthy(base, proc)  # the health probe needs no token
+        assert httpx.get(f"{base}/", timeout=30).status_code == 401
+        assert httpx.post(f"{base}/voxcpm/stream", json={"text": "Hello."}, timeout=30).status_code == 401
+        with httpx.Client(base_url=base, timeout=60, headers={"X-VoxCPM-Token": token}) as client:
             assert "Random weights" in client.get("/config").text
             assert "voxcpm/static/app.js?" in client.get("/").text
             assert "javascript" in client.get("/voxcpm/static/pcm-worklet.js").headers["content-type"]
+            too_long = client.post("/voxcpm/stream", json={"text": "x" * 51})
+            assert too_long.status_code == 400 and "the limit is 50" in too_long.json()["error"]
             response = client.post("/voxcpm/stream", json={"text": "Hello world.", "seed": 1, "max_len": 3})
             assert response.status_code == 200 and len(response.content) > 0
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
     assert "mode=design text_chars=12" in out and "outcome=ok" in out  # the per-request log line
+    assert token not in out  # neither the banner nor the logs print it
 
 
 def _wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 120.0):

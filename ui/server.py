@@ -13,6 +13,7 @@ from fastapi.staticfiles import StaticFiles
 
 from inference.worker import EngineWorker
 
+from .auth import TokenGate
 from .layout import build_blocks
 from .routes import router
 from .uploads import UploadStore
@@ -31,6 +32,8 @@ class AppSettings:
     max_upload_mb: int = 25
     notice: str | None = None  # a banner above the page, e.g. that the weights are random
     warm_up: bool = False  # warm the engine on its worker thread (when from_pretrained did not)
+    token: str | None = None  # when set, every request but the health probe must carry it (ui/auth.py)
+    max_backlog_s: float = 120.0  # unread audio a stream may pile up before it is stopped
 
 
 def _asset_version() -> str:
@@ -48,10 +51,11 @@ def _head(sample_rate: int, prebuffer_ms: float) -> str:
 
 def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, EngineWorker]:
     settings = settings or AppSettings()
-    worker = EngineWorker(engine, max_queue=settings.max_queue, warm_up=settings.warm_up)
+    worker = EngineWorker(engine, max_queue=settings.max_queue, warm_up=settings.warm_up,
+                          max_backlog_s=settings.max_backlog_s)
     max_chars = int(getattr(engine, "max_text_chars", 2000))
     clips = UploadStore(ttl_s=settings.upload_ttl_s, max_seconds=float(getattr(engine, "max_audio_seconds", 60.0)),
-                        max_bytes=settings.max_upload_mb * 2**20)
+                        max_bytes=settings.max_upload_mb * 2**20, target_rate=_input_rate(engine))
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
@@ -71,4 +75,14 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
         footer_links=["api", "gradio"], run_history=False,
     )
     app.state.demo = demo
+    if settings.token:
+        app.add_middleware(TokenGate, token=settings.token)
     return app, worker
+
+
+def _input_rate(engine) -> int:
+    """The rate the engine encodes clips at, so stored clips need no further resampling."""
+    try:
+        return int(engine.cfg.vae.sample_rate)
+    except AttributeError:  # a stand-in engine in tests
+        return 16000
