@@ -150,7 +150,7 @@ class Engine:
         """Offline reference decode of [n, D, P] latents (after optional context patches [C, P, D])."""
         patches = torch.as_tensor(latents).transpose(1, 2)
         if context is not None and len(context):
-            patches = torch.cat((context.to(self.model.base_cache.k.dtype).float(), patches))
+            patches = torch.cat((context.to(self.runner.dtype).float(), patches))
         vae_dtype = next(self.vae.parameters()).dtype
         with torch.inference_mode():
             audio = self.vae.decode(patches_to_frames(patches.unsqueeze(0)).to(self.device, vae_dtype))[0]
