@@ -61,6 +61,8 @@ REFUSED = [
      "silent"),
     ("NaN samples", encode(with_value(math.nan), 16000, "FLOAT"), "NaN"),
     ("infinite samples", encode(with_value(math.inf), 16000, "FLOAT"), "infinite"),
+    ("samples far outside [-1, 1]", encode(tone(1, 16000) * 1e6, 16000, "FLOAT"), "far outside"),
+    ("too short to hold a voice", encode(tone(0.05, 16000), 16000), "lasts only 50 ms"),
     ("4 kHz", encode(tone(1, 4000), 4000), "sample rate of 4000 Hz"),
     ("384 kHz", encode(tone(0.2, 384000), 384000), "sample rate of 384000 Hz"),
     ("9 channels", encode(tone(0.5, 16000, 9), 16000), "9 channels"),

@@ -57,14 +57,17 @@ def to_pcm(audio: np.ndarray) -> bytes:
 
 
 async def read_limited(request: Request, limit: int, what: str) -> bytes:
+    # The same words as the clip store's, so both ways of uploading say the same thing.
+    too_large = f"the {what} is larger than the limit of " + (
+        f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit} bytes")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HTTPError(413, f"the {what} is larger than the limit of {limit} bytes")
+        raise HTTPError(413, too_large)
     data = bytearray()
     async for part in request.stream():
         data += part
         if len(data) > limit:
-            raise HTTPError(413, f"the {what} is larger than the limit of {limit} bytes")
+            raise HTTPError(413, too_large)
     return bytes(data)
 
 

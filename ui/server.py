@@ -34,6 +34,7 @@ class AppSettings:
     warm_up: bool = False  # warm the engine on its worker thread (when from_pretrained did not)
     token: str | None = None  # when set, every request but the health probe must carry it (ui/auth.py)
     max_backlog_s: float = 120.0  # unread audio a stream may pile up before it is stopped
+    keep_finished: int = 256  # finished requests whose status (metrics) can still be asked for
 
 
 def _asset_version() -> str:
@@ -52,7 +53,7 @@ def _head(sample_rate: int, prebuffer_ms: float) -> str:
 def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, EngineWorker]:
     settings = settings or AppSettings()
     worker = EngineWorker(engine, max_queue=settings.max_queue, warm_up=settings.warm_up,
-                          max_backlog_s=settings.max_backlog_s)
+                          max_backlog_s=settings.max_backlog_s, keep_finished=settings.keep_finished)
     max_chars = int(getattr(engine, "max_text_chars", 2000))
     clips = UploadStore(ttl_s=settings.upload_ttl_s, max_seconds=float(getattr(engine, "max_audio_seconds", 60.0)),
                         max_bytes=settings.max_upload_mb * 2**20, target_rate=_input_rate(engine))

@@ -25,6 +25,8 @@ from inference.errors import InputError
 FORMATS = "WAV, FLAC, OGG or MP3"
 LABEL = "the uploaded audio"
 MAX_DECODED_BYTES = 128 * 2**20  # float32 of one clip before mixing down: 60 s of 192 kHz stereo fits
+MIN_SECONDS = 0.1  # a shorter clip holds no voice to clone; it is a stray click or a cut file
+MAX_PEAK = 64.0  # float files that clip go a little past 1.0; far beyond, the numbers are not audio
 
 
 @dataclass
@@ -68,6 +70,8 @@ def _check_header(rate: int, channels: int, frames: int, max_seconds: float, max
         raise InputError(f"{LABEL} has {channels} channels; at most {MAX_CHANNELS} are supported")
     if frames <= 0:
         raise InputError(f"{LABEL} has no samples")
+    if frames / rate < MIN_SECONDS:
+        raise InputError(f"{LABEL} lasts only {frames / rate * 1000:.0f} ms: give a few seconds of clear speech")
     if frames / rate > max_seconds:
         raise InputError(f"{LABEL} lasts {frames / rate:.1f} s; the limit is {max_seconds:g} s: trim it "
                          "(5 to 20 s of speech is plenty)")
@@ -96,6 +100,9 @@ def decode_audio(data: bytes, max_seconds: float, target_rate: int = 16000,
 
 
 def _convert(rate: int, frames: np.ndarray, target_rate: int, max_seconds: float) -> np.ndarray:
+    peak = float(np.max(np.abs(frames), initial=0.0))
+    if np.isfinite(peak) and peak > MAX_PEAK:
+        raise InputError(f"{LABEL} holds samples far outside [-1, 1] (peak {peak:.3g}): it is not a recording")
     audio = load_audio((rate, frames), target_rate=target_rate, max_seconds=max_seconds, label=LABEL)
     if frames.shape[1] > 1:  # the mix of loud channels can still cancel out to silence
         audio = load_audio((target_rate, audio), target_rate=target_rate, max_seconds=max_seconds, label=LABEL)
