@@ -15,6 +15,11 @@ from inference import Engine, SynthesisRequest
 from inference.tiny import write_tiny_checkpoint
 
 SAMPLE_RATE = 48000
+CHROMIUM = "/usr/bin/chromium"
+BROWSER_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--autoplay-policy=no-user-gesture-required", "--use-fake-ui-for-media-stream",
+                 "--use-fake-device-for-media-stream"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -95,3 +100,65 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02):
             return value
         time.sleep(interval)
     raise AssertionError("timed out waiting for a condition")
+
+
+def resources(app: RunningApp | None = None) -> dict:
+    """What a leak would make grow, in this process (the server runs in it): resident and
+    Python-traced memory, live torch tensors, open files and sockets, threads, and what the app
+    holds on to (listed jobs, stored clips)."""
+    import gc
+    import os
+    import tracemalloc
+
+    import torch
+
+    gc.collect()
+    tensors = [o for o in gc.get_objects() if issubclass(type(o), torch.Tensor)]  # type(): no proxy warnings
+    out = {
+        "rss_mb": _rss_mb(),
+        "traced_mb": tracemalloc.get_traced_memory()[0] / 2**20 if tracemalloc.is_tracing() else None,
+        "tensors": len(tensors),
+        "tensor_mb": sum(t.nelement() * t.element_size() for t in tensors) / 2**20,
+        "open_fds": len(os.listdir("/proc/self/fd")),
+        "threads": threading.active_count(),
+    }
+    if torch.cuda.is_available():
+        out["cuda_mb"] = torch.cuda.memory_allocated() / 2**20
+    if app is not None:
+        out["jobs"] = len(app.worker._jobs)
+        out["clips"] = len(app.app.state.clips)
+    return out
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def record_figure(line: str):
+    """Figures the robustness tests measured, for the CI log and tests/artifacts/robust-figures.txt."""
+    from pathlib import Path
+
+    artifacts = Path(__file__).resolve().parent / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    with open(artifacts / "robust-figures.txt", "a", encoding="utf-8") as out:
+        out.write(line.rstrip() + "\n")
+    print(line)
+
+
+def set_max_len(page, patches: int):
+    """Open the advanced settings and set the maximum length in the page (Playwright page)."""
+    page.get_by_text("Advanced settings").click()
+    box = page.locator("#vox-max-len input[type=number]")
+    box.wait_for()
+    # Gradio may still be rendering the accordion's content: retry until the slider holds the value.
+    for _ in range(20):
+        box.fill(str(patches))
+        box.press("Enter")
+        page.wait_for_timeout(250)
+        if page.evaluate("document.querySelector('#vox-max-len input[type=range]').value") == str(patches):
+            return
+    raise AssertionError("could not set the maximum length")

@@ -19,13 +19,10 @@ from ui import AppSettings
 from ui.examples import cloning_examples, design_examples, ultimate_examples
 from ui.uploads import decode_audio
 
-from .app_helpers import assert_same_audio, expected_pcm, serve
+from .app_helpers import BROWSER_FLAGS as FLAGS
+from .app_helpers import CHROMIUM, assert_same_audio, expected_pcm, serve, set_max_len
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--autoplay-policy=no-user-gesture-required",
-         "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream"]
 MAX_LEN = 8  # patches: about a second of audio per run keeps the test short
 
 if not os.environ.get("CI"):  # CI installs both (.ci/run); elsewhere, say why it did not run
@@ -54,24 +51,10 @@ def page(app):
         page.goto(app.url + "/")
         page.wait_for_selector("#vox-generate", timeout=60_000)
         page.wait_for_function("window.voxcpm && window.voxcpm.ctx", timeout=30_000)
-        _set_max_len(page, MAX_LEN)
+        set_max_len(page, MAX_LEN)
         page.errors = errors
         yield page
         browser.close()
-
-
-def _set_max_len(page, patches: int):
-    page.get_by_text("Advanced settings").click()
-    box = page.locator("#vox-max-len input[type=number]")
-    box.wait_for()
-    # Gradio may still be rendering the accordion's content: retry until the slider holds the value.
-    for _ in range(20):
-        box.fill(str(patches))
-        box.press("Enter")
-        page.wait_for_timeout(250)
-        if page.evaluate("document.querySelector('#vox-max-len input[type=range]').value") == str(patches):
-            return
-    raise AssertionError("could not set the maximum length")
 
 
 def _pick_example(page, mode: str, row: int):
