@@ -8,12 +8,13 @@ from typing import Iterator
 
 import numpy as np
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .audio_vae import AudioVAE
 from .model import VoxCPM2
 from .prompt import Prompt
 from .locdit import guided_euler
-from .transformer import LayerOps, attention_inputs, decode_attention, layer_output, rms_norm
+from .transformer import LayerOps, attention_inputs, decode_attention, layer_output, rms_norm, sequence_attention
 
 
 def span_buckets(capacity: int, smallest: int = 256) -> list[int]:
@@ -34,11 +35,26 @@ def compile_step_functions(model: VoxCPM2):
     model.dit.guided_euler = torch.compile(guided_euler, fullgraph=True, dynamic=False)
 
 
-def compiled_ops() -> LayerOps:
-    """Shapes are fixed per call site; attention is already a single SDPA kernel."""
+def compiled_ops(sequence_backends=(SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+                                     SDPBackend.MATH)) -> LayerOps:
+    """Shapes are fixed per call site; attention is already a single SDPA kernel. LocEnc's and
+    LocDiT's short sequences skip cuDNN's kernel, which adds a memset per layer: on an H200 the
+    flash kernel made a DiT call 6% faster (bench/RESULTS.md). SDPA takes the first allowed
+    backend that the GPU supports."""
     static = dict(fullgraph=True, dynamic=False)
     return LayerOps(torch.compile(attention_inputs, **static), torch.compile(layer_output, **static),
-                    decode_attention, torch.compile(rms_norm, **static))
+                    decode_attention, torch.compile(rms_norm, **static), pinned_attention(sequence_backends))
+
+
+def pinned_attention(backends):
+    """Whole-sequence attention restricted to `backends` (None: let SDPA choose among all)."""
+    if backends is None:
+        return sequence_attention
+
+    def attend(q, k, v, causal: bool):
+        with sdpa_kernel(list(backends)):
+            return sequence_attention(q, k, v, causal)
+    return attend
 
 
 class EagerRunner:

@@ -71,6 +71,11 @@ def layer_output(x, attn, o_weight, norm_weight, gate_up_weight, down_weight, ep
     return x + F.linear(F.silu(gate) * up, down_weight) * residual_scale
 
 
+def sequence_attention(q, k, v, causal: bool):
+    """Attention over a whole sequence: prefill (causal), LocEnc and LocDiT (non-causal)."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+
+
 def decode_attention(q, keys, values, bias):
     """One query per head over `span` cached keys; bias [span] is 0 where valid, -inf after the
     position. With an additive mask and grouped heads SDPA picks one fused kernel on CUDA (the
@@ -87,6 +92,7 @@ class LayerOps:
     layer_output: Callable = layer_output
     decode_attention: Callable = decode_attention
     norm: Callable = rms_norm
+    sequence_attention: Callable = sequence_attention
 
 
 PLAIN_OPS = LayerOps()
@@ -193,7 +199,7 @@ class Transformer(nn.Module):
             q, k, v = layer.inputs(ops, x, rope)
             if cache is not None:
                 cache.fill(i, k, v)
-            attn = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+            attn = ops.sequence_attention(q, k, v, causal)
             x = layer.output(ops, x, attn)
         return ops.norm(x, self.norm.weight, self.norm.eps)
 

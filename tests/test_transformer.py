@@ -58,3 +58,21 @@ def test_euler_schedule_reaches_zero_and_skips_the_first_step():
     t_end = schedule[-1][0] - schedule[-1][1]
     assert abs(float(schedule[0][0]) - 1.0) < 1e-12 and abs(float(t_end)) < 1e-12
     assert all(float(dt) > 0 for _, dt in schedule)
+
+
+def test_pinned_sequence_attention_equals_sdpa_and_falls_back_where_a_backend_is_missing():
+    """The fast path restricts LocEnc/LocDiT attention to some SDPA backends: whichever of them
+    the device runs, and the math kernel alone, give SDPA's own result."""
+    from torch.nn.attention import SDPBackend
+
+    from inference.runner import pinned_attention
+    from inference.transformer import sequence_attention
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, h, 11, 32, generator=gen) for h in (8, 2, 2))
+    pinned = pinned_attention((SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH))
+    math_only = pinned_attention((SDPBackend.MATH,))
+    for causal in (False, True):
+        want = sequence_attention(q, k, v, causal)
+        torch.testing.assert_close(pinned(q, k, v, causal), want)
+        torch.testing.assert_close(math_only(q, k, v, causal), want)
