@@ -48,11 +48,19 @@ def replay_ms(fn, n=50) -> float:
     return start.elapsed_time(end) / n
 
 
-def kernels(fn) -> int:
+def kernels(fn, top: int = 0) -> int:
+    """Kernels one call launches; with `top`, also prints the most frequent kernel names."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    if top:
+        counts: dict[str, int] = {}
+        for name in names:
+            counts[name[:90]] = counts.get(name[:90], 0) + 1
+        for name, count in sorted(counts.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"    {count:5d}  {name}")
+    return len(names)
 
 
 def capture(fn):
@@ -92,10 +100,37 @@ def attention_variants():
         print(f"{name}: {kernels(fn)} kernels, {replay_ms(fn, 100) * 1e3:.1f} us eager, err {err:.1e}")
 
 
+def sequence_backends(r, parts, top: int):
+    """LocDiT and LocEnc attention (11 and 5 tokens, non-causal) through each SDPA backend."""
+    import dataclasses
+
+    from torch.nn.attention import SDPBackend
+
+    from inference.runner import pinned_attention
+
+    stages = (r.model.dit.decoder, r.model.feat_encoder.encoder)
+    default = [stage.ops for stage in stages]
+    for backend in (None, SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
+        for stage, ops in zip(stages, default):
+            stage.ops = dataclasses.replace(ops, sequence_attention=pinned_attention(backend and [backend]))
+        try:
+            for name in ("dit_body", "locenc"):
+                r.k.copy_(r.k_start)
+                count = kernels(parts[name], top=top)
+                g = capture(parts[name])
+                print(f"{name}, sequence attention {backend}: {count} kernels, graph replay {replay_ms(g.replay, 20):.4f} ms")
+        except RuntimeError as exc:
+            print(f"sequence attention {backend}: {str(exc).splitlines()[0]}")
+    for stage, ops in zip(stages, default):
+        stage.ops = ops
+
+
 @torch.inference_mode()
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--compile", action="store_true", help="also compile each body whole and time it")
+    ap.add_argument("--autotune", action="store_true", help="with --compile: also max-autotune")
+    ap.add_argument("--top", type=int, default=0, help="print the N most frequent kernels of each part")
     args = ap.parse_args()
     attention_variants()
     engine = random_engine(torch.float32)
@@ -111,7 +146,7 @@ def main():
              "vae_chunk": lambda: r.vae.decode_chunk(torch.zeros(1, 64, 4, device="cuda", dtype=r.vae_dtype), r.decoder),
              "locenc": lambda: r.model.embed_patches(r.x.unsqueeze(1))}
     for name, fn in parts.items():
-        print(f"{name}: {kernels(fn)} kernels, eager {replay_ms(fn, 10):.3f} ms")
+        print(f"{name}: {kernels(fn, top=args.top)} kernels, eager {replay_ms(fn, 10):.3f} ms")
     print(f"graph dit replay {replay_ms(r.dit_graph.replay):.3f} ms, step graph {replay_ms(r.step_graphs[span].replay, 20):.3f} ms")
 
     def patch():
@@ -120,15 +155,20 @@ def main():
         r.step_graphs[span].replay()
 
     print(f"one patch (9 DiT replays + step graph): {replay_ms(patch, 20):.3f} ms")
-    if args.compile:
-        for name in ("dit_body", "step_body"):
-            fn = torch.compile(parts[name], fullgraph=True, dynamic=False)
-            t = time.perf_counter()
-            fn()
-            torch.cuda.synchronize()
-            print(f"compiled {name}: compile {time.perf_counter() - t:.1f} s, {kernels(fn)} kernels")
-            g = capture(fn)
-            print(f"compiled {name}: graph replay {replay_ms(g.replay, 20):.3f} ms")
+    sequence_backends(r, parts, top=args.top)
+    if args.compile:  # the whole DiT call and the whole LM advance as one compiled function each
+        modes = [None] + (["max-autotune-no-cudagraphs"] if args.autotune else [])
+        for mode in modes:
+            for name in ("dit_body", "lm_advance"):
+                r.k.copy_(r.k_start)  # each DiT call advances k; keep it inside the time table
+                fn = torch.compile(parts[name], fullgraph=True, dynamic=False, mode=mode)
+                t = time.perf_counter()
+                fn()
+                torch.cuda.synchronize()
+                label = f"compiled {name} ({mode or 'default'})"
+                print(f"{label}: compile {time.perf_counter() - t:.1f} s, {kernels(fn, top=args.top)} kernels")
+                g = capture(fn)
+                print(f"{label}: graph replay {replay_ms(g.replay, 20):.3f} ms")
 
 
 if __name__ == "__main__":
