@@ -125,11 +125,31 @@ def sequence_backends(r, parts, top: int):
         stage.ops = ops
 
 
+def fused_snake(r, span: int, parts):
+    """The VAE's Snake activation (5 kernels eager) as one compiled kernel: the VAE runs on its own
+    stream beside the LM step, so this shows whether its kernel count slows the step graph."""
+    import inference.audio_vae as vae_module
+
+    plain = vae_module.snake
+    before = replay_ms(capture(lambda: r.step_body(span)).replay, 20)
+    torch._dynamo.config.recompile_limit = 64  # one compile per activation shape and stride
+    vae_module.snake = torch.compile(plain, dynamic=False, fullgraph=True)
+    try:
+        count = kernels(parts["vae_chunk"])
+        after = replay_ms(capture(lambda: r.step_body(span)).replay, 20)
+        vae = replay_ms(capture(parts["vae_chunk"]).replay, 20)
+        print(f"step graph with eager snake {before:.3f} ms, compiled snake {after:.3f} ms; "
+              f"VAE chunk alone {vae:.3f} ms, {count} kernels")
+    finally:
+        vae_module.snake = plain
+
+
 @torch.inference_mode()
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--compile", action="store_true", help="also compile each body whole and time it")
     ap.add_argument("--autotune", action="store_true", help="with --compile: also max-autotune")
+    ap.add_argument("--skip-backends", action="store_true", help="skip the LocEnc/LocDiT attention comparison")
     ap.add_argument("--top", type=int, default=0, help="print the N most frequent kernels of each part")
     args = ap.parse_args()
     attention_variants()
@@ -155,7 +175,9 @@ def main():
         r.step_graphs[span].replay()
 
     print(f"one patch (9 DiT replays + step graph): {replay_ms(patch, 20):.3f} ms")
-    sequence_backends(r, parts, top=args.top)
+    if not args.skip_backends:
+        sequence_backends(r, parts, top=args.top)
+    fused_snake(r, span, parts)
     if args.compile:  # the whole DiT call and the whole LM advance as one compiled function each
         modes = [None] + (["max-autotune-no-cudagraphs"] if args.autotune else [])
         for mode in modes:
