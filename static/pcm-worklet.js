@@ -44,8 +44,6 @@ class PcmPlayer extends AudioWorkletProcessor {
     } else if (msg.type === 'reset') {
       this.reset(msg.id ?? null);
       this.post('metrics');
-    } else if (msg.type === 'config') {
-      if (msg.prebufferSamples !== undefined) this.prebuffer = msg.prebufferSamples;
     }
   }
 
@@ -100,7 +98,9 @@ class PcmPlayer extends AudioWorkletProcessor {
     }
     if (this.state === 'playing') this.render(out);
     for (let ch = 1; ch < outputs[0].length; ch++) outputs[0][ch].set(out);
-    if (++this.quanta % this.reportEvery === 0 && this.state !== 'idle') this.post('metrics');
+    // Between streams (idle, or done after the 'ended' report) there is nothing new to say.
+    const live = this.state === 'buffering' || this.state === 'playing';
+    if (++this.quanta % this.reportEvery === 0 && live) this.post('metrics');
     return true; // stays alive between streams; the page reuses one node
   }
 
@@ -111,10 +111,13 @@ class PcmPlayer extends AudioWorkletProcessor {
       this.post('started', { firstFrame: currentFrame });
     }
     this.played += n;
-    if (n === out.length) return;
-    if (this.ended && this.buffered === 0) {
+    if (this.buffered > 0) return;
+    if (this.ended) {
       this.finish();
     } else {
+      // Dry mid-stream, whether within this block or exactly at its end (a whole patch is 60
+      // blocks, so that is the usual case): fade what was played instead of stopping on a full
+      // sample, and wait for the prebuffer again.
       this.fadeOutTail(out, n);
       this.underruns += 1;
       this.state = 'buffering';
