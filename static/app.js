@@ -72,7 +72,7 @@ class VoxApp {
   // The context runs at the model's rate so samples go to the worklet untouched.
   async audio(rate, prebufferMs, start = true) {
     if (!this.ctx || this.ctx.sampleRate !== rate || this.ctx.state === 'closed') {
-      if (this.ctx) await this.ctx.close();
+      if (this.ctx && this.ctx.state !== 'closed') await this.ctx.close();
       this.ctx = new AudioContext({ sampleRate: rate, latencyHint: 'interactive' });
       await this.ctx.audioWorklet.addModule(new URL('pcm-worklet.js', import.meta.url));
       this.node = new AudioWorkletNode(this.ctx, 'pcm-player', {
@@ -129,7 +129,14 @@ class VoxApp {
     this.run = run;
     this.panel.clear();
     this.panel.status('Sending the request…');
-    await this.audio(rate, prebufferMs);
+    try {
+      await this.audio(rate, prebufferMs);
+    } catch (err) {
+      // Without a player nothing is sent: the request would generate audio nobody hears.
+      const hint = window.isSecureContext ? '' : ' Browsers allow audio worklets only on https:// or '
+        + 'http://localhost pages: open the app through one of those (an SSH tunnel to localhost works).';
+      return this.fail(run, `The audio player could not start: ${err.message || err}.${hint}`);
+    }
     this.node.port.postMessage({ type: 'reset', id: run.id });
     this.poll(run);
     try {
@@ -237,13 +244,16 @@ class VoxApp {
     const run = this.run;
     if (!run) return [];
     const before = run.state;
-    this.abort('stopped');
-    if (['sending', 'streaming', 'received'].includes(before)) {
-      run.state = 'stopped';
-      run.buffered = 0; // the reset emptied the player
-      this.offerWav(run, before === 'received' ? '' : ' (stopped early: only what had arrived)');
-      this.panel.status('Stopped.', 'warn');
+    if (!['sending', 'streaming', 'received'].includes(before)) {
+      // Nothing is arriving or playing: a finished run keeps its WAV and replay on the page.
+      if (this.node) this.node.port.postMessage({ type: 'reset', id: null });
+      return [];
     }
+    this.abort('stopped');
+    run.state = 'stopped';
+    run.buffered = 0; // the reset emptied the player
+    this.offerWav(run, before === 'received' ? '' : ' (stopped early: only what had arrived)');
+    this.panel.status('Stopped.', 'warn');
     this.panel.update(run);
     return [];
   }

@@ -184,6 +184,35 @@ def test_stop_halts_playback(app, page):
     assert page.errors == []
 
 
+def test_stop_after_the_end_keeps_the_wav_and_replay(app, page):
+    _pick_example(page, "design", 0)
+    run = _run(page)
+    assert run["state"] == "finished", run.get("error")
+    page.click("#vox-stop")
+    page.wait_for_timeout(300)
+    after = page.evaluate("window.voxcpm.snapshot()")
+    assert after["state"] == "finished" and after["wavUrl"] == run["wavUrl"]
+    assert page.locator("#vox-panel audio").is_visible() and "Finished" in _metric(page, "status")
+    rate, wav = _wav(page)  # the link still serves the samples that were streamed
+    assert wav.shape[0] == run["samples"]
+
+
+def test_a_player_that_cannot_start_says_why_and_sends_nothing(app, page):
+    page.evaluate("""() => { window.realAudioContext = window.AudioContext;
+        window.AudioContext = function () { throw new Error('no audio device here'); };
+        window.voxcpm.ctx.close(); }""")  # a closed context makes the next run build a new one
+    try:
+        _pick_example(page, "design", 0)
+        run = _run(page)
+        assert run["state"] == "failed" and "audio player could not start: no audio device here" in run["error"]
+        assert "audio player could not start" in _metric(page, "status")
+        assert app.worker.get(run["id"]) is None  # the request never reached the server
+    finally:
+        page.evaluate("() => { window.AudioContext = window.realAudioContext; }")
+    again = _run(page)
+    assert again["state"] == "finished" and again["played"] == again["samples"] > 0
+
+
 def test_a_new_request_replaces_the_playing_one(app, page):
     _pick_example(page, "design", 0)
     page.click("#vox-generate")
