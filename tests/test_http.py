@@ -82,6 +82,25 @@ def test_cloning_by_upload_id_equals_synthesize(client):
     assert_same_audio(pcm, want)
 
 
+def test_an_uploaded_clip_expires_after_its_time():
+    import time
+
+    short = serve(AppSettings(upload_ttl_s=1.5))
+    try:
+        with httpx.Client(base_url=short.url, timeout=60) as own:
+            info = upload(own, VOICE.read_bytes()).json()
+            assert info["expires_in_s"] == 1.5
+            body = dict(mode="cloning", text=TEXT, reference_id=info["id"], seed=1, min_len=0, max_len=1)
+            first, _ = stream(own, **body)
+            assert first.status_code == 200, first.text
+            time.sleep(1.6)
+            response, _ = stream(own, **body)
+            assert response.status_code == 400 and "expired" in response.json()["error"]
+            assert len(short.app.state.clips) == 0  # gone from memory, not only refused
+    finally:
+        short.stop()
+
+
 def test_ultimate_cloning_by_upload_id_equals_synthesize(client):
     clip_id = upload(client, VOICE.read_bytes()).json()["id"]
     response, pcm = stream(client, mode="ultimate", text=TEXT, reference_id=clip_id, prompt_text=VOICE_TEXT,
