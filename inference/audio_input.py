@@ -23,6 +23,8 @@ MAX_CHANNELS = 8
 # Peak below -60 dBFS: digital silence, dither (a few 16-bit steps) or a muted microphone. Quiet
 # speech peaks some 30 dB above this, so nothing usable is refused.
 SILENCE_PEAK = 1e-3
+# Float files that clip go a little past 1.0; far beyond it the numbers are not audio samples.
+MAX_PEAK = 64.0
 
 ACCEPTED_FILES = "a WAV, FLAC, OGG or MP3 file (anything libsndfile reads)"
 ACCEPTED_ARRAYS = ("a (sample_rate, array) pair with an int8/uint8/int16/int32/float32/float64 array "
@@ -47,7 +49,10 @@ def load_audio(source, *, target_rate: int, max_seconds: float = 60.0, label: st
         raise AudioInputError(f"{label}: cannot use a {type(source).__name__}; {ACCEPTED}")
     _check_rate(rate, label)
     _check_samples(frames, rate, label, max_seconds)
-    return _resample(_mono(frames), rate, target_rate)
+    mono = _mono(frames)
+    if frames.shape[1] > 1:  # loud channels can still cancel out in the mix (one inverted)
+        _check_audible(float(np.abs(mono).max()), label, "once its channels are mixed to mono")
+    return _resample(mono, rate, target_rate)
 
 
 def pad_to_multiple(audio: np.ndarray, multiple: int, side: str) -> np.ndarray:
@@ -123,7 +128,8 @@ def _pcm_to_float(array: np.ndarray, label: str) -> np.ndarray:
 def _check_rate(rate: int, label: str):
     if not MIN_RATE <= rate <= MAX_RATE:
         raise AudioInputError(f"{label}: sample rate {rate} Hz is outside the supported "
-                              f"{MIN_RATE} Hz to {MAX_RATE} Hz; record or export at 16 kHz to 48 kHz")
+                              f"{MIN_RATE} Hz to {MAX_RATE} Hz; record or export at a rate in that range "
+                              "(16 to 48 kHz is usual)")
 
 
 def _check_samples(frames: np.ndarray, rate: int, label: str, max_seconds: float):
@@ -139,8 +145,16 @@ def _check_samples(frames: np.ndarray, rate: int, label: str, max_seconds: float
         raise AudioInputError(f"{label}: the clip holds NaN or infinite samples; give finite samples, "
                               "floats in [-1, 1] or integer PCM")
     peak = float(np.abs(frames).max())
+    if peak > MAX_PEAK:
+        raise AudioInputError(f"{label}: the clip holds samples far outside [-1, 1] (peak {peak:.3g}), so "
+                              "it is not a recording; give floats in [-1, 1] or integer PCM")
+    _check_audible(peak, label)
+
+
+def _check_audible(peak: float, label: str, when: str = ""):
     if peak < SILENCE_PEAK:
-        raise AudioInputError(f"{label}: the clip is silent (peak {_dbfs(peak)}, below the "
+        when = f" {when}" if when else ""
+        raise AudioInputError(f"{label}: the clip is silent{when} (peak {_dbfs(peak)}, below the "
                               f"{_dbfs(SILENCE_PEAK)} floor); give a clip of audible speech")
 
 

@@ -200,3 +200,12 @@ def test_pad_to_multiple_sides():
     assert len(pad_to_multiple(np.ones(2561, np.float32), 2560, "right")) == 5120
     with pytest.raises(ValueError):
         pad_to_multiple(x, 4, "middle")
+
+
+def test_refuses_channels_that_cancel_out_and_numbers_that_are_not_samples():
+    voice = speechlike(RATE, 1.0)[:, 0]
+    # Each channel is loud, but one is the other inverted: the mono mix the model would hear is silence.
+    assert "once its channels are mixed to mono" in refusal((RATE, np.stack([voice, -voice], axis=1)), match="silent")
+    refusal((RATE, voice * 1e5), match=r"far outside \[-1, 1\]")
+    # A float file that clips a little past full scale is still audio.
+    assert load_audio((RATE, voice / np.abs(voice).max() * 1.5), target_rate=RATE).shape == voice.shape

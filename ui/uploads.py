@@ -24,9 +24,10 @@ from inference.errors import InputError
 
 FORMATS = "WAV, FLAC, OGG or MP3"
 LABEL = "the uploaded audio"
+# A product rule for uploads (the engine itself takes any length): a shorter clip holds no voice
+# to clone, it is a stray click or a cut file.
+MIN_SECONDS = 0.1
 MAX_DECODED_BYTES = 128 * 2**20  # float32 of one clip before mixing down: 60 s of 192 kHz stereo fits
-MIN_SECONDS = 0.1  # a shorter clip holds no voice to clone; it is a stray click or a cut file
-MAX_PEAK = 64.0  # float files that clip go a little past 1.0; far beyond, the numbers are not audio
 
 
 @dataclass
@@ -100,13 +101,8 @@ def decode_audio(data: bytes, max_seconds: float, target_rate: int = 16000,
 
 
 def _convert(rate: int, frames: np.ndarray, target_rate: int, max_seconds: float) -> np.ndarray:
-    peak = float(np.max(np.abs(frames), initial=0.0))
-    if np.isfinite(peak) and peak > MAX_PEAK:
-        raise InputError(f"{LABEL} holds samples far outside [-1, 1] (peak {peak:.3g}): it is not a recording")
-    audio = load_audio((rate, frames), target_rate=target_rate, max_seconds=max_seconds, label=LABEL)
-    if frames.shape[1] > 1:  # the mix of loud channels can still cancel out to silence
-        audio = load_audio((target_rate, audio), target_rate=target_rate, max_seconds=max_seconds, label=LABEL)
-    return audio
+    # The engine's own conversion and refusals (short, silent, out of range...), once, at upload.
+    return load_audio((rate, frames), target_rate=target_rate, max_seconds=max_seconds, label=LABEL)
 
 
 class UploadStore:
