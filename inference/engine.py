@@ -26,7 +26,9 @@ def warmup_tone(seconds: float = 1.0, rate: int = 16000) -> np.ndarray:
 
 
 class Engine:
-    """Not thread-safe: one worker thread owns an engine (see inference/worker.py)."""
+    """Not thread-safe: one worker thread owns an engine (see inference/worker.py). It generates
+    one stream at a time, since the KV caches and the decoder state are the engine's: starting a
+    stream makes any unfinished earlier one fail at its next chunk instead of yielding wrong audio."""
 
     def __init__(self, loaded: LoadedModel, *, cuda_graphs: bool = True, compile: bool = True,
                  max_audio_seconds: float = 60.0, max_text_chars: int = 2000):
@@ -42,6 +44,7 @@ class Engine:
         else:
             self.runner = EagerRunner(self.model, self.vae, compile_ops=compile and on_gpu)
         self.warmup_seconds: float | None = None
+        self._streams_started = 0  # the newest stream owns the caches
 
     @classmethod
     def from_pretrained(cls, name_or_path: str = "openbmb/VoxCPM2", *, device: str | None = None,
@@ -90,7 +93,8 @@ class Engine:
         prompt = self.prepare(req)
         cap = self.length_cap(req, prompt)
         noise = self.initial_noise(req, cap)
-        return self._generate(prompt, noise, req, min(cap, noise.shape[0]))
+        self._streams_started += 1
+        return self._generate(prompt, noise, req, min(cap, noise.shape[0]), self._streams_started)
 
     def synthesize(self, req: SynthesisRequest) -> np.ndarray:
         chunks = [c.audio for c in self.stream(req)]
@@ -130,18 +134,30 @@ class Engine:
         host so a seed gives the same audio on every device."""
         d, p = self.cfg.feat_dim, self.cfg.patch_size
         if req.noise is not None:
-            noise = torch.as_tensor(np.asarray(req.noise, dtype=np.float32))
+            noise = torch.from_numpy(noise_array(req.noise))
             if noise.ndim != 3 or tuple(noise.shape[1:]) != (d, p) or noise.shape[0] < 1:
                 raise InputError(f"noise must have shape [steps, {d}, {p}], got {list(noise.shape)}")
+            if not torch.isfinite(noise).all():
+                raise InputError("noise holds NaN or infinite values")
+            if noise.shape[0] < req.min_len:  # its rows cap the length, as max_len does
+                raise InputError(f"noise has {noise.shape[0]} rows (one per patch) but min_len asks for "
+                                 f"{req.min_len} patches: give at least {req.min_len} rows or lower min_len")
             return noise.transpose(1, 2).contiguous()
         seed = req.seed if req.seed is not None else secrets.randbits(63)
         gen = torch.Generator().manual_seed(seed)
         return torch.randn(cap, d, p, generator=gen).transpose(1, 2).contiguous()
 
-    def _generate(self, prompt, noise, req, cap) -> Iterator[AudioChunk]:
+    def _generate(self, prompt, noise, req, cap, number: int) -> Iterator[AudioChunk]:
         steps = self.runner.run(prompt, noise, float(req.cfg_value), req.inference_timesteps, req.min_len, cap)
         try:
-            for index, (audio, latents, _stop) in enumerate(steps):
+            for index in range(cap):
+                if number != self._streams_started:
+                    raise RuntimeError("a newer stream was started on this engine before this one ended: "
+                                       "an engine generates one stream at a time (finish or close one first)")
+                step = next(steps, None)
+                if step is None:
+                    return
+                audio, latents, _stop = step
                 yield AudioChunk(audio=audio, latents=latents, index=index)
         finally:
             steps.close()
@@ -156,3 +172,13 @@ class Engine:
             audio = self.vae.decode(patches_to_frames(patches.unsqueeze(0)).to(self.device, vae_dtype))[0]
         skip = 0 if context is None else len(context) * self.cfg.patch_samples
         return audio[skip:].float().cpu().numpy()
+
+
+def noise_array(noise) -> np.ndarray:
+    """A request's noise as float32 on the host, from a tensor of any dtype or device or an array."""
+    try:
+        if isinstance(noise, torch.Tensor):
+            return noise.detach().to("cpu", torch.float32).numpy()
+        return np.asarray(noise, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"noise must be a tensor or array of numbers [steps, feat_dim, patch_size] ({exc})") from exc

@@ -23,7 +23,9 @@ class SynthesisRequest:
     min_len: int = 2
     max_len: int = 4096
     seed: int | None = None
-    noise: Any = None  # optional tensor or array [steps, feat_dim, patch_size]
+    # Optional tensor or array [steps, feat_dim, patch_size]: patch i starts from noise[i], so the
+    # rows also cap the length, as max_len does (and must number at least min_len).
+    noise: Any = None
 
     def __post_init__(self):
         _check(isinstance(self.text, str) and self.text.strip() != "",
