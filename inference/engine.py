@@ -139,9 +139,10 @@ class Engine:
                 raise InputError(f"noise must have shape [steps, {d}, {p}], got {list(noise.shape)}")
             if not torch.isfinite(noise).all():
                 raise InputError("noise holds NaN or infinite values")
-            if noise.shape[0] < req.min_len:  # its rows cap the length, as max_len does
+            needed = min(req.min_len, cap)  # its rows cap the length, as max_len does
+            if noise.shape[0] < needed:
                 raise InputError(f"noise has {noise.shape[0]} rows (one per patch) but min_len asks for "
-                                 f"{req.min_len} patches: give at least {req.min_len} rows or lower min_len")
+                                 f"{needed} patches: give at least {needed} rows or lower min_len")
             return noise.transpose(1, 2).contiguous()
         seed = req.seed if req.seed is not None else secrets.randbits(63)
         gen = torch.Generator().manual_seed(seed)
