@@ -137,7 +137,11 @@ def fold_weight_norm(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             out[prefix + "weight"] = torch._weight_norm(v, g, 0)
     orphans = sorted(k for k in out for _, v_suffix in _NORM_PAIRS if _has_suffix(k, v_suffix))
     if orphans:
-        raise CheckpointError(f"weight-norm directions without a magnitude: {_names(orphans)}")
+        # Name what does sit beside each direction: usually the magnitude under a changed name.
+        strays = sorted({k for o in orphans for k in out if k != o and k.rsplit(".", 1)[0] == o.rsplit(".", 1)[0]
+                         and not k.endswith((".bias", ".alpha"))})
+        beside = f"; beside them: {_names(strays)}" if strays else ""
+        raise CheckpointError(f"weight-norm directions without a magnitude: {_names(orphans)}{beside}")
     return out
 
 

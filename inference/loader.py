@@ -7,6 +7,7 @@ import torch
 
 from .audio_vae import AudioVAE
 from .checkpoint import check_keys, load_model_weights, load_vae_weights, resolve_checkpoint
+from .errors import CheckpointError
 from .config import ModelConfig
 from .model import VoxCPM2
 from .text import TextTokenizer
@@ -34,8 +35,13 @@ def load_checkpoint(name_or_path: str, *, device: str, dtype: str, vae_dtype: st
                     cache_dir: str | None = None, local_files_only: bool = False) -> LoadedModel:
     folder = resolve_checkpoint(name_or_path, cache_dir=cache_dir, local_files_only=local_files_only)
     cfg = ModelConfig.from_json(folder / "config.json")
-    return build_model(cfg, load_model_weights(folder), load_vae_weights(folder), TextTokenizer.from_dir(folder),
-                       device=device, dtype=dtype, vae_dtype=vae_dtype)
+    try:
+        return build_model(cfg, load_model_weights(folder), load_vae_weights(folder), TextTokenizer.from_dir(folder),
+                           device=device, dtype=dtype, vae_dtype=vae_dtype)
+    except CheckpointError as exc:
+        if str(folder) in str(exc):
+            raise
+        raise CheckpointError(f"{folder}: {exc}") from exc  # which checkpoint, when several are around
 
 
 def build_model(cfg: ModelConfig, model_weights: dict, vae_weights: dict, tokenizer: TextTokenizer, *,

@@ -10,6 +10,7 @@ from safetensors.torch import save_file
 from inference.checkpoint import (check_keys, fold_weight_norm, load_model_weights, load_vae_weights,
                                   resolve_checkpoint)
 from inference.errors import CheckpointError
+from inference.tiny import write_tiny_checkpoint
 
 
 @pytest.fixture(autouse=True)
@@ -192,3 +193,34 @@ def test_check_keys_names_shape_mismatches_and_counts_the_rest():
     message = str(info.value)
     assert "1 shape mismatches: w (checkpoint [4, 3], model [3, 4])" in message
     assert "9 missing keys: k0, k1, k2, k3, k4 and 4 more" in message
+
+
+def _rename_in_file(path, old: str, new: str):
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file, save_file
+
+        state = load_file(str(path))
+        state[new] = state.pop(old)
+        save_file(state, str(path))
+    else:
+        blob = torch.load(str(path), weights_only=True)
+        state = blob["state_dict"] if "state_dict" in blob else blob
+        state[new] = state.pop(old)
+        torch.save(blob, str(path))
+
+
+@pytest.mark.parametrize("file, old, new", [
+    ("model.safetensors", "base_lm.layers.0.mlp.down_proj.weight", "base_lm.layers.0.mlp.down.weight"),
+    ("audiovae.pth", "encoder.block.0.bias", "encoder.block.0.bias_renamed"),
+    ("audiovae.pth", "decoder.model.0.weight_g", "decoder.model.0.weight_magnitude"),
+], ids=["model key", "VAE key", "VAE weight-norm magnitude"])
+def test_a_checkpoint_on_disk_with_a_renamed_key_fails_naming_it(tmp_path, file, old, new):
+    from inference import Engine
+
+    folder = write_tiny_checkpoint(tmp_path / "ckpt")
+    _rename_in_file(folder / file, old, new)
+    with pytest.raises(CheckpointError) as info:
+        Engine.from_pretrained(str(folder), device="cpu", warmup=False)
+    message = str(info.value)
+    assert new in message and str(folder) in message
+    assert old in message or old.replace("weight_g", "weight_v") in message
