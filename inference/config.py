@@ -11,8 +11,10 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .errors import CheckpointError
 
-class ConfigError(ValueError):
+
+class ConfigError(CheckpointError, ValueError):
     """The checkpoint's config.json is missing a field or holds a value we cannot run."""
 
 
@@ -137,7 +139,10 @@ class ModelConfig:
             raw = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise ConfigError(f"cannot read {path}: {exc}") from exc
-        return cls.from_dict(raw)
+        try:
+            return cls.from_dict(raw)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
 
     @classmethod
     def from_dict(cls, raw: dict) -> "ModelConfig":

@@ -224,3 +224,15 @@ def test_a_checkpoint_on_disk_with_a_renamed_key_fails_naming_it(tmp_path, file,
     message = str(info.value)
     assert new in message and str(folder) in message
     assert old in message or old.replace("weight_g", "weight_v") in message
+
+
+def test_a_config_without_a_field_names_the_file_and_field(tmp_path):
+    from inference import Engine
+
+    folder = write_tiny_checkpoint(tmp_path / "ckpt")
+    raw = json.loads((folder / "config.json").read_text())
+    del raw["lm_config"]
+    (folder / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(CheckpointError, match=r"config\.json.*lacks the field 'lm_config'") as info:
+        Engine.from_pretrained(str(folder), device="cpu", warmup=False)
+    assert str(folder) in str(info.value)
