@@ -6,14 +6,14 @@ import html
 
 # (field, label, what the figure includes)
 METRICS = [
-    ("ttfb", "First byte", "from pressing Generate to the first PCM byte in this browser: queue wait, "
+    ("ttfb", "TTFP: first byte", "from pressing Generate to the first PCM byte in this browser: queue wait, "
                            "prompt encoding, first patch, network"),
-    ("ttfa", "First sound", "from pressing Generate to the first sample the player renders, plus the "
-                            "output latency the browser reports (adds the prebuffer)"),
+    ("ttfa", "TTFP: first sound", "from pressing Generate to the first sample the player renders, plus the "
+                                  "output latency the browser reports (includes the prebuffer wait)"),
     ("server_ttfp", "Server first patch", "server clock: from leaving the queue to the first patch "
                                           "decoded (no queue wait, no network)"),
     ("server_rtf", "Server RTF", "server clock: generation time ÷ audio length; below 1 is faster than "
-                                "real time"),
+                                "real time (polled from the server 5 times a second)"),
     ("client_rtf", "Client RTF", "this browser's clock: time since pressing Generate ÷ audio received "
                                 "(includes queue wait and network)"),
     ("chunks", "Chunks", "network reads received / patches the server generated (0.16 s each)"),
