@@ -66,12 +66,7 @@ class _Builder:
 def speech_text(req: SynthesisRequest) -> str:
     """The text the model reads: a control as a parenthesised prefix, then whitespace normalized
     over the whole string, as the official wrapper does."""
-    control = (req.control or "").strip()
-    if control and req.mode == "ultimate":
-        raise InputError(
-            "a style instruction cannot be used in ultimate cloning: the model would read it aloud. "
-            "Leave it empty, or use controllable cloning (reference clip + style instruction)."
-        )
+    control = (req.control or "").strip()  # SynthesisRequest refuses one in ultimate cloning
     return normalize_text(f"({control}){req.text}" if control else req.text)
 
 

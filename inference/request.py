@@ -9,6 +9,7 @@ import numpy as np
 from .errors import InputError
 
 MAX_SEED = 2**63 - 1
+MAX_PATCHES = 2**16  # about 2.9 hours of audio: far above any cache, so only nonsense is refused
 
 
 @dataclass
@@ -36,13 +37,16 @@ class SynthesisRequest:
                f"cfg_value {self.cfg_value!r} is out of range: use a number from 0 to 10")
         _check(_is_int(self.inference_timesteps) and 1 <= self.inference_timesteps <= 100,
                f"inference_timesteps {self.inference_timesteps!r} is out of range: use a whole number from 1 to 100")
-        _check(_is_int(self.min_len) and self.min_len >= 0,
-               f"min_len {self.min_len!r} is out of range: use a whole number of patches, 0 or more")
-        _check(_is_int(self.max_len) and self.max_len >= 1,
-               f"max_len {self.max_len!r} is out of range: use a whole number of patches, 1 or more")
+        _check(_is_int(self.min_len) and 0 <= self.min_len <= MAX_PATCHES,
+               f"min_len {self.min_len!r} is out of range: use a whole number of patches from 0 to {MAX_PATCHES}")
+        _check(_is_int(self.max_len) and 1 <= self.max_len <= MAX_PATCHES,
+               f"max_len {self.max_len!r} is out of range: use a whole number of patches from 1 to {MAX_PATCHES}")
         _check(self.min_len <= self.max_len, f"min_len ({self.min_len}) must not exceed max_len ({self.max_len})")
         _check(self.seed is None or (_is_int(self.seed) and 0 <= self.seed <= MAX_SEED),
                f"seed {self.seed!r} is out of range: use a whole number from 0 to {MAX_SEED}, or none")
+        _check(not (self.control or "").strip() or self.mode != "ultimate",
+               "a style instruction cannot be used in ultimate cloning: the model would read it aloud. "
+               "Leave it empty, or use controllable cloning (reference clip + style instruction).")
 
     @property
     def mode(self) -> str:

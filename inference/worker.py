@@ -32,8 +32,14 @@ FELL_BEHIND = ("Stopped: the connection fell more than {seconds:g} s of audio be
                "so the rest was not made.")
 
 
+# Allocation failures that CUDA libraries report as plain RuntimeErrors (cuBLAS, cuDNN, the driver).
+_CUDA_ALLOC_FAILURES = ("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUDA error: out of memory")
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
-    return isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError))
+    if isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)):
+        return True
+    return isinstance(exc, RuntimeError) and any(s in str(exc) for s in _CUDA_ALLOC_FAILURES)
 
 
 def release_memory():

@@ -112,6 +112,29 @@ def test_ultimate_cloning_by_upload_id_equals_synthesize(client):
     assert_same_audio(pcm, want)
 
 
+def test_a_dropped_connection_stops_the_engine_within_one_patch(app, client):
+    import json
+    import socket
+
+    made = []
+    for attempt in range(3):
+        request_id = f"drop-within-one-{attempt}"
+        payload = json.dumps({"text": TEXT, "seed": 3, "min_len": 300, "max_len": 300,
+                              "request_id": request_id}).encode()
+        host, port = app.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(b"POST /voxcpm/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+            job = app.worker.get(request_id)
+            wait_until(lambda: job.metrics.patches >= 3, timeout=20)
+            at_close = job.metrics.patches
+        wait_until(lambda: job.state == "cancelled", timeout=20)
+        made.append(job.metrics.patches - at_close)
+    # The patch being made when the tab closed may finish; no other starts.
+    assert max(made) <= 1, f"patches made after the connection dropped: {made}"
+
+
 def test_closing_the_connection_stops_the_engine(app, client):
     body = {"text": TEXT, "seed": 3, "min_len": 300, "max_len": 300, "request_id": "cancel-by-disconnect"}
     with client.stream("POST", "/voxcpm/stream", json=body) as response:

@@ -88,7 +88,10 @@ def assert_nothing_exposed(text: str):
 
 @pytest.mark.parametrize("error", [torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB "
                                                                "(/secret/cuda/alloc.cpp)"),
-                                   MemoryError("/secret/numpy")], ids=["cuda", "host"])
+                                   MemoryError("/secret/numpy"),
+                                   RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling "
+                                                "`cublasCreate(handle)` (/secret/blas.cpp)")],
+                         ids=["cuda", "host", "cublas"])
 def test_out_of_memory_fails_only_its_request(app, client, inject, caplog, error):
     caplog.set_level("INFO", logger="voxcpm")
     fault = inject(error)

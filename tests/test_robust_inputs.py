@@ -122,6 +122,7 @@ def assert_clean_refusal(response, words: str):
     message = response.json()["error"]
     assert words in message, message
     assert "Traceback" not in message and str(ROOT) not in message and "/tmp" not in message
+    assert len(message) < 600, f"a {len(message)}-character message echoes the input"
 
 
 @pytest.mark.parametrize("name, data, words", REFUSED, ids=[r[0] for r in REFUSED])
@@ -198,6 +199,8 @@ REQUESTS = [
     ({"text": TEXT, "seed": -1}, "seed"),
     ({"text": TEXT, "seed": 2**63}, "seed"),
     ({"text": TEXT, "seed": 1.5}, "seed"),
+    ({"text": TEXT, "min_len": 2**62, "max_len": 2**62}, "min_len"),
+    ({"text": TEXT, "max_len": 2**40}, "max_len"),
 ]
 RAW = [
     (b'{"text": "Hello.", "cfg_value": NaN}', "cfg_value"),
@@ -207,6 +210,9 @@ RAW = [
     (b"null", "body"),
     (b"\xff\xfe{not utf-8", "not valid JSON"),
     (b"[" * 60_000, "not valid JSON"),
+    (b'{"text": "Hello.", "seed": ' + b"1" * 5000 + b"}", "number too long"),
+    (b'{"text": "Hello.", "x": [' + b"9" * 5000 + b"]}", "number too long"),
+    (b'{"text": "Hello.", "' + b"k" * 60_000 + b'": 1}', "unknown field"),
 ]
 
 

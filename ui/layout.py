@@ -31,7 +31,9 @@ AudioWorklet player, and the panel on the right shows how fast it came."""
 
 def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, notice: str | None = None,
                  max_text_chars: int = 2000) -> gr.Blocks:
-    with gr.Blocks(title="VoxCPM2 streaming demo", analytics_enabled=False) as demo:
+    # Clips uploaded or recorded through the page are copied into the engine's own store at once;
+    # Gradio's files of them are swept hourly instead of piling up in its temp folder.
+    with gr.Blocks(title="VoxCPM2 streaming demo", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         gr.Markdown(INTRO)
         if notice:
             gr.HTML(f'<div class="vox-banner" role="alert">{notice}</div>', js_on_load=None, elem_id="vox-banner-box")

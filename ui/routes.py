@@ -74,7 +74,9 @@ async def read_limited(request: Request, limit: int, what: str) -> bytes:
 async def next_event(job: Job, request: Request | None):
     """The job's next event, or None once the client has gone (the job is then cancelled)."""
     while True:
-        event = await anyio.to_thread.run_sync(job.next_event, POLL_S)
+        # abandon_on_cancel: when the client goes, Starlette cancels this at once and the finally
+        # below stops the job, instead of first waiting for the patch being made after this one.
+        event = await anyio.to_thread.run_sync(job.next_event, POLL_S, abandon_on_cancel=True)
         if event is not None:
             return event
         if request is not None and await request.is_disconnected():
@@ -144,6 +146,9 @@ async def _submit(request: Request, state):
     except InputError:
         _log_refusal(body, 400, "input_error")
         raise
+    except Exception:  # guarded() answers 500 and logs the traceback; the outcome line still goes out
+        _log_refusal(body, 500, "error")
+        raise
 
 
 def _json(raw: bytes):
@@ -151,6 +156,8 @@ def _json(raw: bytes):
         return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise HTTPError(400, "the request body is not valid JSON") from None
+    except ValueError:  # e.g. an integer of more digits than Python will convert
+        raise HTTPError(400, "the request body holds a number too long to read") from None
 
 
 def _log_refusal(body, status: int, outcome: str):

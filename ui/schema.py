@@ -45,6 +45,8 @@ def describe_validation(exc: ValidationError) -> str:
     """Pydantic's first complaint in one sentence, without echoing the (possibly huge) input."""
     err = exc.errors(include_url=False, include_input=False)[0]
     where = ".".join(str(p) for p in err.get("loc", ())) or "body"
+    if len(where) > 40:
+        where = where[:40] + "…"
     if err.get("type") == "extra_forbidden":
         return f"unknown field {where!r}: the accepted fields are {', '.join(StreamBody.model_fields)}"
     return f"field {where!r}: {err.get('msg', 'invalid value')}"
@@ -76,7 +78,7 @@ def to_request(body: StreamBody, clips, max_text_chars: int) -> SynthesisRequest
         return SynthesisRequest(control=control, reference_audio=clip, **common)
     if blank(body.prompt_text):
         raise InputError("ultimate cloning needs the exact transcript of the reference clip")
-    # Control is passed on so that the engine refuses it with its own message (it would be read aloud).
+    # Control is passed on so that SynthesisRequest refuses it with its own message (it would be read aloud).
     return SynthesisRequest(control=control, reference_audio=clip, prompt_audio=clip,
                             prompt_text=body.prompt_text.strip(), **common)
 
