@@ -76,6 +76,26 @@ def test_no_memory_growth_over_50_requests(graph_engine):
     assert torch.cuda.memory_allocated() <= before
 
 
+def test_200_start_and_cancel_cycles_hold_gpu_memory_flat(graph_engine):
+    """Issue 5 on the fast path: streams abandoned after a patch or two (a closed tab), one after
+    another, leave allocated and reserved GPU memory where they started; the next request is exact."""
+    req = lambda seed: SynthesisRequest(text=TEXT, seed=seed, min_len=300, max_len=300)  # noqa: E731
+    want = np.concatenate([c.audio for c in graph_engine.stream(SynthesisRequest(text=TEXT, seed=1, max_len=5))])
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+    for i in range(200):
+        stream = graph_engine.stream(req(i))
+        for _ in range(1 + i % 2):
+            next(stream)
+        stream.close()
+    torch.cuda.synchronize()
+    after = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+    print(f"200 cancel cycles: allocated {before[0]} -> {after[0]} bytes, reserved {before[1]} -> {after[1]} bytes")
+    assert after[0] <= before[0] and after[1] <= before[1]
+    again = np.concatenate([c.audio for c in graph_engine.stream(SynthesisRequest(text=TEXT, seed=1, max_len=5))])
+    assert np.array_equal(again, want)
+
+
 def test_bf16_on_gpu_against_float32_golden():
     """Issue 2's figure: latent error of bf16 on the GPU against the official float32 on the CPU."""
     from tests.test_golden_parity import GOLDEN, _request, load_case
