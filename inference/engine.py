@@ -151,15 +151,11 @@ class Engine:
     def _generate(self, prompt, noise, req, cap, number: int) -> Iterator[AudioChunk]:
         steps = self.runner.run(prompt, noise, float(req.cfg_value), req.inference_timesteps, req.min_len, cap)
         try:
-            for index in range(cap):
-                if number != self._streams_started:
+            for index, (audio, latents, _stop) in enumerate(steps):
+                yield AudioChunk(audio=audio, latents=latents, index=index)
+                if number != self._streams_started:  # checked before the caches are touched again
                     raise RuntimeError("a newer stream was started on this engine before this one ended: "
                                        "an engine generates one stream at a time (finish or close one first)")
-                step = next(steps, None)
-                if step is None:
-                    return
-                audio, latents, _stop = step
-                yield AudioChunk(audio=audio, latents=latents, index=index)
         finally:
             steps.close()
 
