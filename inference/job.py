@@ -1,45 +1,11 @@
 """A queued request as its consumer sees it: state, metrics, the audio channel, cancellation;
-and the failures a job can end with. inference/worker.py runs jobs."""
+and the error its consumer gets when it fails. inference/worker.py runs jobs."""
 from __future__ import annotations
 
-import gc
 import queue
 import threading
 import time
 from dataclasses import dataclass
-
-import torch
-
-INTERNAL_ERROR = "Generation failed because of an internal error on the server; it has been logged."
-OUT_OF_MEMORY = ("The server ran out of memory for this request; try a shorter text or reference clip, "
-                 "or try again in a moment.")
-FELL_BEHIND = ("Stopped: the connection fell more than {seconds:g} s of audio behind the generation, "
-               "so the rest was not made.")
-
-
-# Allocation failures that CUDA libraries report as plain RuntimeErrors (cuBLAS, cuDNN, the driver).
-_CUDA_ALLOC_FAILURES = ("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUDA error: out of memory")
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    if isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)):
-        return True
-    return isinstance(exc, RuntimeError) and any(s in str(exc) for s in _CUDA_ALLOC_FAILURES)
-
-
-def release_memory():
-    """Give back what a failed request held: cycles, and on CUDA the allocator's cached blocks."""
-    gc.collect()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
-
-
-class FellBehind(Exception):
-    """The job's consumer has more unread audio than allowed: it is not reading the stream."""
-
-
-class QueueFullError(RuntimeError):
-    """The waiting line is at its limit: the caller should say so rather than wait forever."""
 
 
 class JobFailed(RuntimeError):

@@ -8,6 +8,7 @@ cancelled while queued or within one patch of generation, and fails alone when i
 from __future__ import annotations
 
 import collections
+import gc
 import itertools
 import logging
 import threading
@@ -16,13 +17,43 @@ import traceback
 import uuid
 
 import numpy as np
+import torch
 
 from .errors import InputError
-from .job import (  # noqa: F401  (re-exported: the routes and tests take them from here)
-    FELL_BEHIND, INTERNAL_ERROR, OUT_OF_MEMORY, FellBehind, Job, JobFailed, QueueFullError, is_out_of_memory,
-    release_memory)
+from .job import Job
 
 log = logging.getLogger("voxcpm.worker")
+
+INTERNAL_ERROR = "Generation failed because of an internal error on the server; it has been logged."
+OUT_OF_MEMORY = ("The server ran out of memory for this request; try a shorter text or reference clip, "
+                 "or try again in a moment.")
+FELL_BEHIND = ("Stopped: the connection fell more than {seconds:g} s of audio behind the generation, "
+               "so the rest was not made.")
+
+
+# Allocation failures that CUDA libraries report as plain RuntimeErrors (cuBLAS, cuDNN, the driver).
+_CUDA_ALLOC_FAILURES = ("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUDA error: out of memory")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)):
+        return True
+    return isinstance(exc, RuntimeError) and any(s in str(exc) for s in _CUDA_ALLOC_FAILURES)
+
+
+def release_memory():
+    """Give back what a failed request held: cycles, and on CUDA the allocator's cached blocks."""
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+class FellBehind(Exception):
+    """The job's consumer has more unread audio than allowed: it is not reading the stream."""
+
+
+class QueueFullError(RuntimeError):
+    """The waiting line is at its limit: the caller should say so rather than wait forever."""
 
 
 class EngineWorker:

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from inference import InputError, SynthesisRequest
-from inference.worker import INTERNAL_ERROR, EngineWorker, JobFailed, QueueFullError
+from inference.job import JobFailed
+from inference.worker import INTERNAL_ERROR, EngineWorker, QueueFullError
 
 from .app_helpers import load_engine, reference_engine, wait_until
 

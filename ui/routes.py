@@ -16,7 +16,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from inference.errors import InputError
-from inference.worker import Job, QueueFullError
+from inference.job import Job
+from inference.worker import QueueFullError
 
 from .schema import parse_body, to_request
 
