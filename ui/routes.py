@@ -20,6 +20,7 @@ from inference.job import Job
 from inference.worker import QueueFullError
 
 from .schema import parse_body, to_request
+from .uploads import too_large
 
 log = logging.getLogger("voxcpm.http")
 POLL_S = 0.05  # how often a waiting route looks for a closed connection and new audio
@@ -58,17 +59,14 @@ def to_pcm(audio: np.ndarray) -> bytes:
 
 
 async def read_limited(request: Request, limit: int, what: str) -> bytes:
-    # The same words as the clip store's, so both ways of uploading say the same thing.
-    too_large = f"the {what} is larger than the limit of " + (
-        f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit} bytes")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HTTPError(413, too_large)
+        raise HTTPError(413, too_large(what, limit))
     data = bytearray()
     async for part in request.stream():
         data += part
         if len(data) > limit:
-            raise HTTPError(413, too_large)
+            raise HTTPError(413, too_large(what, limit))
     return bytes(data)
 
 

@@ -100,8 +100,13 @@ def decode_audio(data: bytes, max_seconds: float, target_rate: int = 16000,
     return target_rate, _convert(rate, frames, target_rate, max_seconds)
 
 
+def too_large(what: str, limit: int) -> str:
+    """One wording for a size refusal, whichever door the bytes came through."""
+    return f"the {what} is larger than the limit of " + (f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit} bytes")
+
+
 def _convert(rate: int, frames: np.ndarray, target_rate: int, max_seconds: float) -> np.ndarray:
-    # The engine's own conversion and refusals (short, silent, out of range...), once, at upload.
+    # The engine's own conversion and refusals (silent, even once mixed; out of range...), once, at upload.
     return load_audio((rate, frames), target_rate=target_rate, max_seconds=max_seconds, label=LABEL)
 
 
@@ -125,7 +130,7 @@ class UploadStore:
 
     def add_bytes(self, data: bytes) -> tuple[str, Clip]:
         if len(data) > self.max_bytes:
-            raise InputError(f"the upload is larger than the limit of {self.max_bytes // 2**20} MiB")
+            raise InputError(too_large("upload", self.max_bytes))
         with self._decoding:
             rate, frames = read_frames(data, self.max_seconds, self.max_decoded_bytes)
             audio = _convert(rate, frames, self.target_rate, self.max_seconds)
