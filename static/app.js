@@ -146,8 +146,12 @@ class VoxApp {
       });
       if (!response.ok) return this.fail(run, await errorText(response));
       await this.read(run, response);
-      run.state = 'received';
       this.node.port.postMessage({ type: 'end' });
+      // A failure after the first patch ends the body just as success does; the job's status
+      // (set before the body ends) says which.
+      await this.refresh(run);
+      if (run.server && run.server.state === 'failed') return this.fail(run, run.server.error);
+      run.state = 'received';
       this.offerWav(run, '');
       if (run.playbackDone) this.finish(run, 'finished', 'Finished: the whole utterance has played.');
       else this.panel.status('All audio received; playing the rest…');
@@ -188,10 +192,7 @@ class VoxApp {
   async poll(run) {
     while (this.run === run) {
       await sleep(POLL_MS); // the request is on its way; the job exists by the first poll
-      try {
-        const response = await fetch(new URL(`jobs/${run.id}`, API), { cache: 'no-store' });
-        if (response.ok) run.server = await response.json();
-      } catch (err) { /* the next poll will tell */ }
+      await this.refresh(run);
       const server = run.server;
       if (server && run.state === 'sending') {
         this.panel.status(server.state === 'queued' ? `Waiting in the queue: position ${server.position}` : 'Generating the first patch…');
@@ -201,6 +202,13 @@ class VoxApp {
       const serverLive = server && ['queued', 'running'].includes(server.state);
       if (!serverLive && !['sending', 'streaming'].includes(run.state)) return;
     }
+  }
+
+  async refresh(run) {
+    try {
+      const response = await fetch(new URL(`jobs/${run.id}`, API), { cache: 'no-store' });
+      if (response.ok) run.server = await response.json();
+    } catch (err) { /* kept from the last poll; the next one will tell */ }
   }
 
   offerWav(run, note) {

@@ -169,7 +169,15 @@ def test_a_bad_clip_gets_a_note_and_no_id(fresh_page, tmp_path, name, data, word
 ], ids=["out-of-memory before audio", "bug mid-stream"])
 def test_a_failed_request_shows_a_clean_message_and_the_next_run_plays(app, page, monkeypatch, error, after, words):
     monkeypatch.setattr(app.worker.engine.runner, "run", FailOnce(app.worker.engine.runner, error, after))
-    run = generate(page)
+    # Slow status answers: a failure after the first patch ends the body as success does, and the
+    # page must not call the run finished before the status says otherwise (a busy CI machine once did).
+    page.evaluate("""() => { window.realFetch = window.fetch;
+        window.fetch = async (url, opts) => { if (String(url).includes('/jobs/') && !(opts && opts.method))
+            await new Promise((r) => setTimeout(r, 700)); return window.realFetch(url, opts); }; }""")
+    try:
+        run = generate(page)
+    finally:
+        page.evaluate("() => { window.fetch = window.realFetch; }")
     assert run["state"] == "failed" and words in run["error"], run.get("error")
     assert words in status(page)
     assert_page_exposes_nothing(page)
