@@ -21,22 +21,35 @@ RESIDUAL_DILATIONS = (1, 3, 9)
 
 
 class DecoderState:
-    """One request's streaming context: a fixed tensor per stateful decoder convolution.
+    """The streaming context of a set of rows (one stream each): a fixed tensor per stateful
+    decoder convolution, all views of one flat [rows, N] tensor.
 
     The tensors are updated in place, so a CUDA graph that captured `decode_chunk` keeps reading
-    and writing the same memory on every replay.
+    and writing the same memory on every replay; `rows(b)` is the state of rows 0..b-1 (a view,
+    for a batch bucket) and `reset(row)` clears one stream's context with a single kernel.
     """
 
-    def __init__(self, buffers: list[Tensor]):
-        self.buffers = buffers
+    def __init__(self, flat: Tensor, shapes: list[tuple[int, int]]):
+        self.flat = flat
+        self.shapes = shapes
+        self.buffers, offset = [], 0
+        for channels, context in shapes:
+            self.buffers.append(flat[:, offset: offset + channels * context].unflatten(1, (channels, context)))
+            offset += channels * context
 
-    def reset(self) -> None:
-        for buf in self.buffers:
-            buf.zero_()
+    def rows(self, count: int) -> "DecoderState":
+        return DecoderState(self.flat[:count], self.shapes)
+
+    def row(self, index: int) -> "DecoderState":
+        return DecoderState(self.flat[index: index + 1], self.shapes)
+
+    def reset(self, row: int | None = None) -> None:
+        """Back to silence (the causal zero padding): one row, or all of them."""
+        (self.flat if row is None else self.flat[row]).zero_()
 
     @property
     def numel(self) -> int:
-        return sum(buf.numel() for buf in self.buffers)
+        return self.flat.numel()
 
 
 def snake(x: Tensor, alpha: Tensor) -> Tensor:
@@ -48,9 +61,10 @@ class Snake1d(nn.Module):
     def __init__(self, channels: int):
         super().__init__()
         self.alpha = nn.Parameter(torch.ones(1, channels, 1))
+        self.fn = snake  # the CUDA engine swaps in a fused (compiled) version
 
     def forward(self, x: Tensor, state: DecoderState | None = None) -> Tensor:
-        return snake(x, self.alpha)
+        return self.fn(x, self.alpha)
 
 
 class Tanh(nn.Module):
@@ -258,14 +272,16 @@ class AudioVAE(nn.Module):
         return self.decoder(z).squeeze(1)
 
     def new_decoder_state(self, batch: int = 1, device=None, dtype=None) -> DecoderState:
-        """A zeroed state (the same as the causal zero padding) for one stream of `batch` rows."""
+        """A zeroed state (the same as the causal zero padding) for `batch` rows, one stream each."""
         weight = self.decoder.model[0].weight
         device = weight.device if device is None else device
         dtype = weight.dtype if dtype is None else dtype
-        return DecoderState([
-            torch.zeros(batch, channels, context, device=device, dtype=dtype)
-            for channels, context in self.decoder.state_shapes
-        ])
+        size = self.decoder_state_numel()
+        return DecoderState(torch.zeros(batch, size, device=device, dtype=dtype), self.decoder.state_shapes)
+
+    def decoder_state_numel(self) -> int:
+        """Numbers of context one stream carries between chunks."""
+        return sum(channels * context for channels, context in self.decoder.state_shapes)
 
     def decode_chunk(self, z_chunk: Tensor, state: DecoderState) -> Tensor:
         """Decode the next frames of a stream: [B, latent, F] -> [B, F * decode_hop].

@@ -1,8 +1,9 @@
 """The public entry point: load a checkpoint, turn requests into streamed audio chunks."""
 from __future__ import annotations
 
+import collections
+import heapq
 import logging
-import secrets
 import time
 from typing import Iterator
 
@@ -11,10 +12,13 @@ import torch
 
 from .audio_input import load_audio, pad_to_multiple
 from .errors import InputError
+from .compiled import compile_step_functions
+from .decode_step import DecodeStep, patches_to_frames, plan_rows
 from .loader import LoadedModel, load_checkpoint
 from .prompt import Prompt, build_prompt
-from .request import AudioChunk, SynthesisRequest
-from .runner import EagerRunner, patches_to_frames
+from .request import AudioChunk, SynthesisRequest, initial_noise
+from .runner import BatchRunner, Join
+from .stream import Stream
 
 log = logging.getLogger("voxcpm.engine")
 
@@ -26,25 +30,34 @@ def warmup_tone(seconds: float = 1.0, rate: int = 16000) -> np.ndarray:
 
 
 class Engine:
-    """Not thread-safe: one worker thread owns an engine (see inference/worker.py). It generates
-    one stream at a time, since the KV caches and the decoder state are the engine's: starting a
-    stream makes any unfinished earlier one fail at its next chunk instead of yielding wrong audio."""
+    """Generates up to `rows` streams at once, one patch of every live stream per `step()`.
+
+    Not thread-safe: one thread owns an engine (inference/worker.py runs its batch loop), except
+    `Stream.cancel()`, which any thread may call. `start()` validates a request and gives it a row;
+    it joins the batch at the next step. `stream()` is the one-request view: a generator that
+    drives the steps (other streams progress too) and yields this request's chunks.
+    """
 
     def __init__(self, loaded: LoadedModel, *, cuda_graphs: bool = True, compile: bool = True,
-                 max_audio_seconds: float = 60.0, max_text_chars: int = 2000):
+                 max_streams: int = 64, max_audio_seconds: float = 60.0, max_text_chars: int = 2000):
         self.cfg, self.model, self.vae, self.tokenizer = loaded.cfg, loaded.model, loaded.vae, loaded.tokenizer
         self.device = loaded.device
         self.max_audio_seconds = max_audio_seconds
         self.max_text_chars = max_text_chars
         on_gpu = self.device.type == "cuda"
-        if cuda_graphs and on_gpu:
-            from .cuda_graphs import GraphRunner
-
-            self.runner = GraphRunner(self.model, self.vae, compile_ops=compile)
-        else:
-            self.runner = EagerRunner(self.model, self.vae, compile_ops=compile and on_gpu)
+        self.rows, self.rows_fit = plan_rows(self.model, self.vae, self.device, max_streams)
+        log.info("%d concurrent streams (memory holds %d; --max-streams caps it at %d), %.0f MB each",
+                 self.rows, self.rows_fit, max_streams,
+                 DecodeStep.bytes_per_row(self.model, self.vae, self.cfg.max_length) / 2**20)
+        if compile and on_gpu:
+            compile_step_functions(self.model, self.vae)
+        self.runner = BatchRunner(self.model, self.vae, self.rows)
+        self.cuda_graphs = cuda_graphs and on_gpu
         self.warmup_seconds: float | None = None
-        self._streams_started = 0  # the newest stream owns the caches
+        self._free = list(range(self.rows))  # a heap: the lowest free row first keeps buckets small
+        self._joining: list[Stream] = []
+        self._live: list[Stream] = []
+        self._launched: collections.deque[list[tuple[Stream, int]]] = collections.deque()
 
     @classmethod
     def from_pretrained(cls, name_or_path: str = "openbmb/VoxCPM2", *, device: str | None = None,
@@ -54,7 +67,8 @@ class Engine:
         """name_or_path: a hub id (downloaded into the hub cache) or a local checkpoint folder.
         device defaults to CUDA when present; dtype to bfloat16 on CUDA, float32 on CPU. On CUDA,
         `cuda_graphs` replays captured graphs per patch and `compile` fuses each layer's kernels
-        (both switch off for debugging); warm-up does all capture and compilation."""
+        (both switch off for debugging); warm-up does all capture and compilation. `limits`:
+        max_streams, max_audio_seconds, max_text_chars."""
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = dtype or ("bfloat16" if device.startswith("cuda") else "float32")
         loaded = load_checkpoint(name_or_path, device=device, dtype=dtype, vae_dtype=vae_dtype,
@@ -68,38 +82,155 @@ class Engine:
     def sample_rate(self) -> int:
         return self.cfg.vae.out_sample_rate
 
+    @property
+    def free_rows(self) -> int:
+        return len(self._free)
+
+    @property
+    def active(self) -> int:
+        """Streams holding a row (joining or live)."""
+        return len(self._joining) + len(self._live)
+
     def warmup(self) -> float:
-        """Captures the CUDA graphs (fast path) and runs a short request, so that no request pays
+        """Captures the CUDA graphs (fast path) and runs short requests, so that no request pays
         for capture, kernel loading or allocator growth. Returns and logs the seconds taken."""
         start = time.perf_counter()
-        if hasattr(self.runner, "capture") and not self.runner.graphs_ready:
-            log.info("capturing CUDA graphs for %d attention buckets", len(self.runner.buckets))
+        if self.cuda_graphs and not self.runner.graphs:
+            log.info("capturing CUDA graphs: %d batch buckets x %d attention spans",
+                     len(self.runner.buckets), len(self.runner.spans))
             self.runner.capture()
+            log.info("%d graphs captured in %.1f s", self.runner.graphs, time.perf_counter() - start)
         clip = (16000, warmup_tone())
-        for req in (SynthesisRequest(text="Warm up.", min_len=2, max_len=3, seed=0),
-                    SynthesisRequest(text="Warm up.", reference_audio=clip, max_len=2, seed=0),
-                    SynthesisRequest(text="Warm up.", prompt_audio=clip, prompt_text="Warm.", max_len=2, seed=0)):
-            # Each mode once: the VAE encoder and the continuation's decoder warm-up have their own
-            # kernels, which would otherwise load during someone's first request.
+        modes = [SynthesisRequest(text="Warm up.", min_len=2, max_len=3, seed=0),
+                 SynthesisRequest(text="Warm up.", reference_audio=clip, max_len=2, seed=0),
+                 SynthesisRequest(text="Warm up.", prompt_audio=clip, prompt_text="Warm.", max_len=2, seed=0)]
+        # Each mode once (the VAE encoder and the continuation's decoder warm-up have their own
+        # kernels), then all together (a batched prefill), so none loads during a real request.
+        for req in modes:
             for _ in self.stream(req):
                 pass
+        streams = [self.start(req) for req in modes[: min(len(modes), self.rows)]]
+        while not all(s.done for s in streams):
+            self.step()
         self.warmup_seconds = time.perf_counter() - start
         log.info("warm-up took %.1f s", self.warmup_seconds)
         return self.warmup_seconds
 
-    def stream(self, req: SynthesisRequest) -> Iterator[AudioChunk]:
-        """Validates the request (raising InputError at once), then returns a generator of chunks.
-        Closing the generator stops generation before the next patch."""
+    # -- requests in ------------------------------------------------------------------------------
+    def start(self, req: SynthesisRequest) -> Stream:
+        """Validates the request (raising InputError at once) and gives it a row; it joins at the
+        next step. Raises EngineFull when every row is taken."""
         prompt = self.prepare(req)
         cap = self.length_cap(req, prompt)
         noise = self.initial_noise(req, cap)
-        self._streams_started += 1
-        return self._generate(prompt, noise, req, min(cap, noise.shape[0]), self._streams_started)
+        if not self._free:
+            raise EngineFull(f"all {self.rows} streams are in use: wait for one to end")
+        stream = Stream(len(prompt), req.min_len, min(cap, noise.shape[0]),
+                        DecodeStep.iterations(req.inference_timesteps))
+        stream.row = heapq.heappop(self._free)
+        stream.join = Join(stream.row, prompt, noise, req.inference_timesteps, float(req.cfg_value))
+        self._joining.append(stream)
+        return stream
+
+    def stream(self, req: SynthesisRequest) -> Iterator[AudioChunk]:
+        """Validates the request (raising InputError at once), then returns a generator of its
+        chunks. Closing the generator stops this request before its next patch."""
+        return self._follow(self.start(req))
 
     def synthesize(self, req: SynthesisRequest) -> np.ndarray:
         chunks = [c.audio for c in self.stream(req)]
         return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
 
+    def _follow(self, stream: Stream) -> Iterator[AudioChunk]:
+        try:
+            while True:
+                if stream.chunks:
+                    yield stream.chunks.popleft()
+                elif stream.done:
+                    if stream.error is not None:
+                        raise stream.error
+                    return
+                else:
+                    self.step()
+        finally:
+            self.stop(stream)
+
+    def stop(self, stream: Stream):
+        """Ends a stream now and frees its row (the owner thread; others use Stream.cancel())."""
+        self._retire(stream)
+
+    # -- the batch loop -----------------------------------------------------------------------------
+    @torch.inference_mode()
+    def step(self):
+        """Admits the streams started since the last step, launches the next patch of every live
+        stream, and collects the oldest patch in flight into each stream's chunks. Failures land
+        on the streams they concern (Stream.error); the engine goes on."""
+        for stream in [s for s in self._joining + self._live if s.cancelled]:
+            self._retire(stream)
+        if self._joining:
+            self._admit()
+        try:
+            launched = self._launch()
+            if len(self._launched) > 1 or (self._launched and not launched):
+                self._collect()
+        except Exception as exc:  # the patch of every live stream is lost: they all fail
+            self.runner.drop_in_flight()
+            self._launched.clear()
+            for stream in list(self._live):
+                self._fail(stream, exc)
+
+    def _admit(self):
+        joining, self._joining = self._joining, []
+        try:
+            self.runner.admit([s.join for s in joining])
+            self._live += joining
+        except Exception as exc:
+            if len(joining) == 1:
+                self._fail(joining[0], exc)
+                return
+            for stream in joining:  # one at a time, so that a stream that cannot fit fails alone
+                self._joining = [stream]
+                self._admit()
+        finally:
+            for stream in joining:
+                stream.join = None  # the prompt and noise are on the device now
+
+    def _launch(self) -> bool:
+        streams = [s for s in self._live if s.wants_patch()]
+        if not streams:
+            return False
+        self.runner.launch(max(s.row for s in streams) + 1, max(s.position for s in streams),
+                           max(s.iterations for s in streams))
+        self._launched.append([(s, s.launched) for s in streams])
+        for s in streams:
+            s.launched += 1
+        return True
+
+    def _collect(self):
+        audio, latents, stop = self.runner.collect()
+        for stream, index in self._launched.popleft():
+            if stream.done:  # retired since this patch was launched: its row may be someone else's
+                continue
+            row = stream.row
+            stream.chunks.append(AudioChunk(audio=audio[row].copy(), latents=latents[row].copy(), index=index))
+            stream.made += 1
+            if stream.stops_after(index, bool(stop[row])):
+                self._retire(stream)
+
+    def _retire(self, stream: Stream):
+        if stream.done:
+            return
+        stream.done = True
+        for group in (self._joining, self._live):
+            if stream in group:
+                group.remove(stream)
+        heapq.heappush(self._free, stream.row)
+
+    def _fail(self, stream: Stream, exc: BaseException):
+        stream.error = exc
+        self._retire(stream)
+
+    # -- request preparation ------------------------------------------------------------------------
     def prepare(self, req: SynthesisRequest) -> Prompt:
         if not isinstance(req, SynthesisRequest):
             raise InputError("expected a SynthesisRequest")
@@ -130,40 +261,13 @@ class Engine:
         return frames.view(d, -1, p).permute(1, 2, 0).cpu()
 
     def initial_noise(self, req: SynthesisRequest, cap: int) -> torch.Tensor:
-        """[n, P, D] starting noise of each patch: the request's own, or drawn from its seed on the
-        host so a seed gives the same audio on every device."""
-        d, p = self.cfg.feat_dim, self.cfg.patch_size
-        if req.noise is not None:
-            noise = torch.from_numpy(noise_array(req.noise))
-            if noise.ndim != 3 or tuple(noise.shape[1:]) != (d, p) or noise.shape[0] < 1:
-                raise InputError(f"noise must have shape [steps, {d}, {p}], got {list(noise.shape)}")
-            if not torch.isfinite(noise).all():
-                raise InputError("noise holds NaN or infinite values")
-            needed = min(req.min_len, cap)  # its rows cap the length, as max_len does
-            if noise.shape[0] < needed:
-                raise InputError(f"noise has {noise.shape[0]} rows (one per patch) but min_len asks for "
-                                 f"{needed} patches: give at least {needed} rows or lower min_len")
-            return noise.transpose(1, 2).contiguous()
-        seed = req.seed if req.seed is not None else secrets.randbits(63)
-        gen = torch.Generator().manual_seed(seed)
-        return torch.randn(cap, d, p, generator=gen).transpose(1, 2).contiguous()
-
-    def _generate(self, prompt, noise, req, cap, number: int) -> Iterator[AudioChunk]:
-        steps = self.runner.run(prompt, noise, float(req.cfg_value), req.inference_timesteps, req.min_len, cap)
-        try:
-            for index, (audio, latents, _stop) in enumerate(steps):
-                yield AudioChunk(audio=audio, latents=latents, index=index)
-                if number != self._streams_started:  # checked before the caches are touched again
-                    raise RuntimeError("a newer stream was started on this engine before this one ended: "
-                                       "an engine generates one stream at a time (finish or close one first)")
-        finally:
-            steps.close()
+        return initial_noise(req, cap, self.cfg.feat_dim, self.cfg.patch_size)
 
     def decode_whole(self, latents: np.ndarray, context: torch.Tensor | None = None) -> np.ndarray:
         """Offline reference decode of [n, D, P] latents (after optional context patches [C, P, D])."""
         patches = torch.as_tensor(latents).transpose(1, 2)
         if context is not None and len(context):
-            patches = torch.cat((context.to(self.runner.dtype).float(), patches))
+            patches = torch.cat((context.to(self.runner.step.dtype).float(), patches))
         vae_dtype = next(self.vae.parameters()).dtype
         with torch.inference_mode():
             audio = self.vae.decode(patches_to_frames(patches.unsqueeze(0)).to(self.device, vae_dtype))[0]
@@ -171,11 +275,5 @@ class Engine:
         return audio[skip:].float().cpu().numpy()
 
 
-def noise_array(noise) -> np.ndarray:
-    """A request's noise as float32 on the host, from a tensor of any dtype or device or an array."""
-    try:
-        if isinstance(noise, torch.Tensor):
-            return noise.detach().to("cpu", torch.float32).numpy()
-        return np.asarray(noise, dtype=np.float32)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"noise must be a tensor or array of numbers [steps, feat_dim, patch_size] ({exc})") from exc
+class EngineFull(RuntimeError):
+    """Every row holds a stream; the caller should wait for one to end (the worker queues)."""

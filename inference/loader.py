@@ -53,7 +53,6 @@ def build_model(cfg: ModelConfig, model_weights: dict, vae_weights: dict, tokeni
     check_keys(expected_keys(vae), vae_weights, "AudioVAE weights")
     vae.load_state_dict(vae_weights, strict=True)
     vae = vae.to(device, torch_dtype(vae_dtype))
-    model.allocate_caches(cfg.max_length)
     return LoadedModel(cfg, model.eval(), vae.eval(), tokenizer, device)
 
 

@@ -83,37 +83,32 @@ def zero_velocity_steps(steps: int) -> int:
 
 
 def guided_velocity(v_cond: torch.Tensor, v_uncond: torch.Tensor, cfg_value) -> torch.Tensor:
-    """CFG-Zero*: rescale the unconditioned velocity by its projection on the conditioned one."""
+    """CFG-Zero*: rescale the unconditioned velocity by its projection on the conditioned one.
+    cfg_value: a number, or float32 [B, 1, 1] (one per row)."""
     b = v_cond.shape[0]
     pos, neg = v_cond.reshape(b, -1), v_uncond.reshape(b, -1)
     scale = (pos * neg).sum(1, keepdim=True) / ((neg * neg).sum(1, keepdim=True) + 1e-8)
     scale = scale.view(b, 1, 1)
-    return v_uncond * scale + cfg_value * (v_cond - v_uncond * scale)
+    diff = v_cond - v_uncond * scale
+    # The product is taken in float32 and rounded once, as a float scalar times a bf16 tensor is.
+    return v_uncond * scale + (cfg_value * diff.float()).to(diff.dtype)
 
 
 def guided_euler(x, v, dt, cfg_value) -> torch.Tensor:
-    """x - dt * (CFG-Zero* of the batch-of-two velocity v = [conditioned; unconditioned])."""
+    """x - dt * (CFG-Zero* of the batch-of-two velocity v = [conditioned; unconditioned]).
+    dt and cfg_value are [B, 1, 1], one per row; a row with dt 0 keeps its x exactly."""
     b = x.shape[0]
     return x - dt * guided_velocity(v[:b], v[b:], cfg_value)
 
 
 def euler_update(dit: LocDiT, x, mu_pair, cond_pair, time, dt, cfg_value) -> torch.Tensor:
-    """One guided Euler step; mu_pair/cond_pair are the [conditioned; unconditioned] batch."""
+    """One guided Euler step of B rows: x [B, P, D], time [B, H] and dt, cfg_value [B] per row;
+    mu_pair/cond_pair are the [conditioned; unconditioned] batch of 2B."""
     b = x.shape[0]
-    v = dit.velocity(torch.cat((x, x), dim=0), mu_pair, time.expand(2 * b, -1), cond_pair)
-    return dit.guided_euler(x, v, dt, cfg_value)
+    v = dit.velocity(torch.cat((x, x), dim=0), mu_pair, torch.cat((time, time), dim=0), cond_pair)
+    return dit.guided_euler(x, v, dt.view(b, 1, 1), cfg_value.view(b, 1, 1))
 
 
 def guidance_pair(mu: torch.Tensor, cond: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The unconditioned branch sees zero LM conditioning and the same previous patch."""
     return torch.cat((mu, torch.zeros_like(mu)), dim=0), torch.cat((cond, cond), dim=0)
-
-
-def solve_cfm(dit: LocDiT, noise, mu, cond, cfg_value, time_tokens: list, skip: int) -> torch.Tensor:
-    """Euler-integrate noise [B, P, D] to a latent patch. time_tokens[k] = (dt, [1, H] token) of
-    step k; steps below `skip` have zero velocity, which leaves x as it is."""
-    x = noise
-    mu_pair, cond_pair = guidance_pair(mu, cond)
-    for dt, time in time_tokens[skip:]:
-        x = euler_update(dit, x, mu_pair, cond_pair, time, dt, cfg_value)
-    return x

@@ -1,8 +1,8 @@
 """VoxCPM2's language-model side: the two LMs, LocEnc, LocDiT, FSQ, projections and stop head.
 
 Module names equal the checkpoint's key prefixes (model.safetensors), so weights load strictly.
-The generation step is split into small functions that the eager loop and the CUDA-graph
-runner share: `prefill`, `sample_patch`, `stop_logits`, `advance`.
+The generation step is split into small functions that the one step body (inference/decode_step.py)
+calls for a batch of rows: `prefill`, `dit_condition`, `stop_logits`, `advance`.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
-from .locdit import LocDiT, euler_schedule, solve_cfm, zero_velocity_steps
+from .locdit import LocDiT, euler_schedule
 from .locenc import LocEnc
 from .transformer import KVCache, Transformer
 
@@ -67,11 +67,15 @@ class VoxCPM2(nn.Module):
         self.base_cache: KVCache | None = None
         self.residual_cache: KVCache | None = None
 
-    def allocate_caches(self, capacity: int, batch: int = 1):
-        """Static KV caches sized once at load; every request reuses them."""
+    def allocate_caches(self, capacity: int, rows: int = 1):
+        """Static KV caches, one row per concurrent stream, sized once; every request reuses them."""
         p = next(self.parameters())
-        self.base_cache = KVCache(self.cfg.base_lm, capacity, batch, p.device, p.dtype)
-        self.residual_cache = KVCache(self.cfg.residual_lm, capacity, batch, p.device, p.dtype)
+        self.base_cache = KVCache(self.cfg.base_lm, capacity, rows, p.device, p.dtype)
+        self.residual_cache = KVCache(self.cfg.residual_lm, capacity, rows, p.device, p.dtype)
+
+    def cache_bytes_per_row(self, capacity: int) -> int:
+        dtype = next(self.parameters()).dtype
+        return sum(KVCache.bytes_per_row(c, capacity, dtype) for c in (self.cfg.base_lm, self.cfg.residual_lm))
 
     @property
     def dit(self) -> LocDiT:
@@ -89,24 +93,22 @@ class VoxCPM2(nn.Module):
     def transformers(self) -> tuple[Transformer, ...]:
         return self.base_lm, self.residual_lm, self.feat_encoder.encoder, self.dit.decoder
 
-    def prefill(self, tokens, text_mask, audio_mask, patches, last: torch.Tensor | None = None) -> StepState:
-        """Run the prompt through both LMs, filling their caches. Masks are [B, T] in 0/1.
-        Its shapes vary per request, so it runs the plain (uncompiled) ops. `last` (a 1-element
-        index tensor) marks the prompt's end when it is padded to a captured length: causal
-        attention keeps the padding from reaching the real positions."""
+    def prefill(self, tokens, text_mask, audio_mask, patches, last: torch.Tensor, rows: torch.Tensor) -> StepState:
+        """Run B prompts through both LMs, filling cache `rows` ([B] long). Masks are [B, T] in 0/1.
+        Prompts shorter than T are padded at the end and `last` ([B] long) marks each one's final
+        position: causal attention keeps the padding from reaching the real positions. Its shapes
+        vary per request, so it runs the plain (uncompiled) ops."""
         dtype = patches.dtype
         text_mask, audio_mask = text_mask.to(dtype).unsqueeze(-1), audio_mask.to(dtype).unsqueeze(-1)
         patch_embed = self.embed_patches(patches, plain=True)
         text_embed = self.base_lm.embed_tokens(tokens) * self.cfg.base_lm.embed_scale
         lm_in = text_mask * text_embed + audio_mask * patch_embed
-        lm_out = self.base_lm(lm_in, causal=True, cache=self.base_cache, plain=True)
+        lm_out = self.base_lm(lm_in, causal=True, cache=self.base_cache, plain=True, rows=rows)
         lm_out = self.fsq_layer(lm_out) * audio_mask + lm_out * text_mask
         res_in = self.fusion_concat_proj(torch.cat((lm_out, audio_mask * patch_embed), dim=-1))
-        res_out = self.residual_lm(res_in, causal=True, cache=self.residual_cache, plain=True)
-        if last is None:
-            return StepState(lm_out[:, -1], res_out[:, -1], patches[:, -1])
-        pick = lambda x: x.index_select(1, last).squeeze(1)  # noqa: E731
-        return StepState(pick(lm_out), pick(res_out), pick(patches))
+        res_out = self.residual_lm(res_in, causal=True, cache=self.residual_cache, plain=True, rows=rows)
+        batch = torch.arange(tokens.shape[0], device=tokens.device)
+        return StepState(lm_out[batch, last], res_out[batch, last], patches[batch, last])
 
     def time_tokens(self, steps: int, device) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """(dt, time token) per Euler step; mean mode off means the DiT's dt input is zero."""
@@ -122,17 +124,12 @@ class VoxCPM2(nn.Module):
         """The two LM states as the DiT's two condition tokens, [B, 2 * H_dit]."""
         return torch.cat((self.lm_to_dit_proj(lm_hidden), self.res_to_dit_proj(residual_hidden)), dim=-1)
 
-    def sample_patch(self, state: StepState, noise, cfg_value, time_tokens) -> torch.Tensor:
-        """noise [B, P, D] -> the next latent patch [B, P, D]."""
-        mu = self.dit_condition(state.lm_hidden, state.residual_hidden)
-        skip = zero_velocity_steps(len(time_tokens))
-        return solve_cfm(self.dit, noise, mu, state.prev_patch, cfg_value, time_tokens, skip)
-
     def stop_logits(self, lm_hidden: torch.Tensor) -> torch.Tensor:
         return self.stop_head(F.silu(self.stop_proj(lm_hidden)))
 
     def advance(self, patch: torch.Tensor, position: torch.Tensor, span: int) -> StepState:
-        """Feed the new patch back through LocEnc and one step of each LM."""
+        """Feed each row's new patch [B, P, D] back through LocEnc and one step of each LM, at the
+        row's position ([B] long)."""
         embed = self.embed_patches(patch.unsqueeze(1))[:, 0]
         lm_hidden = self.fsq_layer(self.base_lm.step(embed, position, self.base_cache, span))
         res_in = self.fusion_concat_proj(torch.cat((lm_hidden, embed), dim=-1))

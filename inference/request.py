@@ -1,10 +1,12 @@
 """What one synthesis asks for, and what each streamed step gives back."""
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
 from .errors import InputError
 
@@ -73,3 +75,32 @@ def _is_int(value) -> bool:
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and np.isfinite(value)
+
+
+def initial_noise(req: SynthesisRequest, cap: int, d: int, p: int) -> torch.Tensor:
+    """[n, P, D] starting noise of each patch: the request's own, or drawn from its seed on the
+    host so a seed gives the same audio on every device."""
+    if req.noise is not None:
+        noise = torch.from_numpy(noise_array(req.noise))
+        if noise.ndim != 3 or tuple(noise.shape[1:]) != (d, p) or noise.shape[0] < 1:
+            raise InputError(f"noise must have shape [steps, {d}, {p}], got {list(noise.shape)}")
+        if not torch.isfinite(noise).all():
+            raise InputError("noise holds NaN or infinite values")
+        needed = min(req.min_len, cap)  # its rows cap the length, as max_len does
+        if noise.shape[0] < needed:
+            raise InputError(f"noise has {noise.shape[0]} rows (one per patch) but min_len asks for "
+                             f"{needed} patches: give at least {needed} rows or lower min_len")
+        return noise[:cap].transpose(1, 2).contiguous()
+    seed = req.seed if req.seed is not None else secrets.randbits(63)
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(cap, d, p, generator=gen).transpose(1, 2).contiguous()
+
+
+def noise_array(noise) -> np.ndarray:
+    """A request's noise as float32 on the host, from a tensor of any dtype or device or an array."""
+    try:
+        if isinstance(noise, torch.Tensor):
+            return noise.detach().to("cpu", torch.float32).numpy()
+        return np.asarray(noise, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"noise must be a tensor or array of numbers [steps, feat_dim, patch_size] ({exc})") from exc

@@ -1,20 +1,24 @@
-"""The eager decode loop: prefill, then one patch per step until the stop head fires.
+"""Runs the rows of a DecodeStep: admits new streams, launches patches, collects their results.
 
-It is the reference the CUDA-graph runner is tested against, and the path used on CPU.
+A patch is launched for the rows 0..B-1 of the smallest batch bucket that holds every live row,
+over the smallest attention span that holds every live position. Its results (audio, latents,
+stop flag of each row) come back through pinned host memory; the engine launches the next patch
+before it collects one, so the host's work overlaps the GPU's. One thread only.
 """
 from __future__ import annotations
 
-from typing import Iterator
+import collections
+import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .audio_vae import AudioVAE
+from .cuda_graphs import CUDAGraphed
+from .decode_step import DecodeStep
 from .model import VoxCPM2
 from .prompt import Prompt
-from .locdit import guided_euler
-from .transformer import LayerOps, attention_inputs, decode_attention, layer_output, rms_norm, sequence_attention
 
 
 def span_buckets(capacity: int, smallest: int = 256) -> list[int]:
@@ -26,98 +30,184 @@ def span_buckets(capacity: int, smallest: int = 256) -> list[int]:
     return spans + [capacity]
 
 
-def compile_step_functions(model: VoxCPM2):
-    """Per-layer functions fused by torch.compile: at batch 1 a step is bound by its kernel count,
-    not by arithmetic. Compiled on first use, i.e. during Engine.warmup."""
-    ops = compiled_ops()
-    for transformer in model.transformers():
-        transformer.ops = ops
-    model.dit.guided_euler = torch.compile(guided_euler, fullgraph=True, dynamic=False)
+def batch_buckets(rows: int) -> list[int]:
+    """Batch sizes with a graph each: powers of two below `rows`, then `rows`."""
+    buckets, size = [], 1
+    while size < rows:
+        buckets.append(size)
+        size *= 2
+    return buckets + [rows]
 
 
-def compiled_ops(sequence_backends=(SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
-                                     SDPBackend.MATH)) -> LayerOps:
-    """Shapes are fixed per call site; attention is already a single SDPA kernel. LocEnc's and
-    LocDiT's short sequences skip cuDNN's kernel, which adds a memset per layer: on an H200 the
-    flash kernel made a DiT call 6% faster (bench/RESULTS.md). SDPA takes the first allowed
-    backend that the GPU supports."""
-    static = dict(fullgraph=True, dynamic=False)
-    return LayerOps(torch.compile(attention_inputs, **static), torch.compile(layer_output, **static),
-                    decode_attention, torch.compile(rms_norm, **static), pinned_attention(sequence_backends))
+# Prompt positions one prefill graph may hold (batch x padded length): bounds its activations.
+PREFILL_TOKENS = 8192
 
 
-def pinned_attention(backends):
-    """Whole-sequence attention restricted to `backends` (None: let SDPA choose among all)."""
-    if backends is None:
-        return sequence_attention
+def prefill_keys(buckets: list[int], capacity: int, smallest: int = 64) -> list[tuple[int, int]]:
+    """(prompts, padded length) pairs with a prefill graph: every batch bucket, lengths in powers
+    of two from `smallest` up to half the cache, within PREFILL_TOKENS."""
+    keys = []
+    for k in buckets:
+        length = smallest
+        while length <= capacity // 2 and k * length <= PREFILL_TOKENS:
+            keys.append((k, length))
+            length *= 2
+    return keys
 
-    def attend(q, k, v, causal: bool):
-        with sdpa_kernel(list(backends)):
-            return sequence_attention(q, k, v, causal)
-    return attend
+
+@dataclass
+class Join:
+    """A stream entering `row`: its prompt, starting noise [n, P, D] and sampler settings."""
+
+    row: int
+    prompt: Prompt
+    noise: torch.Tensor
+    steps: int
+    cfg_value: float
 
 
-class EagerRunner:
-    def __init__(self, model: VoxCPM2, vae: AudioVAE, compile_ops: bool = False):
-        self.model, self.vae = model, vae
-        if compile_ops:
-            compile_step_functions(model)
-        # Both runners attend over the same bucketed spans, so they run the same kernels and the
-        # graph path can be checked bit for bit against this one.
-        self.buckets = span_buckets(model.base_cache.capacity)
-        self.device = next(model.parameters()).device
-        self.dtype = next(model.parameters()).dtype
-        self.vae_dtype = next(vae.parameters()).dtype
-        self._time_tokens: dict[int, list] = {}
+class BatchRunner:
+    """The constructor allocates every static buffer; `capture()` (run by Engine.warmup on CUDA)
+    compiles, warms up every key and captures its graph; `admit`, `launch` and `collect` then
+    only copy requests in and replay."""
 
-    def time_tokens(self, steps: int) -> list:
-        if steps not in self._time_tokens:
-            self._time_tokens[steps] = self.model.time_tokens(steps, self.device)
-        return self._time_tokens[steps]
+    def __init__(self, model: VoxCPM2, vae: AudioVAE, rows: int):
+        # One row more than streams: the padding entries of a batched prefill are written there.
+        self.step = DecodeStep(model, vae, rows + 1, model.cfg.max_length)
+        self.rows, self.capacity, self.scratch_row = rows, model.cfg.max_length, rows
+        self.buckets, self.spans = batch_buckets(rows), span_buckets(self.capacity)
+        self.prefill_keys = prefill_keys(self.buckets, self.capacity)
+        self.prologue = CUDAGraphed(self.step.prologue)
+        self.euler = CUDAGraphed(self.step.euler)
+        self.finish = CUDAGraphed(self.step.finish)
+        self.padded_prefill = CUDAGraphed(self._padded_prefill)
+        self._allocate_padded_prompt()
+        self._allocate_host()
+        self.in_flight: collections.deque[tuple[int, int]] = collections.deque()  # (slot, bucket)
+        self.launches = 0
+
+    def _allocate_padded_prompt(self):
+        """Static inputs of the prefill graphs: for each key, views of one buffer per input."""
+        dev, (p, d), n = self.step.device, self.step.patch_shape, PREFILL_TOKENS
+        flat = (torch.zeros(n, dtype=torch.long, device=dev), torch.zeros(n, device=dev), torch.zeros(n, device=dev),
+                torch.zeros(n, p, d, device=dev, dtype=self.step.dtype))
+        last, rows = (torch.zeros(self.rows, dtype=torch.long, device=dev) for _ in range(2))
+        self.prompt_in = {(k, length): tuple(t[: k * length].view(k, length, *t.shape[1:]) for t in flat)
+                          + (last[:k], rows[:k]) for k, length in self.prefill_keys}
+
+    def _allocate_host(self):
+        cuda = self.step.device.type == "cuda"
+        self.host = [torch.zeros(self.step.staging.shape, pin_memory=cuda) for _ in range(2)]
+        self.copied = [torch.cuda.Event() if cuda else None for _ in range(2)]
+
+    # -- life cycle ---------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def capture(self) -> float:
+        """Runs every step function once per key (largest bucket first, so the allocator grows
+        once), then captures them all into one memory pool. Returns the seconds taken."""
+        start = time.perf_counter()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        keys = [(b, span) for b in reversed(self.buckets) for span in self.spans]
+        for inputs in self.prompt_in.values():
+            inputs[5].fill_(self.scratch_row)  # warm-up prefills must not write into a stream's row
+        with torch.cuda.stream(stream):  # compiles, loads kernels and cuBLAS handles outside capture
+            for _ in range(2):
+                for b, span in keys:
+                    self.step.prologue(b)
+                    self.step.euler(b)
+                    self.step.finish(b, span)
+                for key in self.prefill_keys:
+                    self._padded_prefill(*key)
+        torch.cuda.current_stream().wait_stream(stream)
+        pool = torch.cuda.graph_pool_handle()
+        for b in reversed(self.buckets):
+            self.prologue.capture((b,), pool, stream)
+            self.euler.capture((b,), pool, stream)
+            for span in self.spans:
+                self.finish.capture((b, span), pool, stream)
+        for key in reversed(self.prefill_keys):
+            self.padded_prefill.capture(key, pool, stream)
+        torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    @property
+    def graphs(self) -> int:
+        return sum(f.captured for f in (self.prologue, self.euler, self.finish, self.padded_prefill))
+
+    # -- streams in ---------------------------------------------------------------------------------
+    def admit(self, joins: list[Join]):
+        """Prefill the joining streams and load their rows; queued behind any patch in flight."""
+        key = self.prefill_key(len(joins), max(len(j.prompt) for j in joins))
+        if key is None and len(joins) > 1:  # too many positions for one prefill: in halves
+            half = len(joins) // 2
+            self.admit(joins[:half])
+            self.admit(joins[half:])
+            return
+        if key is None:  # a prompt longer than any padded length: the same body, eagerly
+            self.step.prefill(*self._batch_inputs(joins, 1, len(joins[0].prompt)))
+        else:
+            for buf, src in zip(self.prompt_in[key], self._batch_inputs(joins, *key)):
+                buf.copy_(src)
+            self.padded_prefill(*key)
+        for j in joins:
+            self.step.load_row(j.row, j.prompt, j.noise, j.steps, j.cfg_value)
+
+    def prefill_key(self, prompts: int, length: int) -> tuple[int, int] | None:
+        """The smallest (batch, padded length) that holds the prompts, if any."""
+        fits = [key for key in self.prefill_keys if key[0] >= prompts and key[1] >= length]
+        return min(fits, key=lambda key: key[0] * key[1], default=None)
+
+    def _batch_inputs(self, joins: list[Join], k: int, length: int):
+        """The prompts padded to [k, length] on the device; padding entries go to the scratch row."""
+        (p, d) = self.step.patch_shape
+        tokens, text, audio = torch.zeros(k, length, dtype=torch.long), torch.zeros(k, length), torch.zeros(k, length)
+        patches = torch.zeros(k, length, p, d)
+        last, rows = torch.zeros(k, dtype=torch.long), torch.full((k,), self.scratch_row, dtype=torch.long)
+        for i, j in enumerate(joins):
+            n = len(j.prompt)
+            tokens[i, :n], text[i, :n], audio[i, :n], patches[i, :n] = (
+                j.prompt.tokens, j.prompt.text_mask, j.prompt.audio_mask, j.prompt.patches)
+            last[i], rows[i] = n - 1, j.row
+        dev = lambda t: self.step.upload(t).to(self.step.device, non_blocking=True)  # noqa: E731
+        return dev(tokens), dev(text), dev(audio), dev(patches.to(self.step.dtype)), dev(last), dev(rows)
+
+    def _padded_prefill(self, k: int, length: int):
+        self.step.prefill(*self.prompt_in[(k, length)])
+
+    # -- patches ------------------------------------------------------------------------------------
+    def bucket(self, rows_used: int) -> int:
+        return next(b for b in self.buckets if b >= rows_used)
 
     def span(self, position: int) -> int:
-        return next(s for s in self.buckets if s > position)
+        return next(s for s in self.spans if s > position)
 
-    def prefill(self, prompt: Prompt):
-        to = dict(device=self.device)
-        return self.model.prefill(
-            prompt.tokens.unsqueeze(0).to(**to), prompt.text_mask.unsqueeze(0).to(**to),
-            prompt.audio_mask.unsqueeze(0).to(**to), prompt.patches.unsqueeze(0).to(**to, dtype=self.dtype),
-        )
+    def launch(self, rows_used: int, position: int, iterations: int):
+        """Queue one patch of rows 0..rows_used-1 (in a bucket), whose highest position is
+        `position`, with `iterations` Euler steps, and the copy of its results to the host."""
+        b = self.bucket(rows_used)
+        self.prologue(b)
+        for _ in range(iterations):
+            self.euler(b)
+        self.finish(b, self.span(position))
+        slot = self.launches % 2
+        self.host[slot][:b].copy_(self.step.staging[:b], non_blocking=True)
+        if self.copied[slot] is not None:
+            self.copied[slot].record()
+        self.in_flight.append((slot, b))
+        self.launches += 1
 
-    def start_decoder(self, prompt: Prompt):
-        """A fresh VAE decoder state, warmed on the prompt's last patches in continuation mode."""
-        state = self.vae.new_decoder_state(batch=1, device=self.device, dtype=self.vae_dtype)
-        if len(prompt.decode_context):
-            context = prompt.decode_context.to(self.device, self.dtype).to(self.vae_dtype)
-            self.vae.decode_chunk(patches_to_frames(context.unsqueeze(0)), state)
-        return state
+    def collect(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The oldest launched patch: audio [B, samples], latents [B, D, P], stop flags [B]."""
+        slot, b = self.in_flight.popleft()
+        if self.copied[slot] is not None:
+            self.copied[slot].synchronize()  # deliberate sync: the patch's audio, latents and stop flags
+        host = self.host[slot][:b].numpy().copy()  # the slot is written again by the next launch
+        n, (p, _) = self.step.patch_samples, self.step.patch_shape
+        return host[:, :n], host[:, n:-1].reshape(b, -1, p), host[:, -1] == 1
 
-    @torch.inference_mode()
-    def run(self, prompt: Prompt, noise: torch.Tensor, cfg_value: float, steps: int,
-            min_len: int, max_patches: int) -> Iterator[tuple[np.ndarray, np.ndarray, bool]]:
-        """Yields (new audio, latent patch [D, P], stop flag) per generated patch. noise [n, P, D]."""
-        state = self.prefill(prompt)
-        decoder = self.start_decoder(prompt)
-        time_tokens = self.time_tokens(steps)
-        # A tensor, not a Python float, so that bf16 rounding matches the graph runner's.
-        cfg_value = torch.tensor(cfg_value, dtype=torch.float32, device=self.device)
-        position = torch.tensor([len(prompt)], device=self.device)
-        for i in range(max_patches):
-            patch = self.model.sample_patch(state, noise[i : i + 1].to(self.device, self.dtype), cfg_value, time_tokens)
-            stop = self.model.stop_logits(state.lm_hidden).argmax(-1)
-            audio = self.vae.decode_chunk(patches_to_frames(patch.unsqueeze(1).to(self.vae_dtype)), decoder)
-            # Deliberate sync: the eager path hands each patch's audio and stop flag to the host.
-            stop = bool(stop[0] == 1)
-            yield audio[0].float().cpu().numpy(), patch[0].T.float().cpu().numpy(), stop
-            if i > min_len and stop:
-                return
-            if i + 1 < max_patches:
-                state = self.model.advance(patch, position, self.span(len(prompt) + i))
-                position += 1
-
-
-def patches_to_frames(patches: torch.Tensor) -> torch.Tensor:
-    """[B, T, P, D] patches -> [B, D, T*P] latent frames, the VAE's layout."""
-    b, t, p, d = patches.shape
-    return patches.reshape(b, t * p, d).transpose(1, 2)
+    def drop_in_flight(self):
+        """After a failure: forget launched patches (their results are not wanted)."""
+        if self.step.device.type == "cuda":
+            torch.cuda.synchronize()
+        self.in_flight.clear()

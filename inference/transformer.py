@@ -77,10 +77,10 @@ def sequence_attention(q, k, v, causal: bool):
 
 
 def decode_attention(q, keys, values, bias):
-    """One query per head over `span` cached keys; bias [span] is 0 where valid, -inf after the
-    position. With an additive mask and grouped heads SDPA picks one fused kernel on CUDA (the
-    hand-written version took 7), which computes scores and softmax in float32."""
-    return F.scaled_dot_product_attention(q, keys, values, attn_mask=bias.view(1, 1, 1, -1), enable_gqa=True)
+    """One query per head and row over `span` cached keys; bias [B, 1, 1, span] is 0 where valid,
+    -inf after the row's position. With an additive mask and grouped heads SDPA picks one fused
+    kernel on CUDA (the hand-written version took 7), which computes scores and softmax in float32."""
+    return F.scaled_dot_product_attention(q, keys, values, attn_mask=bias, enable_gqa=True)
 
 
 @dataclass(frozen=True)
@@ -150,17 +150,24 @@ class DecoderLayer(nn.Module):
 
 
 class KVCache:
-    """Static per-model cache [layers, batch, kv_heads, capacity, head_dim], written in place."""
+    """Static cache [layers, rows, kv_heads, capacity, head_dim], written in place: one row per
+    stream, so streams of different lengths share every kernel of a step."""
 
-    def __init__(self, cfg: TransformerConfig, capacity: int, batch: int, device, dtype):
-        shape = (cfg.num_layers, batch, cfg.num_kv_heads, capacity, cfg.head_dim)
+    def __init__(self, cfg: TransformerConfig, capacity: int, rows: int, device, dtype):
+        shape = (cfg.num_layers, rows, cfg.num_kv_heads, capacity, cfg.head_dim)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
-        self.capacity = capacity
+        self.capacity, self.rows = capacity, rows
 
-    def fill(self, layer: int, k: torch.Tensor, v: torch.Tensor):
-        self.k[layer, :, :, : k.shape[2]].copy_(k)
-        self.v[layer, :, :, : v.shape[2]].copy_(v)
+    @staticmethod
+    def bytes_per_row(cfg: TransformerConfig, capacity: int, dtype: torch.dtype) -> int:
+        return 2 * cfg.num_layers * cfg.num_kv_heads * capacity * cfg.head_dim * dtype.itemsize
+
+    def fill(self, layer: int, k: torch.Tensor, v: torch.Tensor, rows: torch.Tensor):
+        """Prefill: the first T slots of `rows` ([B] long) from k and v [B, kv_heads, T, head_dim]."""
+        t = k.shape[2]
+        self.k[layer, :, :, :t].index_copy_(0, rows, k)
+        self.v[layer, :, :, :t].index_copy_(0, rows, v)
 
 
 class Transformer(nn.Module):
@@ -190,33 +197,41 @@ class Transformer(nn.Module):
             return None
         return self.rope_cos[positions], self.rope_sin[positions]
 
-    def forward(self, x: torch.Tensor, causal: bool, cache: KVCache | None = None, plain: bool = False):
-        """x [B, T, H] -> normed hidden [B, T, H]; with a cache, its first T slots are filled.
-        `plain` forces the uncompiled ops, for inputs whose shape varies (prefill)."""
+    def forward(self, x: torch.Tensor, causal: bool, cache: KVCache | None = None, plain: bool = False,
+                rows: torch.Tensor | None = None):
+        """x [B, T, H] -> normed hidden [B, T, H]; with a cache, the first T slots of its `rows`
+        ([B] long) are filled. `plain` forces the uncompiled ops, for inputs whose shape varies."""
         ops = PLAIN_OPS if plain else self.ops
         rope = self.rope(torch.arange(x.shape[1], device=x.device))
         for i, layer in enumerate(self.layers):
             q, k, v = layer.inputs(ops, x, rope)
             if cache is not None:
-                cache.fill(i, k, v)
+                cache.fill(i, k, v, rows)
             attn = ops.sequence_attention(q, k, v, causal)
             x = layer.output(ops, x, attn)
         return ops.norm(x, self.norm.weight, self.norm.eps)
 
     def step(self, x: torch.Tensor, position: torch.Tensor, cache: KVCache, span: int) -> torch.Tensor:
-        """One token x [B, H] at `position` (a 1-element long tensor on x's device).
+        """One token per row: x [B, H] for cache rows 0..B-1, row b at position[b] ([B] long, on
+        x's device).
 
-        Attention reads the first `span` cache slots; slots after `position` are masked, so one
-        captured graph serves every position below its span (length buckets).
+        Attention reads the first `span` cache slots; each row masks the slots after its own
+        position, so one captured graph serves every mix of positions below its span.
         """
+        b = x.shape[0]
         rope = self.rope(position)
-        after = torch.arange(span, device=x.device) > position
-        bias = torch.zeros(span, device=x.device, dtype=x.dtype).masked_fill(after, float("-inf"))
+        if rope is not None:  # [B, D] -> [B, 1, 1, D]: one angle per row, broadcast over heads
+            rope = tuple(t.view(b, 1, 1, -1) for t in rope)
+        after = torch.arange(span, device=x.device).unsqueeze(0) > position.unsqueeze(1)
+        bias = torch.zeros(b, 1, 1, span, device=x.device, dtype=x.dtype).masked_fill(after.view(b, 1, 1, span),
+                                                                                      float("-inf"))
+        rows = torch.arange(b, device=x.device)
         h = x.unsqueeze(1)
         for i, layer in enumerate(self.layers):
             q, k, v = layer.inputs(self.ops, h, rope)
-            cache.k[i].index_copy_(2, position, k)
-            cache.v[i].index_copy_(2, position, v)
-            attn = self.ops.decode_attention(q, cache.k[i, :, :, :span], cache.v[i, :, :, :span], bias)
+            keys, values = cache.k[i, :b], cache.v[i, :b]
+            keys[rows, :, position] = k[:, :, 0]
+            values[rows, :, position] = v[:, :, 0]
+            attn = self.ops.decode_attention(q, keys[:, :, :span], values[:, :, :span], bias)
             h = layer.output(self.ops, h, attn)
         return self.ops.norm(h, self.norm.weight, self.norm.eps).squeeze(1)

@@ -2,8 +2,11 @@
 
 The engine is not thread-safe (and CUDA-graph replays from several threads broke other demos), so
 requests from the web page, the HTTP route and tests all become `Job`s that a single daemon thread
-runs in arrival order. A job hands its audio to its consumer through a thread-safe channel, can be
-cancelled while queued or within one patch of generation, and fails alone when its request does.
+serves. That thread runs the batch loop: it starts waiting jobs in arrival order while the engine
+has free rows, steps the engine (one patch of every running job), hands each job its chunks and
+retires the jobs that ended. A job hands its audio to its consumer through a thread-safe channel,
+can be cancelled while queued or within one patch of generation, and fails alone when its request
+does.
 """
 from __future__ import annotations
 
@@ -57,7 +60,7 @@ class QueueFullError(RuntimeError):
 
 
 class EngineWorker:
-    """Runs jobs one at a time on a daemon thread that alone calls the engine."""
+    """Runs jobs, many at once, on a daemon thread that alone calls the engine."""
 
     def __init__(self, engine, max_queue: int = 16, keep_finished: int = 256, warm_up: bool = False,
                  max_backlog_s: float = 120.0):
@@ -72,7 +75,7 @@ class EngineWorker:
         self._jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
         self._keep_finished = keep_finished
         self._lock = threading.Condition()
-        self._running: Job | None = None
+        self._running: dict[Job, object] = {}  # job -> its engine Stream
         self._served = itertools.count(1)
         self._closed = False
         self._warm_up = warm_up
@@ -121,7 +124,12 @@ class EngineWorker:
     @property
     def busy(self) -> bool:
         with self._lock:
-            return self._running is not None
+            return bool(self._running)
+
+    @property
+    def running(self) -> int:
+        with self._lock:
+            return len(self._running)
 
     @property
     def waiting(self) -> int:
@@ -139,12 +147,16 @@ class EngineWorker:
         """Cancel everything, let the thread finish its patch, and end it."""
         with self._lock:
             self._closed = True
-            pending, running = list(self._waiting), self._running
+            jobs = list(self._waiting) + list(self._running)
             self._lock.notify_all()
-        for job in pending + ([running] if running else []):
+        for job in jobs:
             job.cancel()
         self._thread.join(timeout)
+        for job in jobs:  # running jobs the loop left when it closed
+            if job.state == "running":
+                self._finish(job, "cancelled")
 
+    # -- the batch loop -------------------------------------------------------------------------------
     def _loop(self):
         if self._warm_up:
             try:
@@ -154,57 +166,89 @@ class EngineWorker:
         self.ready.set()
         while True:
             with self._lock:
-                while not self._waiting and not self._closed:
+                while not self._waiting and not self._running and not self._closed:
                     self._lock.wait()
                 if self._closed:
                     return
-                job = self._waiting.popleft()
-                job.state = "running"
-                self._running = job
+                joining = self._take_waiting()
             try:
-                self._run(job)
-            finally:
-                with self._lock:
-                    self._running = None
+                for job in joining:
+                    self._start(job)
+                if self._running:
+                    self.engine.step()
+                    self._deliver()
+            except Exception as exc:  # a bug in the loop itself: fail what it held, keep serving
+                for job, stream in list(self._running.items()):
+                    self.engine.stop(stream)
+                    self._fail(job, exc)
+                for job in joining:
+                    if job.state == "running":
+                        self._fail(job, exc)
 
-    def _run(self, job: Job):
+    def _take_waiting(self) -> list[Job]:
+        """Waiting jobs, oldest first, for the engine's free rows (called with the lock held)."""
+        joining = []
+        while self._waiting and len(joining) < self.engine.free_rows:
+            job = self._waiting.popleft()
+            job.state = "running"
+            joining.append(job)
+        return joining
+
+    def _start(self, job: Job):
         job.metrics.started_at = time.perf_counter()
         if job.cancelled:  # cancelled between leaving the line and starting: spend no engine time
             self._finish(job, "cancelled")
             return
-        out_of_memory = False
         try:
-            self._generate(job)
-            self._finish(job, "cancelled" if job.cancelled else "done")
-        except InputError as exc:
+            stream = self.engine.start(job.request)
+        except Exception as exc:
+            self._fail(job, exc)
+            return
+        with self._lock:
+            self._running[job] = stream
+
+    def _deliver(self):
+        """Each running job's new chunks to its consumer; jobs that ended are finished."""
+        for job, stream in list(self._running.items()):
+            try:
+                self._hand_over(job, stream)
+            except FellBehind:
+                self.engine.stop(stream)
+                self._fail(job, FellBehind())
+                continue
+            if job.cancelled:
+                self.engine.stop(stream)
+                self._finish(job, "cancelled")
+            elif stream.done:
+                if stream.error is not None:
+                    self._fail(job, stream.error)
+                else:
+                    self._finish(job, "done")
+
+    def _hand_over(self, job: Job, stream):
+        while stream.chunks:
+            audio = np.asarray(stream.chunks.popleft().audio, dtype=np.float32)
+            if job.metrics.first_chunk_at is None:
+                job.metrics.first_chunk_at = time.perf_counter()
+            job.metrics.patches += 1
+            job.metrics.samples += audio.shape[0]
+            job._emit("chunk", audio)
+            if job.unread_chunks() * audio.shape[0] > self.max_backlog_s * self.sample_rate:
+                raise FellBehind()
+
+    def _fail(self, job: Job, exc: BaseException):
+        """One job's failure: the message its consumer may see, and the log line."""
+        if isinstance(exc, InputError):
             self._finish(job, "failed", str(exc), outcome="input_error")
-        except FellBehind:
+        elif isinstance(exc, FellBehind):
             self._finish(job, "failed", FELL_BEHIND.format(seconds=self.max_backlog_s), outcome="too_slow")
-        except Exception as exc:  # one bad request must not take the worker down
+        else:  # one bad request must not take the worker down
             out_of_memory = is_out_of_memory(exc)
             self._log_failure(job, exc)
             self._finish(job, "failed", OUT_OF_MEMORY if out_of_memory else INTERNAL_ERROR,
                          outcome="out_of_memory" if out_of_memory else "error")
-        if out_of_memory:
-            release_memory()  # now that the failed request's frames are gone, so the next one fits
-
-    def _generate(self, job: Job):
-        stream = self.engine.stream(job.request)
-        try:
-            for chunk in stream:
-                audio = np.asarray(chunk.audio, dtype=np.float32)
-                if job.metrics.first_chunk_at is None:
-                    job.metrics.first_chunk_at = time.perf_counter()
-                job.metrics.patches += 1
-                job.metrics.samples += audio.shape[0]
-                job._emit("chunk", audio)
-                if job.cancelled:
-                    break
-                if job.unread_chunks() * audio.shape[0] > self.max_backlog_s * self.sample_rate:
-                    raise FellBehind()
-        finally:
-            if hasattr(stream, "close"):
-                stream.close()  # stops the engine's generator and releases its per-request state
+            if out_of_memory:
+                release_memory()  # now that the failed request's frames are gone, so the next one fits
 
     def _log_failure(self, job: Job, exc: BaseException):
         # The traceback goes to the log as text, then its frames drop their locals: a log handler
@@ -213,6 +257,8 @@ class EngineWorker:
         traceback.clear_frames(exc.__traceback__)
 
     def _finish(self, job: Job, state: str, error: str | None = None, outcome: str | None = None):
+        with self._lock:
+            self._running.pop(job, None)
         job.metrics.finished_at = time.perf_counter()
         job.request = None
         if state == "cancelled":
@@ -226,6 +272,6 @@ class EngineWorker:
     def _log(self, job: Job, outcome: str):
         m = job.metrics.as_dict(self.sample_rate)
         fmt = lambda v, unit="s": "-" if v is None else f"{v:.3f}{unit}"  # noqa: E731
-        log.info("request %s #%d mode=%s text_chars=%d queue=%s ttfp=%s rtf=%s patches=%d audio=%s outcome=%s",
-                 job.id, next(self._served), job.mode, job.text_chars, fmt(m["queue_s"]), fmt(m["ttfp_s"]),
-                 fmt(m["rtf"], ""), m["patches"], fmt(m["audio_s"]), outcome)
+        log.info("request %s #%d mode=%s text_chars=%d queue=%s streams=%d ttfp=%s rtf=%s patches=%d audio=%s "
+                 "outcome=%s", job.id, next(self._served), job.mode, job.text_chars, fmt(m["queue_s"]),
+                 len(self._running), fmt(m["ttfp_s"]), fmt(m["rtf"], ""), m["patches"], fmt(m["audio_s"]), outcome)

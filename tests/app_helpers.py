@@ -29,8 +29,8 @@ def tiny_checkpoint() -> str:
     return path
 
 
-def load_engine() -> Engine:
-    return Engine.from_pretrained(tiny_checkpoint(), device="cpu", dtype="float32")
+def load_engine(**limits) -> Engine:
+    return Engine.from_pretrained(tiny_checkpoint(), device="cpu", dtype="float32", **limits)
 
 
 @functools.lru_cache(maxsize=1)

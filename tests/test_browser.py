@@ -20,7 +20,7 @@ from ui.examples import cloning_examples, design_examples, ultimate_examples
 from ui.uploads import decode_audio
 
 from .app_helpers import BROWSER_FLAGS as FLAGS
-from .app_helpers import CHROMIUM, assert_same_audio, expected_pcm, serve, set_max_len
+from .app_helpers import CHROMIUM, assert_same_audio, expected_pcm, load_engine, serve, set_max_len
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 MAX_LEN = 8  # patches: about a second of audio per run keeps the test short
@@ -35,7 +35,8 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 @pytest.fixture(scope="module")
 def app():
     (ARTIFACTS / "browser-metrics.txt").unlink(missing_ok=True)
-    running = serve(AppSettings(prebuffer_ms=80, notice="Random weights: the output is noise (test banner)."))
+    running = serve(AppSettings(prebuffer_ms=80, notice="Random weights: the output is noise (test banner)."),
+                    engine=load_engine(max_streams=2))  # two rows: a third request waits in line
     yield running
     running.stop()
 
@@ -146,8 +147,9 @@ def test_microphone_clip_clones(app, page):
 
 
 def test_waiting_request_shows_its_queue_position(app, page):
-    blocker = app.worker.submit(SynthesisRequest("Hello world, this is a long test.", seed=1, min_len=300,
-                                                 max_len=300))
+    # A request waits only once every row of the engine holds a stream.
+    blockers = [app.worker.submit(SynthesisRequest("Hello world, this is a long test.", seed=i, min_len=300,
+                                                   max_len=300)) for i in range(app.worker.engine.rows)]
     try:
         _pick_example(page, "design", 0)
         page.click("#vox-generate")
@@ -155,7 +157,8 @@ def test_waiting_request_shows_its_queue_position(app, page):
                                ".includes('position 1')", timeout=30_000)
         page.screenshot(path=str(ARTIFACTS / "page-queued.png"), full_page=True)
     finally:
-        blocker.cancel()
+        for blocker in blockers:
+            blocker.cancel()
     page.wait_for_function("window.voxcpm.run.state === 'finished'", timeout=60_000)
     run = page.evaluate("window.voxcpm.snapshot()")
     assert run["server"]["queue_s"] > 0 and run["played"] == run["samples"] and run["underruns"] == 0

@@ -168,7 +168,7 @@ def test_a_bad_clip_gets_a_note_and_no_id(fresh_page, tmp_path, name, data, word
     (RuntimeError("Traceback: File \"/secret/model.py\": boom"), 1, "internal error"),
 ], ids=["out-of-memory before audio", "bug mid-stream"])
 def test_a_failed_request_shows_a_clean_message_and_the_next_run_plays(app, page, monkeypatch, error, after, words):
-    monkeypatch.setattr(app.worker.engine.runner, "run", FailOnce(app.worker.engine.runner, error, after))
+    monkeypatch.setattr(app.worker.engine.runner, "collect", FailOnce(app.worker.engine.runner, error, after))
     # Slow status answers: a failure after the first patch ends the body as success does, and the
     # page must not call the run finished before the status says otherwise (a busy CI machine once did).
     page.evaluate("""() => { window.realFetch = window.fetch;

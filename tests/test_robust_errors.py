@@ -1,5 +1,5 @@
-"""Failures inside a request, over real HTTP: an out-of-memory error (injected on CPU into the
-engine's call path) or a bug fails that request alone with a clear message, frees what the request
+"""Failures inside a request, over real HTTP: an out-of-memory error (injected on CPU where the
+engine collects a patch) or a bug fails that request alone with a clear message, frees what the request
 held, exposes no traceback or path, and the next request gives exactly the audio it should. Every
 request, served or refused, leaves one log line with its mode, text length, TTFP, RTF, patches and
 outcome."""
@@ -18,7 +18,7 @@ from inference import SynthesisRequest
 from inference.worker import INTERNAL_ERROR, OUT_OF_MEMORY
 from ui import AppSettings
 
-from .app_helpers import assert_same_audio, expected_pcm, pcm_of, serve, wait_until
+from .app_helpers import assert_same_audio, expected_pcm, load_engine, pcm_of, serve, wait_until
 
 TEXT = "Hello world, this is a test."
 PATCH = 7680  # samples per patch of the tiny model
@@ -27,33 +27,28 @@ LINE = re.compile(r"mode=(\S+) text_chars=(-?\d+) .*ttfp=(\S+) rtf=(\S+) patches
 
 
 class FailOnce:
-    """Stands in for the runner's run(): the first call fails with `error` once `after` patches are
-    out, holding a tensor as a real request would; later calls are the real thing."""
+    """Stands in for the runner's collect(): once `after` patches are out, the next patch is lost
+    to `error`, raised while a tensor is held as a real failure would; later calls are real."""
 
     def __init__(self, runner, error: BaseException, after: int = 0):
-        self.real, self.error, self.after = runner.run, error, after
-        self.armed, self.held = True, None
+        self.real, self.error, self.after = runner.collect, error, after
+        self.armed, self.held, self.collected = True, None, 0
 
-    def __call__(self, *args, **kwargs):
-        if not self.armed:
-            return self.real(*args, **kwargs)
+    def __call__(self):
+        if not self.armed or self.collected < self.after:
+            self.collected += 1
+            return self.real()
         self.armed = False
-        return self._failing(*args, **kwargs)
-
-    def _failing(self, *args, **kwargs):
         activations = torch.ones(2**20)  # what a real failure leaves in its frames
         self.held = weakref.ref(activations)
-        steps = self.real(*args, **kwargs)
-        for index, step in enumerate(steps):
-            if index == self.after:
-                steps.close()
-                raise self.error
-            yield step
+        self.real()
+        raise self.error
 
 
 @pytest.fixture(scope="module")
 def app():
-    running = serve(AppSettings(max_queue=1))
+    # One stream at a time, so that one running and one waiting request fill the line.
+    running = serve(AppSettings(max_queue=1), engine=load_engine(max_streams=1))
     yield running
     running.stop()
 
@@ -70,7 +65,7 @@ def inject(app, monkeypatch):
 
     def arm(error: BaseException, after: int = 0) -> FailOnce:
         fault = FailOnce(runner, error, after)
-        monkeypatch.setattr(runner, "run", fault)
+        monkeypatch.setattr(runner, "collect", fault)
         return fault
     return arm
 

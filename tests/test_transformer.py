@@ -25,7 +25,7 @@ def test_steps_equal_whole_sequence_forward():
         x = torch.randn(1, 12, cfg.hidden_size, dtype=torch.float64)
         whole = model(x, causal=True)
         cache = KVCache(cfg, 32, 1, "cpu", torch.float64)
-        model(x[:, :5], causal=True, cache=cache)
+        model(x[:, :5], causal=True, cache=cache, rows=torch.tensor([0]))
         for pos in range(5, 12):
             out = model.step(x[:, pos], torch.tensor([pos]), cache, span=pos + 1)
             torch.testing.assert_close(out, whole[:, pos], rtol=1e-10, atol=1e-10)
@@ -38,11 +38,31 @@ def test_masked_span_equals_exact_span():
     x = torch.randn(1, 8, cfg.hidden_size, dtype=torch.float64)
     exact, bucketed = (KVCache(cfg, 32, 1, "cpu", torch.float64) for _ in range(2))
     for cache in (exact, bucketed):
-        model(x[:, :6], causal=True, cache=cache)
+        model(x[:, :6], causal=True, cache=cache, rows=torch.tensor([0]))
     bucketed.k[:, :, :, 7:] = 1e3  # stale garbage after the position must not leak in
     a = model.step(x[:, 6], torch.tensor([6]), exact, span=7)
     b = model.step(x[:, 6], torch.tensor([6]), bucketed, span=32)
     torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_rows_at_different_positions_step_as_if_alone():
+    """One step of three cache rows, each at its own position (prefilled into rows given out of
+    order), equals each sequence stepped alone: rows neither mix nor see each other's slots."""
+    cfg = CFG.base_lm
+    model = random_transformer(cfg, seed=2)
+    lengths = (3, 9, 6)
+    xs = [torch.randn(1, n + 1, cfg.hidden_size, dtype=torch.float64) for n in lengths]
+    alone = []
+    for x, n in zip(xs, lengths):
+        cache = KVCache(cfg, 32, 1, "cpu", torch.float64)
+        model(x[:, :n], causal=True, cache=cache, rows=torch.tensor([0]))
+        alone.append(model.step(x[:, n], torch.tensor([n]), cache, span=16))
+    batch = KVCache(cfg, 32, 4, "cpu", torch.float64)
+    batch.k.fill_(1e3)  # whatever an earlier stream left must stay masked
+    for row in (2, 0, 1):
+        model(xs[row][:, : lengths[row]], causal=True, cache=batch, rows=torch.tensor([row]))
+    together = model.step(torch.cat([x[:, n] for x, n in zip(xs, lengths)]), torch.tensor(lengths), batch, span=16)
+    torch.testing.assert_close(together, torch.cat(alone), rtol=1e-10, atol=1e-10)
 
 
 def test_cfg_one_returns_the_conditioned_velocity():
@@ -65,7 +85,7 @@ def test_pinned_sequence_attention_equals_sdpa_and_falls_back_where_a_backend_is
     the device runs, and the math kernel alone, give SDPA's own result."""
     from torch.nn.attention import SDPBackend
 
-    from inference.runner import pinned_attention
+    from inference.compiled import pinned_attention
     from inference.transformer import sequence_attention
 
     gen = torch.Generator().manual_seed(0)

@@ -22,16 +22,33 @@ class Flaky:
         self.sample_rate = engine.sample_rate
         self.threads = set()
 
-    def stream(self, request):
+    def start(self, request):
         self.threads.add(threading.get_ident())
         if request.text == "boom":
             raise RuntimeError("/secret/path/model.py exploded")
-        return self.engine.stream(request)
+        return self.engine.start(request)
+
+    def step(self):
+        self.threads.add(threading.get_ident())
+        self.engine.step()
+
+    def stop(self, stream):
+        self.engine.stop(stream)
+
+    @property
+    def free_rows(self):
+        return self.engine.free_rows
 
 
 @pytest.fixture(scope="module")
 def engine():
     return Flaky(load_engine())
+
+
+@pytest.fixture(scope="module")
+def one_row():
+    """An engine that runs one stream at a time: later jobs wait in line."""
+    return Flaky(load_engine(max_streams=1))
 
 
 def short(text="Hello world, this is a test.", seed=1, **kw):
@@ -49,14 +66,27 @@ def test_chunks_equal_synthesize_and_one_thread_runs_the_engine(engine):
     jobs = [worker.submit(short(seed=s)) for s in (1, 2, 3)]
     for seed, job in zip((1, 2, 3), jobs):
         audio = np.concatenate(list(job))
-        np.testing.assert_allclose(audio, reference_engine().synthesize(short(seed=seed)), atol=1e-6)
+        want = reference_engine().synthesize(short(seed=seed))
+        # The three run as one batch, whose matrix kernels round slightly differently on the CPU.
+        assert audio.shape == want.shape and np.linalg.norm(audio - want) / np.linalg.norm(want) < 1e-5
         assert job.state == "done" and job.outcome == "ok"
         assert job.status()["samples"] == audio.shape[0] == job.metrics.patches * 7680
     assert engine.threads == {worker._thread.ident}
 
 
-def test_jobs_run_in_order_and_report_their_position(engine):
+def test_jobs_run_together_up_to_the_engine_rows(engine):
     worker = EngineWorker(engine)
+    jobs = [worker.submit(long(seed=s)) for s in (1, 2, 3)]
+    wait_until(lambda: all(job.state == "running" for job in jobs) and worker.running == 3)
+    for job in jobs:
+        kind, _ = job.next_event(timeout=60)
+        assert kind == "chunk" and job.position == 0
+        job.cancel()
+    wait_until(lambda: not worker.busy)
+
+
+def test_jobs_wait_in_order_for_a_free_row_and_report_their_position(one_row):
+    worker = EngineWorker(one_row)
     first = worker.submit(long())
     wait_until(lambda: first.state == "running")
     later = [worker.submit(short(seed=s)) for s in (4, 5, 6)]
@@ -83,8 +113,8 @@ def test_cancel_stops_within_one_patch(engine):
     assert job.outcome == "cancelled" and job.request is None
 
 
-def test_cancelled_queued_job_never_reaches_the_engine(engine):
-    worker = EngineWorker(engine)
+def test_cancelled_queued_job_never_reaches_the_engine(one_row):
+    worker = EngineWorker(one_row)
     running = worker.submit(long())
     wait_until(lambda: running.state == "running")
     queued = worker.submit(short())
@@ -96,8 +126,8 @@ def test_cancelled_queued_job_never_reaches_the_engine(engine):
     assert queued.metrics.started_at is None
 
 
-def test_full_queue_is_refused_at_once(engine):
-    worker = EngineWorker(engine, max_queue=1)
+def test_full_queue_is_refused_at_once(one_row):
+    worker = EngineWorker(one_row, max_queue=1)
     running = worker.submit(long())
     wait_until(lambda: running.state == "running")
     waiting = worker.submit(short())
@@ -126,8 +156,8 @@ def test_a_failing_request_fails_alone(engine, caplog):
     assert "mode=design text_chars=28" in text and "ttfp=" in text and "rtf=" in text and "patches=" in text
 
 
-def test_close_cancels_and_ends_the_thread(engine):
-    worker = EngineWorker(engine)
+def test_close_cancels_and_ends_the_thread(one_row):
+    worker = EngineWorker(one_row)
     running = worker.submit(long())
     wait_until(lambda: running.state == "running")
     queued = worker.submit(short())
