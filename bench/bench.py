@@ -4,6 +4,7 @@
     python bench/bench.py                      # published architecture, random weights
     python bench/bench.py --checkpoint DIR     # a real checkpoint folder
     python bench/bench.py --results bench/RESULTS.md
+    python bench/bench.py --sweep-only             # only the concurrency sweep (many listeners)
 
 Random weights stop at random, so every timed request runs a fixed number of patches
 (min_len = max_len). Prints one table (medians over --runs); see bench/README.md for each figure.
@@ -11,6 +12,7 @@ Random weights stop at random, so every timed request runs a fixed number of pat
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import tempfile
@@ -24,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from bench import official_side, report, weights  # noqa: E402
+from bench import concurrency, official_side, report, weights  # noqa: E402
 from bench.timing import first_chunk_seconds, median, p90, stream_timings, synthetic_voice  # noqa: E402
 from inference import Engine, SynthesisRequest  # noqa: E402
 
@@ -55,12 +57,17 @@ def bench_ours(engine: Engine, args, reference: str, label: str) -> dict:
             "patches": len(per_patch)}
 
 
-def ours_phase(source, args, reference: str) -> tuple[list[dict], dict, list[dict], dict | None]:
+def ours_phase(source, args, reference: str):
     """Everything measured on our engine; it is freed when this returns."""
     torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
-    engine = weights.our_engine(source, vae_dtype=args.vae_dtype, cuda_graphs=True)
+    engine = weights.our_engine(source, vae_dtype=args.vae_dtype, cuda_graphs=True, max_streams=args.max_streams)
     load_and_warm = time.perf_counter() - start
+    sweep = concurrency.table(concurrency.sweep(engine, args.concurrency, args.rounds, args.patches, args.timesteps),
+                              engine)
+    print(sweep, flush=True)
+    if args.sweep_only:
+        return [], None, [], None, sweep
     # The very first requests after warm-up: nothing may still be compiling or loading then.
     first = {"first_design": first_chunk_seconds(lambda: engine.stream(ttfp_request())),
              "first_clone": first_chunk_seconds(lambda: engine.stream(ttfp_request(reference)))}
@@ -70,7 +77,7 @@ def ours_phase(source, args, reference: str) -> tuple[list[dict], dict, list[dic
     floor = report.weight_floor(engine, args.timesteps)
     vae_rows = report.vae_precision(engine, weights.vae_fp32(source), patches=args.patches)
     parity = None if args.skip_official else official_side.latents_for_parity(engine, TEXT)
-    return [row], floor, vae_rows, parity
+    return [row], floor, vae_rows, parity, sweep
 
 
 def eager_phase(source, args, reference: str) -> dict:
@@ -90,19 +97,26 @@ def main():
     ap.add_argument("--vae-dtype", default="float32", help="the engine default; see RESULTS.md")
     ap.add_argument("--skip-official", action="store_true")
     ap.add_argument("--skip-eager", action="store_true")
+    ap.add_argument("--max-streams", type=int, default=64, help="rows of our engine (the largest batch)")
+    ap.add_argument("--concurrency", type=int, nargs="*", default=[1, 8, 32, 64], help="closed-loop loads")
+    ap.add_argument("--rounds", type=int, default=3, help="closed-loop rounds per load")
+    ap.add_argument("--sweep-only", action="store_true", help="only the concurrency sweep")
     ap.add_argument("--results", help="write the markdown table here")
     args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     work = Path(tempfile.mkdtemp(prefix="voxcpm_bench_"))
     reference = synthetic_voice(work / "reference_10s.wav", seconds=10.0)
     source = weights.prepare(args, work)  # random published weights (host copy) or a folder
-    rows, floor, vae_rows, parity = ours_phase(source, args, reference)
+    rows, floor, vae_rows, parity, sweep = ours_phase(source, args, reference)
     weights.free_gpu()
+    if args.sweep_only:
+        return
     if not args.skip_eager:
         rows.append(eager_phase(source, args, reference))
         weights.free_gpu()
     if not args.skip_official:
         rows += official_side.bench(source, args, TEXT, reference, parity)
-    table = report.table(rows, floor, vae_rows, args)
+    table = report.table(rows, floor, vae_rows, args) + "\n" + sweep
     print(table)
     if args.results:
         Path(args.results).write_text(table, encoding="utf-8")

@@ -9,7 +9,7 @@ import torch
 
 from inference import SynthesisRequest
 from inference.locdit import zero_velocity_steps
-from inference.runner import patches_to_frames
+from inference.decode_step import patches_to_frames
 
 
 def nbytes(module: torch.nn.Module) -> int:

@@ -39,15 +39,15 @@ def prepare(args, work: Path) -> Source:
     return Source(None, raw, model_weights, vae_weights, str(tok_dir))
 
 
-def our_engine(source: Source, *, vae_dtype: str, cuda_graphs: bool) -> Engine:
+def our_engine(source: Source, *, vae_dtype: str, cuda_graphs: bool, max_streams: int = 64) -> Engine:
     if source.folder:
         return Engine.from_pretrained(source.folder, device="cuda", dtype="bfloat16", vae_dtype=vae_dtype,
-                                      cuda_graphs=cuda_graphs)
+                                      cuda_graphs=cuda_graphs, max_streams=max_streams)
     cfg = ModelConfig.from_dict(source.raw_config)
     loaded = build_model(cfg, dict(source.model_weights), fold_weight_norm(source.vae_weights),
                          TextTokenizer.from_dir(source.tokenizer_dir), device="cuda", dtype="bfloat16",
                          vae_dtype=vae_dtype)
-    engine = Engine(loaded, cuda_graphs=cuda_graphs)
+    engine = Engine(loaded, cuda_graphs=cuda_graphs, max_streams=max_streams)
     engine.warmup()
     return engine
 
