@@ -143,7 +143,7 @@ def check_folder(name: str) -> Path:
 def hub_failure(name: str, exc: BaseException) -> StartupError:
     """The download of a hub id failed: offline or unreachable hub, or a refusal (unknown id, gated)."""
     from huggingface_hub import constants
-    from huggingface_hub.errors import LocalEntryNotFoundError
+    from huggingface_hub.utils import LocalEntryNotFoundError  # here since long before 0.23, the floor
 
     cause = exc.__cause__ or exc
     if isinstance(cause, LocalEntryNotFoundError):
