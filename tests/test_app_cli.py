@@ -6,7 +6,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -15,7 +14,7 @@ import pytest
 import app as demo_app
 from startup import StartupError
 
-from .app_helpers import free_port
+from .app_helpers import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,7 +56,7 @@ def test_random_weights_start_requires_its_token_and_serves_page_banner_and_stre
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(base, proc)  # the health probe needs no token
+        wait_healthy(base, proc)  # the health probe needs no token
         assert httpx.get(f"{base}/", timeout=30).status_code == 401
         assert httpx.post(f"{base}/voxcpm/stream", json={"text": "Hello."}, timeout=30).status_code == 401
         with httpx.Client(base_url=base, timeout=60, headers={"X-VoxCPM-Token": token}) as client:
@@ -79,17 +78,3 @@ def test_random_weights_start_requires_its_token_and_serves_page_banner_and_stre
     assert re.search(r"loading weights: \d+\.\d s", out)
     assert len(re.findall(r"warm-?up.*\d+\.\d s", out)) == 1, out  # one warm-up figure
     assert not list(tmp_path.glob("voxcpm2-random-*"))  # removed at exit
-
-
-def _wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"app.py exited early:\n{proc.stdout.read()}")
-        try:
-            if httpx.get(f"{base}/voxcpm/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError("app.py did not become healthy in time")
