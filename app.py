@@ -112,7 +112,7 @@ def checkpoint_source(args, cleanup: contextlib.ExitStack) -> tuple[str, bool]:
 
 
 def load(args, source: str, is_hub: bool, device: str, dtype: str, phases):
-    """On the loading thread: fetch, load, build the app, warm up. Returns (app, worker)."""
+    """On the loading thread: fetch, load, build the app, warm up; the app, ready to serve."""
     from inference import Engine
     from inference.checkpoint import resolve_checkpoint
     from ui import AppSettings, create_app
@@ -128,7 +128,9 @@ def load(args, source: str, is_hub: bool, device: str, dtype: str, phases):
         try:
             source = str(resolve_checkpoint(source))
         except CheckpointError as exc:
-            raise (startup.hub_failure(args.model, exc) if exc.__cause__ else exc) from exc
+            if exc.__cause__ is None:  # the hub answered, but with no VoxCPM2 checkpoint
+                raise
+            raise startup.hub_failure(args.model, exc) from exc
         phases.end()
     log.info("loading %s on %s in %s", source, device, dtype)
     phases.begin("loading weights")
