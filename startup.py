@@ -131,12 +131,14 @@ def check_folder(name: str) -> Path:
         what = "is a file, not a folder" if folder.exists() else "does not exist"
         raise StartupError(f"the checkpoint folder {folder} {what}.\n"
                            + to_fix("check the path, or give the hub id openbmb/VoxCPM2 to download it"))
-    needed = (("config.json",), MODEL_FILES, VAE_FILES, ("tokenizer.json", "tokenizer.model"))
-    for names in needed:
+    # Each file the loader reads, any of its accepted names, and the one openbmb/VoxCPM2 publishes.
+    needed = ((("config.json",), "config.json"), (MODEL_FILES, "model.safetensors"),
+              (VAE_FILES, "audiovae.pth"), (("tokenizer.json", "tokenizer.model"), "tokenizer.json"))
+    for names, published in needed:
         if not any((folder / n).is_file() for n in names):
             missing = " (or ".join(names) + ")" * (len(names) - 1)
             raise StartupError(f"the checkpoint folder {folder} is incomplete: it has no {missing}.\n"
-                               + to_fix(f"copy {names[0]} from the openbmb/VoxCPM2 repository into it"))
+                               + to_fix(f"copy {published} from the openbmb/VoxCPM2 repository into it"))
     return folder
 
 

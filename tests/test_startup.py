@@ -68,7 +68,7 @@ def test_incomplete_folder_names_the_missing_file(tmp_path):
     (folder / "audiovae.pth").unlink()
     code, said, stderr = run_app("--model", str(folder), "--port", str(free_port()))
     assert_short_error(code, said, stderr, "is incomplete: it has no audiovae.safetensors (or audiovae.pth)",
-                       "--random-weights", "--model")
+                       "copy audiovae.pth from the openbmb/VoxCPM2", "--random-weights", "--model")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
