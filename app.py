@@ -27,9 +27,16 @@ RANDOM_NOTICE = ("Random weights: this server runs a tiny untrained model, so ev
                  "It is here to try the interface, the player and the metrics.")
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    def error(self, message):
+        # Two lines like every other start-up error, instead of argparse's eight-line usage block.
+        self.exit(startup.EXIT_CODE, f"{self.prog}: error: {message}.\n"
+                                     f"To fix: python {self.prog} --help lists the options and their defaults.\n")
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     # Each help ends with its default, so --help alone tells what a bare `python app.py` does.
-    p = argparse.ArgumentParser(description="VoxCPM2 streaming text-to-speech demo")
+    p = ArgumentParser(description="VoxCPM2 streaming text-to-speech demo")
     p.add_argument("--model", default="openbmb/VoxCPM2",
                    help="hub id (downloaded into the Hugging Face cache) or local checkpoint folder "
                         "(default: %(default)s)")

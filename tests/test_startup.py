@@ -88,6 +88,8 @@ def test_cuda_asked_for_without_a_gpu():
     (["--prebuffer-ms", "-1"], "--prebuffer-ms is -1"),
     (["--port", "70000"], "--port is 70000"),
     (["--token", "short"], "the token needs 8 to 256 characters"),
+    (["--max-queue", "many"], "argument --max-queue: invalid int value: 'many'"),
+    (["--log-level", "loud"], "argument --log-level: invalid choice: 'LOUD'"),
 ])
 def test_bad_option_is_one_short_message(argv, phrase):
     port = [] if "--port" in argv else ["--port", str(free_port())]
