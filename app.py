@@ -8,33 +8,62 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
+import signal
+import sys
 import tempfile
-import time
+import threading
+
+import startup
+from inference.errors import CheckpointError
+from startup import StartupError
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 RANDOM_NOTICE = ("Random weights: this server runs a tiny untrained model, so every output is noise. "
                  "It is here to try the interface, the player and the metrics.")
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    def error(self, message):
+        # Two lines like every other start-up error, instead of argparse's eight-line usage block.
+        self.exit(startup.EXIT_CODE, f"{self.prog}: error: {message}.\n"
+                                     f"To fix: python {self.prog} --help lists the options and their defaults.\n")
+
+
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="VoxCPM2 streaming text-to-speech demo")
-    p.add_argument("--model", default="openbmb/VoxCPM2", help="hub id or local checkpoint folder")
-    p.add_argument("--random-weights", action="store_true", help="tiny random model; the output is noise")
-    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
-    p.add_argument("--dtype", default=None, help="bfloat16 or float32 (default: bfloat16 on cuda)")
-    p.add_argument("--host", default=None, help="default 127.0.0.1; 0.0.0.0 on a Hugging Face Space")
-    p.add_argument("--port", type=int, default=None, help="default $GRADIO_SERVER_PORT or 7860")
+    # Each help ends with its default, so --help alone tells what a bare `python app.py` does.
+    p = ArgumentParser(description="VoxCPM2 streaming text-to-speech demo")
+    p.add_argument("--model", default="openbmb/VoxCPM2",
+                   help="hub id (downloaded into the Hugging Face cache) or local checkpoint folder "
+                        "(default: %(default)s)")
+    p.add_argument("--random-weights", action="store_true",
+                   help="a tiny random model instead, no download; the output is noise (default: off)")
+    p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda when available, else cpu)")
+    p.add_argument("--dtype", default=None, help="bfloat16 or float32 (default: bfloat16 on cuda, float32 on cpu)")
+    p.add_argument("--host", default=None,
+                   help="address to listen on (default: $GRADIO_SERVER_NAME, else 0.0.0.0 on a Hugging Face "
+                        "Space, else 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="(default: $GRADIO_SERVER_PORT, else 7860)")
     p.add_argument("--token", default=None,
-                   help="require this access token (default $VOXCPM_TOKEN); open /?token=... once in the browser")
-    p.add_argument("--max-queue", type=int, default=16, help="requests allowed to wait for the engine")
-    p.add_argument("--max-text-chars", type=int, default=2000, help="longest text, description or transcript")
-    p.add_argument("--max-audio-seconds", type=float, default=60.0, help="longest reference clip")
-    p.add_argument("--max-upload-mb", type=int, default=25, help="largest uploaded file")
-    p.add_argument("--upload-ttl-min", type=float, default=30.0, help="how long an uploaded clip is kept")
-    p.add_argument("--prebuffer-ms", type=float, default=80.0, help="audio the player holds before it starts")
-    p.add_argument("--log-level", default="INFO")
+                   help="require this access token; open /?token=... once in the browser "
+                        "(default: $VOXCPM_TOKEN, else none)")
+    p.add_argument("--max-queue", type=int, default=16,
+                   help="requests allowed to wait for the engine (default: %(default)s)")
+    p.add_argument("--max-text-chars", type=int, default=2000,
+                   help="longest text, description or transcript (default: %(default)s)")
+    p.add_argument("--max-audio-seconds", type=float, default=60.0,
+                   help="longest reference clip (default: %(default)s)")
+    p.add_argument("--max-upload-mb", type=int, default=25, help="largest uploaded file (default: %(default)s)")
+    p.add_argument("--upload-ttl-min", type=float, default=30.0,
+                   help="minutes an uploaded clip is kept (default: %(default)s)")
+    p.add_argument("--prebuffer-ms", type=float, default=80.0,
+                   help="audio the player holds before it starts (default: %(default)s)")
+    p.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS,
+                   help="DEBUG also logs the traceback of a failed start (default: %(default)s)")
     return p.parse_args(argv)
 
 
@@ -49,11 +78,13 @@ def resolve_host(args) -> str:
 
 def resolve_token(args) -> str | None:
     token = args.token or os.environ.get("VOXCPM_TOKEN") or None
-    from ui.auth import TOKEN_PATTERN
+    if token is None:
+        return None
+    from ui.auth import TOKEN_PATTERN  # only now: importing ui loads Gradio, which takes seconds
 
-    if token is not None and not re.fullmatch(TOKEN_PATTERN, token):
-        raise SystemExit("the token needs 8 to 256 characters from A-Z a-z 0-9 . _ ~ - "
-                         "(it travels in URLs and cookies); e.g. --token \"$(openssl rand -hex 16)\"")
+    if not re.fullmatch(TOKEN_PATTERN, token):
+        raise StartupError("the token needs 8 to 256 characters from A-Z a-z 0-9 . _ ~ - "
+                           "(it travels in URLs and cookies).\nTo fix: e.g. --token \"$(openssl rand -hex 16)\"")
     return token
 
 
@@ -62,52 +93,128 @@ def is_loopback(host: str) -> bool:
 
 
 def resolve_port(args) -> int:
-    return args.port or int(os.environ.get("GRADIO_SERVER_PORT", "7860"))
+    if args.port:
+        return args.port
+    value = os.environ.get("GRADIO_SERVER_PORT", "7860")
+    if not value.isdigit() or not 1 <= int(value) <= 65535:
+        raise StartupError(f"GRADIO_SERVER_PORT is {value!r}; it must be a port number.\n"
+                           "To fix: unset it, or pass --port 7860.")
+    return int(value)
 
 
-def load_engine(args):
+def page_url(host: str, port: int) -> str:
+    shown = "127.0.0.1" if host == "0.0.0.0" else "[::1]" if host == "::" else host
+    return f"http://[{shown}]:{port}" if ":" in shown and not shown.startswith("[") else f"http://{shown}:{port}"
+
+
+def checkpoint_source(args, cleanup: contextlib.ExitStack) -> tuple[str, bool]:
+    """(what to load, whether it is a hub id). Folders are checked file by file before anything loads."""
+    if args.random_weights:
+        # Removed at exit however the process ends short of SIGKILL (failed start, Ctrl-C, SIGTERM).
+        tmp = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="voxcpm2-random-", ignore_cleanup_errors=True))
+        return tmp, False
+    if startup.is_folder_name(args.model):
+        return str(startup.check_folder(args.model)), False
+    return args.model, True
+
+
+def load(args, source: str, is_hub: bool, device: str, dtype: str, phases):
+    """On the loading thread: fetch, load, build the app, warm up; the app, ready to serve."""
     from inference import Engine
+    from inference.checkpoint import resolve_checkpoint
+    from ui import AppSettings, create_app
 
-    source = args.model
+    log = logging.getLogger("voxcpm.app")
     if args.random_weights:
         from inference.tiny import write_tiny_checkpoint
 
-        source = tempfile.mkdtemp(prefix="voxcpm2-random-")
         write_tiny_checkpoint(source, seed=0)
-    log = logging.getLogger("voxcpm.app")
-    log.info("loading %s (the first run downloads it into the Hugging Face cache)", source)
-    start = time.perf_counter()
-    # Warm-up (CUDA-graph capture) happens on the worker thread that will replay the graphs.
-    engine = Engine.from_pretrained(source, device=args.device, dtype=args.dtype, warmup=False,
+    if is_hub:
+        log.info("downloading %s into the Hugging Face cache (files already there are reused)", source)
+        phases.begin("downloading the checkpoint")
+        try:
+            source = str(resolve_checkpoint(source))
+        except CheckpointError as exc:
+            if exc.__cause__ is None:  # the hub answered, but with no VoxCPM2 checkpoint
+                raise
+            raise startup.hub_failure(args.model, exc) from exc
+        phases.end()
+    log.info("loading %s on %s in %s", source, device, dtype)
+    phases.begin("loading weights")
+    engine = Engine.from_pretrained(source, device=device, dtype=dtype, warmup=False,
                                     max_text_chars=args.max_text_chars, max_audio_seconds=args.max_audio_seconds)
-    log.info("engine loaded in %.1f s", time.perf_counter() - start)
-    return engine
+    phases.end()
+    phases.begin("warm-up (graph capture, compilation, one request per mode)")
+    # Warm-up (CUDA-graph capture) happens on the worker thread that will replay the graphs.
+    settings = AppSettings(max_queue=args.max_queue, prebuffer_ms=args.prebuffer_ms, warm_up=True,
+                           notice=RANDOM_NOTICE if args.random_weights else None, token=args.token,
+                           max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60)
+    app, worker = create_app(engine, settings)
+    worker.ready.wait()
+    phases.end(getattr(engine, "warmup_seconds", None))
+    return app
+
+
+def serve(args, cleanup: contextlib.ExitStack):
+    """Every check that can fail fast, then the server (a loading page at first) and the load."""
+    startup.check_limits(args)
+    host, port = resolve_host(args), resolve_port(args)
+    sock = cleanup.enter_context(startup.bind_port(host, port))
+    args.token = resolve_token(args)
+    device = startup.check_device(args.device)
+    dtype = startup.check_dtype(args.dtype, device)
+    source, is_hub = checkpoint_source(args, cleanup)
+    log = logging.getLogger("voxcpm.app")
+    if args.token is None and not is_loopback(host):
+        log.warning("bound to %s without a token: anyone who can reach this port can use the GPU "
+                    "(set --token or VOXCPM_TOKEN to require one)", host)
+    import uvicorn
+
+    from ui.loading import EngineWarmupLine, LoadingGate, Phases
+
+    logging.getLogger("voxcpm.engine").addFilter(EngineWarmupLine())
+    phases = Phases()
+    gate = LoadingGate(phases)
+    server = uvicorn.Server(uvicorn.Config(gate, log_level="warning", lifespan="on"))
+    failure: list[BaseException] = []
+
+    def load_then_open():
+        try:
+            ready = gate.open(load(args, source, is_hub, device, dtype, phases))
+        except BaseException as exc:  # noqa: BLE001 - any failure ends the start, reported by main
+            failure.append(exc)
+            server.should_exit = True
+            return
+        if ready:
+            print(f"VoxCPM2 demo ready at {url}", flush=True)
+
+    url = page_url(host, port)
+    threading.Thread(target=load_then_open, name="engine-loader", daemon=True).start()
+    print(f"VoxCPM2 demo at {url} (loading the model; the page shows which phase until it is ready)"
+          + (" (token required: open /?token=<your token> once)" if args.token else ""), flush=True)
+    server.run(sockets=[sock])
+    if failure:
+        raise failure[0]
+
+
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds, so the random checkpoint's folder is removed
 
 
 def main(argv=None):
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    import uvicorn
-
-    from ui import AppSettings, create_app
-
-    log = logging.getLogger("voxcpm.app")
-    host, port, token = resolve_host(args), resolve_port(args), resolve_token(args)
-    if token is None and not is_loopback(host):
-        log.warning("bound to %s without a token: anyone who can reach this port can use the GPU "
-                    "(set --token or VOXCPM_TOKEN to require one)", host)
-    engine = load_engine(args)
-    settings = AppSettings(max_queue=args.max_queue, prebuffer_ms=args.prebuffer_ms, warm_up=True,
-                           notice=RANDOM_NOTICE if args.random_weights else None, token=token,
-                           max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60)
-    app, worker = create_app(engine, settings)
-    start = time.perf_counter()
-    worker.ready.wait()
-    log.info("engine warmed in %.1f s", time.perf_counter() - start)
-    url = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}"
-    print(f"VoxCPM2 demo on {url}" + (" (token required: open /?token=<your token> once)" if token else ""),
-          flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        with contextlib.ExitStack() as cleanup:
+            serve(args, cleanup)
+    except KeyboardInterrupt:
+        raise SystemExit(130)
+    except Exception as exc:  # noqa: BLE001 - a start-up failure: two lines, the traceback in the debug log
+        logging.getLogger("voxcpm.app").debug("start-up failed", exc_info=exc)
+        error = exc if isinstance(exc, StartupError) else startup.load_failure(exc)
+        print(f"app.py: error: {error}", file=sys.stderr, flush=True)
+        raise SystemExit(startup.EXIT_CODE)
 
 
 if __name__ == "__main__":

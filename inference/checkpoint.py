@@ -30,7 +30,7 @@ def resolve_checkpoint(name_or_path, *, cache_dir=None, local_files_only: bool =
     if path.exists():
         raise CheckpointError(f"{path} is a file; a checkpoint is a folder holding config.json and "
                               f"the weight files: {LOCAL_HINT}")
-    if _looks_like_path(name):
+    if looks_like_path(name):
         raise CheckpointError(f"the checkpoint folder {path.resolve()} does not exist: pass an existing "
                               "folder holding config.json, or a hub id such as 'openbmb/VoxCPM2'")
     try:
@@ -40,7 +40,7 @@ def resolve_checkpoint(name_or_path, *, cache_dir=None, local_files_only: bool =
     return _checked_folder(folder)
 
 
-def _looks_like_path(name: str) -> bool:
+def looks_like_path(name: str) -> bool:
     # Hub ids are "name" or "owner/name"; anything else is a folder the user expected to exist.
     return name.startswith((".", "/", "~")) or "\\" in name or name.count("/") > 1 or name[1:2] == ":"
 

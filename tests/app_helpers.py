@@ -92,6 +92,24 @@ def serve(settings=None, engine: Engine | None = None) -> RunningApp:
     return RunningApp(f"http://127.0.0.1:{port}", app, worker, server, thread)
 
 
+def wait_healthy(base: str, proc, timeout: float = 120.0):
+    """Until app.py (a subprocess) answers its health probe: 503 while it loads, 200 once ready."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            out = proc.stdout.read() if proc.stdout else ""
+            raise AssertionError(f"app.py exited early:\n{out}")
+        try:
+            if httpx.get(f"{base}/voxcpm/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError("app.py did not become healthy in time")
+
+
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -1,18 +1,20 @@
-"""app.py: where it binds, and a real start with --random-weights (banner, player, stream)."""
+"""app.py: where it binds, and a real start with --random-weights (banner, phases, player, stream,
+and its temporary checkpoint removed at exit)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 import app as demo_app
+from startup import StartupError
 
-from .app_helpers import free_port
+from .app_helpers import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,20 +42,21 @@ def test_token_comes_from_flag_or_env_and_must_be_url_safe(monkeypatch):
     monkeypatch.setenv("VOXCPM_TOKEN", "env-token-12")
     assert demo_app.resolve_token(demo_app.parse_args([])) == "env-token-12"
     for bad in ("short", "has space in it", "semi;colon-token"):
-        with pytest.raises(SystemExit):
+        with pytest.raises(StartupError):
             demo_app.resolve_token(demo_app.parse_args(["--token", bad]))
 
 
-def test_random_weights_start_requires_its_token_and_serves_page_banner_and_stream():
+def test_random_weights_start_requires_its_token_and_serves_page_banner_and_stream(tmp_path):
     port, token = free_port(), "cli-test-token-123"
     env = {k: v for k, v in os.environ.items() if k not in ("GRADIO_SERVER_NAME", "SPACE_ID")}
     env["VOXCPM_TOKEN"] = token
+    env["TMPDIR"] = str(tmp_path)  # where the random checkpoint goes, to see that it is removed
     proc = subprocess.Popen([sys.executable, "app.py", "--random-weights", "--port", str(port), "--device", "cpu",
                              "--max-text-chars", "50"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(base, proc)  # the health probe needs no token
+        wait_healthy(base, proc)  # the health probe needs no token
         assert httpx.get(f"{base}/", timeout=30).status_code == 401
         assert httpx.post(f"{base}/voxcpm/stream", json={"text": "Hello."}, timeout=30).status_code == 401
         with httpx.Client(base_url=base, timeout=60, headers={"X-VoxCPM-Token": token}) as client:
@@ -69,17 +72,9 @@ def test_random_weights_start_requires_its_token_and_serves_page_banner_and_stre
         out, _ = proc.communicate(timeout=30)
     assert "mode=design text_chars=12" in out and "outcome=ok" in out  # the per-request log line
     assert token not in out  # neither the banner nor the logs print it
-
-
-def _wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"app.py exited early:\n{proc.stdout.read()}")
-        try:
-            if httpx.get(f"{base}/voxcpm/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError("app.py did not become healthy in time")
+    assert f"VoxCPM2 demo at http://127.0.0.1:{port} (loading" in out and "VoxCPM2 demo ready at" in out
+    assert re.search(r"INFO voxcpm.app: loading /\S+voxcpm2-random-\S+ on cpu in float32", out)
+    assert "downloading" not in out and "Hugging Face cache" not in out  # a folder is not downloaded
+    assert re.search(r"loading weights: \d+\.\d s", out)
+    assert len(re.findall(r"warm-?up.*\d+\.\d s", out)) == 1, out  # one warm-up figure
+    assert not list(tmp_path.glob("voxcpm2-random-*"))  # removed at exit
