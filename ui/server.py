@@ -75,6 +75,11 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
         allowed_paths=[str(ASSETS)], max_file_size=f"{settings.max_upload_mb}mb", show_error=False, ssr_mode=False,
         footer_links=["api", "gradio"], run_history=False,
     )
+    # Gradio checks that a file named in an event's input was uploaded by a user, but skips the
+    # check until the Blocks has "launched", which mount_gradio_app never marks: without this any
+    # server path (a secret, a symlink, /dev/zero read on the event loop) is copied into its cache
+    # for every fn_index. Gradio's own hot reload marks a swapped-in Blocks the same way.
+    demo.has_launched = True
     app.state.demo = demo
     if settings.token:
         app.add_middleware(TokenGate, token=settings.token)
