@@ -1,6 +1,7 @@
 """What one synthesis asks for, and what each streamed step gives back."""
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +30,9 @@ class SynthesisRequest:
     noise: Any = None
 
     def __post_init__(self):
-        _check(isinstance(self.text, str) and self.text.strip() != "",
-               "text is empty: give the words to speak")
+        _check(isinstance(self.text, str) and has_content(self.text),
+               "text is empty: it holds no letters, digits, punctuation or symbols (only spaces, control, "
+               "zero-width, combining or direction marks): give the words to speak")
         _check(self.control is None or isinstance(self.control, str), "control must be text or None")
         _check(self.prompt_text is None or isinstance(self.prompt_text, str), "prompt_text must be text or None")
         _check(_is_number(self.cfg_value) and 0.0 <= float(self.cfg_value) <= 10.0,
@@ -60,6 +62,17 @@ class AudioChunk:
     audio: np.ndarray  # float32, mono, only the samples this patch adds
     latents: np.ndarray  # float32 [feat_dim, patch_size]: the patch the audio was decoded from
     index: int  # 0 for the first generated patch
+
+
+# Unicode categories that say nothing on their own: separators (Z*), controls, format characters
+# such as zero-width spaces and bidi marks, surrogates, private use, unassigned (C*), and combining
+# marks (M*), which only modify a letter. Text made only of these is as empty as whitespace.
+_SILENT_CATEGORIES = ("Z", "C", "M")
+
+
+def has_content(text: str) -> bool:
+    """True when the text holds at least one letter, digit, punctuation mark or symbol."""
+    return any(unicodedata.category(ch)[0] not in _SILENT_CATEGORIES for ch in text)
 
 
 def _check(ok: bool, message: str):

@@ -63,3 +63,14 @@ def test_a_newer_stream_stops_an_unfinished_one_instead_of_corrupting_both(engin
     assert len(got) == len(want)
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a.audio, b.audio)
+
+
+@pytest.mark.parametrize("text", ["\u200b", "\x00", "\x07\x1b", "\u0301", "\u202e\u200f", "\ufeff \u3000"])
+def test_text_with_nothing_to_say_is_refused_as_empty(text):
+    with pytest.raises(InputError, match="text is empty"):
+        SynthesisRequest(text)
+
+
+@pytest.mark.parametrize("text", ["e\u0301", "42", "?", "\u4f60\u597d", "\u200bHello\u200b", "\U0001F642"])
+def test_any_letter_digit_punctuation_or_symbol_is_something_to_say(text):
+    assert SynthesisRequest(text).text == text
