@@ -14,6 +14,7 @@ import anyio
 import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.requests import ClientDisconnect
 
 from inference.errors import InputError
 from inference.job import Job
@@ -47,6 +48,9 @@ def guarded(handler):
             return error_response(exc.status, exc.message, exc.headers)
         except InputError as exc:
             return error_response(400, str(exc))
+        except ClientDisconnect:  # the client left mid-request: nothing failed here, and nobody reads this
+            log.info("client left during %s before its request was complete", handler.__name__)
+            return error_response(499, "the client closed the connection")
         except Exception:
             log.exception("route %s failed", handler.__name__)
             return error_response(500, "internal error on the server; it has been logged")
@@ -144,6 +148,9 @@ async def _submit(request: Request, state):
         raise
     except InputError:
         _log_refusal(body, 400, "input_error")
+        raise
+    except ClientDisconnect:
+        _log_refusal(body, 499, "client_left")
         raise
     except Exception:  # guarded() answers 500 and logs the traceback; the outcome line still goes out
         _log_refusal(body, 500, "error")
