@@ -26,6 +26,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dtype", default=None, help="bfloat16 or float32 (default: bfloat16 on cuda)")
     p.add_argument("--host", default=None, help="default 127.0.0.1; 0.0.0.0 on a Hugging Face Space")
     p.add_argument("--port", type=int, default=None, help="default $GRADIO_SERVER_PORT or 7860")
+    p.add_argument("--allowed-hosts", default="",
+                   help="comma-separated host names to answer to besides loopback ones (e.g. a name that "
+                        "points at this machine); requests naming any other host are refused")
     p.add_argument("--token", default=None,
                    help="require this access token (default $VOXCPM_TOKEN); open /?token=... once in the browser")
     p.add_argument("--max-queue", type=int, default=16, help="requests allowed to wait for the engine")
@@ -57,10 +60,6 @@ def resolve_token(args) -> str | None:
     return token
 
 
-def is_loopback(host: str) -> bool:
-    return host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
-
-
 def resolve_port(args) -> int:
     return args.port or int(os.environ.get("GRADIO_SERVER_PORT", "7860"))
 
@@ -90,6 +89,7 @@ def main(argv=None):
     import uvicorn
 
     from ui import AppSettings, create_app
+    from ui.hosts import allowed_hosts_for, is_loopback
 
     log = logging.getLogger("voxcpm.app")
     host, port, token = resolve_host(args), resolve_port(args), resolve_token(args)
@@ -99,6 +99,7 @@ def main(argv=None):
     engine = load_engine(args)
     settings = AppSettings(max_queue=args.max_queue, prebuffer_ms=args.prebuffer_ms, warm_up=True,
                            notice=RANDOM_NOTICE if args.random_weights else None, token=token,
+                           allowed_hosts=allowed_hosts_for(host, args.allowed_hosts.split(",")),
                            max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60)
     app, worker = create_app(engine, settings)
     start = time.perf_counter()

@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from inference.worker import EngineWorker
 
 from .auth import TokenGate
+from .hosts import HostGuard
 from .layout import build_blocks
 from .routes import router
 from .uploads import UploadStore
@@ -33,6 +34,7 @@ class AppSettings:
     notice: str | None = None  # a banner above the page, e.g. that the weights are random
     warm_up: bool = False  # warm the engine on its worker thread (when from_pretrained did not)
     token: str | None = None  # when set, every request but the health probe must carry it (ui/auth.py)
+    allowed_hosts: list[str] | None = None  # Host names answered (ui/hosts.py); None: any
     max_backlog_s: float = 120.0  # unread audio a stream may pile up before it is stopped
     keep_finished: int = 256  # finished requests whose status (metrics) can still be asked for
 
@@ -83,6 +85,7 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
     app.state.demo = demo
     if settings.token:
         app.add_middleware(TokenGate, token=settings.token)
+    app.add_middleware(HostGuard, allowed_hosts=settings.allowed_hosts)  # added last: runs first
     return app, worker
 
 
