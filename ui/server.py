@@ -15,6 +15,7 @@ from inference.worker import EngineWorker
 
 from .auth import TokenGate
 from .hosts import HostGuard
+from .limits import RequestLimits
 from .layout import build_blocks
 from .routes import router
 from .uploads import UploadStore
@@ -35,6 +36,8 @@ class AppSettings:
     warm_up: bool = False  # warm the engine on its worker thread (when from_pretrained did not)
     token: str | None = None  # when set, every request but the health probe must carry it (ui/auth.py)
     allowed_hosts: list[str] | None = None  # Host names answered (ui/hosts.py); None: any
+    max_request_files: int = 1  # files in one request to Gradio's upload route (the page sends one clip)
+    body_timeout_s: float = 60.0  # a request body must arrive within this (25 MiB at 3.5 Mbit/s)
     max_backlog_s: float = 120.0  # unread audio a stream may pile up before it is stopped
     keep_finished: int = 256  # finished requests whose status (metrics) can still be asked for
 
@@ -83,10 +86,18 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
     # for every fn_index. Gradio's own hot reload marks a swapped-in Blocks the same way.
     demo.has_launched = True
     app.state.demo = demo
+    _guard(app, settings)
+    return app, worker
+
+
+def _guard(app: FastAPI, settings: AppSettings):
+    """The middlewares every request passes; the last added runs first, so a request for another
+    host is refused before its token is looked at, and a body is counted only once admitted."""
+    app.add_middleware(RequestLimits, max_body_bytes=settings.max_upload_mb * 2**20,
+                       max_files=settings.max_request_files, body_timeout_s=settings.body_timeout_s)
     if settings.token:
         app.add_middleware(TokenGate, token=settings.token)
-    app.add_middleware(HostGuard, allowed_hosts=settings.allowed_hosts)  # added last: runs first
-    return app, worker
+    app.add_middleware(HostGuard, allowed_hosts=settings.allowed_hosts)
 
 
 def _input_rate(engine) -> int:
