@@ -108,7 +108,10 @@ def main(argv=None):
     url = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}"
     print(f"VoxCPM2 demo on {url}" + (" (token required: open /?token=<your token> once)" if token else ""),
           flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # Clip shares go by client address: behind a Space's proxy that is X-Forwarded-For, which only
+    # the proxy can reach this port to set; elsewhere uvicorn trusts it from loopback proxies only.
+    forwarded = "*" if os.environ.get("SPACE_ID") else None
+    uvicorn.run(app, host=host, port=port, log_level="warning", forwarded_allow_ips=forwarded)
 
 
 if __name__ == "__main__":

@@ -86,7 +86,8 @@ ACCEPTED = [
 
 @pytest.fixture(scope="module")
 def app():
-    running = serve(AppSettings(max_queue=4, max_upload_mb=2))
+    running = serve(AppSettings(max_queue=4, max_upload_mb=2, clips_per_client=100_000))  # uploads in a loop
+    running.app.state.clips.max_clips = 100_000  # a full store refuses (issue 9); these tests are not about that
     running.app.state.clips.max_decoded_bytes = MAX_DECODED
     yield running
     running.stop()

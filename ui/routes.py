@@ -21,7 +21,7 @@ from inference.job import Job
 from inference.worker import QueueFullError
 
 from .schema import parse_body, to_request
-from .uploads import too_large
+from .uploads import StoreFull, client_key, too_large
 
 log = logging.getLogger("voxcpm.http")
 POLL_S = 0.05  # how often a waiting route looks for a closed connection and new audio
@@ -178,7 +178,11 @@ def _log_refusal(body, status: int, outcome: str):
 async def upload(request: Request):
     clips = _state(request).clips
     data = await read_limited(request, clips.max_bytes, "upload")
-    clip_id, clip = await anyio.to_thread.run_sync(clips.add_bytes, data)
+    client = client_key(request.client.host if request.client else None)
+    try:
+        clip_id, clip = await anyio.to_thread.run_sync(clips.add_bytes, data, client)
+    except StoreFull as exc:
+        raise HTTPError(exc.status, str(exc), {"Retry-After": "60"}) from None
     return {"id": clip_id, "seconds": round(clip.seconds, 3), "sample_rate": clip.source_rate,
             "channels": clip.source_channels, "expires_in_s": clips.ttl_s}
 

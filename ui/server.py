@@ -32,6 +32,7 @@ class AppSettings:
     prebuffer_ms: float = 80.0
     upload_ttl_s: float = 1800.0
     max_upload_mb: int = 25
+    clips_per_client: int = 16  # clips one client (address) may hold at once; more are refused
     notice: str | None = None  # a banner above the page, e.g. that the weights are random
     warm_up: bool = False  # warm the engine on its worker thread (when from_pretrained did not)
     token: str | None = None  # when set, every request but the health probe must carry it (ui/auth.py)
@@ -61,7 +62,8 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
                           max_backlog_s=settings.max_backlog_s, keep_finished=settings.keep_finished)
     max_chars = int(getattr(engine, "max_text_chars", 2000))
     clips = UploadStore(ttl_s=settings.upload_ttl_s, max_seconds=float(getattr(engine, "max_audio_seconds", 60.0)),
-                        max_bytes=settings.max_upload_mb * 2**20, target_rate=_input_rate(engine))
+                        max_bytes=settings.max_upload_mb * 2**20, target_rate=_input_rate(engine),
+                        max_per_client=settings.clips_per_client)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
