@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from inference.audio_input import MAX_CHANNELS, MAX_RATE, MIN_RATE, load_audio
+from inference.audio_input import MAX_CHANNELS, MAX_RATE, MIN_RATE, decode_mono, resample
 from inference.errors import InputError
 
 log = logging.getLogger("voxcpm.uploads")
@@ -30,7 +30,10 @@ LABEL = "the uploaded audio"
 # A product rule for uploads (the engine itself takes any length): a shorter clip holds no voice
 # to clone, it is a stray click or a cut file.
 MIN_SECONDS = 0.1
-MAX_DECODED_BYTES = 128 * 2**20  # float32 of one clip before mixing down: 60 s of 192 kHz stereo fits
+# What one decode may cost, counted as if every channel were held as float32 (frames x channels x 4,
+# from the header, before reading). Decoding goes block by block and mixes down as it goes, so it
+# really holds only the mono float32 and one block: well inside this.
+MAX_DECODED_BYTES = 128 * 2**20
 
 
 @dataclass
@@ -50,21 +53,22 @@ class Clip:
         return self.sample_rate, self.audio
 
 
-def read_frames(data: bytes, max_seconds: float, max_decoded_bytes: int = MAX_DECODED_BYTES) -> tuple[int, np.ndarray]:
-    """Bytes of an audio file -> (rate, float32 [samples, channels]). The header is checked before
-    decoding, so a file that claims hours of audio or an absurd rate costs nothing."""
+def read_mono(data: bytes, max_seconds: float, max_decoded_bytes: int = MAX_DECODED_BYTES) -> tuple[int, int, np.ndarray]:
+    """Bytes of an audio file -> (rate, channels, float32 mono), decoded and checked as the engine
+    does it. The header is checked before decoding, so a file that claims hours of audio, an absurd
+    rate or more channels than the budget allows costs nothing."""
     if not data:
         raise InputError("the uploaded file is empty (0 bytes)")
     try:
         with sf.SoundFile(io.BytesIO(data)) as f:
-            rate = int(f.samplerate)
-            _check_header(rate, f.channels, f.frames, max_seconds, max_decoded_bytes)
-            frames = f.read(dtype="float32", always_2d=True)
+            rate, channels = int(f.samplerate), f.channels
+            _check_header(rate, channels, f.frames, max_seconds, max_decoded_bytes)
+            mono = decode_mono(f, LABEL)
     except InputError:
         raise
     except Exception:  # libsndfile's reasons are terse; the user needs to know what to send instead
         raise InputError(f"the uploaded file could not be read as audio: use {FORMATS}") from None
-    return rate, frames
+    return rate, channels, mono
 
 
 def _check_header(rate: int, channels: int, frames: int, max_seconds: float, max_decoded_bytes: int):
@@ -100,8 +104,8 @@ def decode_audio(data: bytes, max_seconds: float, target_rate: int = 16000,
                  max_decoded_bytes: int = MAX_DECODED_BYTES) -> tuple[int, np.ndarray]:
     """Bytes of an audio file -> (target_rate, float32 mono) as the engine converts it, or an
     InputError that says what is wrong (silent, NaN, out-of-range rate, too long...)."""
-    rate, frames = read_frames(data, max_seconds, max_decoded_bytes)
-    return target_rate, _convert(rate, frames, target_rate, max_seconds)
+    rate, _, mono = read_mono(data, max_seconds, max_decoded_bytes)
+    return target_rate, resample(mono, rate, target_rate)
 
 
 class StoreFull(InputError):
@@ -125,11 +129,6 @@ def client_key(address: str | None) -> str | None:
 def too_large(what: str, limit: int) -> str:
     """One wording for a size refusal, whichever door the bytes came through."""
     return f"the {what} is larger than the limit of " + (f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit} bytes")
-
-
-def _convert(rate: int, frames: np.ndarray, target_rate: int, max_seconds: float) -> np.ndarray:
-    # The engine's own conversion and refusals (silent, even once mixed; out of range...), once, at upload.
-    return load_audio((rate, frames), target_rate=target_rate, max_seconds=max_seconds, label=LABEL)
 
 
 class UploadStore:
@@ -159,11 +158,12 @@ class UploadStore:
         with self._lock:  # refused before decoding, so a refusal costs nothing
             self._purge()
             self._check_room(client, 0)
-        with self._decoding:
-            rate, frames = read_frames(data, self.max_seconds, self.max_decoded_bytes)
-            audio = _convert(rate, frames, self.target_rate, self.max_seconds)
+        with self._decoding:  # the engine's own decoding and refusals, once, at upload
+            rate, channels, mono = read_mono(data, self.max_seconds, self.max_decoded_bytes)
+            audio = resample(mono, rate, self.target_rate)
+            del mono  # up to 46 MB at 192 kHz: not held while the clip is stored
         clip_id, clip = self.add(self.target_rate, audio, client)
-        clip.source_rate, clip.source_channels = rate, frames.shape[1]
+        clip.source_rate, clip.source_channels = rate, channels
         return clip_id, clip
 
     def add(self, rate: int, audio: np.ndarray, client: str | None = None) -> tuple[str, Clip]:
