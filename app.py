@@ -89,6 +89,7 @@ def main(argv=None):
     import uvicorn
 
     from ui import AppSettings, create_app
+    from ui.connections import server_config
     from ui.hosts import allowed_hosts_for, is_loopback
 
     log = logging.getLogger("voxcpm.app")
@@ -111,7 +112,7 @@ def main(argv=None):
     # Clip shares go by client address: behind a Space's proxy that is X-Forwarded-For, which only
     # the proxy can reach this port to set; elsewhere uvicorn trusts it from loopback proxies only.
     forwarded = "*" if os.environ.get("SPACE_ID") else None
-    uvicorn.run(app, host=host, port=port, log_level="warning", forwarded_allow_ips=forwarded)
+    uvicorn.Server(server_config(app, host, port, log_level="warning", forwarded_allow_ips=forwarded)).run()
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import uuid
 import numpy as np
 import torch
 
+from .backlog import UnreadBudget
 from .errors import InputError
 from .job import Job
 
@@ -27,8 +28,6 @@ log = logging.getLogger("voxcpm.worker")
 INTERNAL_ERROR = "Generation failed because of an internal error on the server; it has been logged."
 OUT_OF_MEMORY = ("The server ran out of memory for this request; try a shorter text or reference clip, "
                  "or try again in a moment.")
-FELL_BEHIND = ("Stopped: the connection fell more than {seconds:g} s of audio behind the generation, "
-               "so the rest was not made.")
 
 
 # Allocation failures that CUDA libraries report as plain RuntimeErrors (cuBLAS, cuDNN, the driver).
@@ -60,12 +59,13 @@ class EngineWorker:
     """Runs jobs one at a time on a daemon thread that alone calls the engine."""
 
     def __init__(self, engine, max_queue: int = 16, keep_finished: int = 256, warm_up: bool = False,
-                 max_backlog_s: float = 120.0):
+                 max_backlog_s: float = 120.0, max_unread_s: float = 240.0):
         """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs
         are captured by the thread that replays them. max_backlog_s: audio a job may hold unread
         before it is stopped, so that a client that stops reading cannot pile up memory."""
         self.engine = engine
         self.max_backlog_s = max_backlog_s
+        self.unread = UnreadBudget(self, max_backlog_s, max_unread_s)  # max_unread_s: all jobs together
         self.sample_rate = int(engine.sample_rate)
         self.max_queue = max_queue
         self._waiting: collections.deque[Job] = collections.deque()
@@ -178,8 +178,8 @@ class EngineWorker:
             self._finish(job, "cancelled" if job.cancelled else "done")
         except InputError as exc:
             self._finish(job, "failed", str(exc), outcome="input_error")
-        except FellBehind:
-            self._finish(job, "failed", FELL_BEHIND.format(seconds=self.max_backlog_s), outcome="too_slow")
+        except FellBehind as exc:
+            self._finish(job, "failed", str(exc), outcome="too_slow")
         except Exception as exc:  # one bad request must not take the worker down
             out_of_memory = is_out_of_memory(exc)
             self._log_failure(job, exc)
@@ -200,8 +200,8 @@ class EngineWorker:
                 job._emit("chunk", audio)
                 if job.cancelled:
                     break
-                if job.unread_chunks() * audio.shape[0] > self.max_backlog_s * self.sample_rate:
-                    raise FellBehind()
+                if (why := self.unread.check(job, audio.shape[0])) is not None:
+                    raise FellBehind(why)
         finally:
             if hasattr(stream, "close"):
                 stream.close()  # stops the engine's generator and releases its per-request state

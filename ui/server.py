@@ -40,6 +40,10 @@ class AppSettings:
     max_request_files: int = 1  # files in one request to Gradio's upload route (the page sends one clip)
     body_timeout_s: float = 60.0  # a request body must arrive within this (25 MiB at 3.5 Mbit/s)
     max_backlog_s: float = 120.0  # unread audio a stream may pile up before it is stopped
+    max_unread_s: float = 240.0  # unread audio all streams together may hold (inference/backlog.py)
+    idle_timeout_s: float = 30.0  # a connection must send its request within this (ui/connections.py)
+    stall_timeout_s: float = 30.0  # a client that reads none of its response for this long is cut off
+    send_buffer_bytes: int = 256 * 1024  # the kernel's send buffer per connection (ui/connections.py)
     keep_finished: int = 256  # finished requests whose status (metrics) can still be asked for
 
 
@@ -59,7 +63,8 @@ def _head(sample_rate: int, prebuffer_ms: float) -> str:
 def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, EngineWorker]:
     settings = settings or AppSettings()
     worker = EngineWorker(engine, max_queue=settings.max_queue, warm_up=settings.warm_up,
-                          max_backlog_s=settings.max_backlog_s, keep_finished=settings.keep_finished)
+                          max_backlog_s=settings.max_backlog_s, keep_finished=settings.keep_finished,
+                          max_unread_s=settings.max_unread_s)
     max_chars = int(getattr(engine, "max_text_chars", 2000))
     clips = UploadStore(ttl_s=settings.upload_ttl_s, max_seconds=float(getattr(engine, "max_audio_seconds", 60.0)),
                         max_bytes=settings.max_upload_mb * 2**20, target_rate=_input_rate(engine),
@@ -72,6 +77,7 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.worker, app.state.clips, app.state.max_text_chars = worker, clips, max_chars
+    app.state.settings = settings  # ui/connections.server_config reads the connection limits
     app.include_router(router, prefix="/voxcpm")
     app.mount("/voxcpm/static", StaticFiles(directory=STATIC), name="voxcpm-static")
     demo = build_blocks(clips, sample_rate=worker.sample_rate, prebuffer_ms=settings.prebuffer_ms,
