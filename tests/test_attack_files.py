@@ -146,3 +146,10 @@ def test_a_clip_uploaded_through_the_page_still_works(client, secret):
 def test_gradio_serves_no_server_file(client, secret):
     for path in (secret, "/etc/passwd", "/dev/zero"):
         assert client.get(f"/gradio_api/file={path}", timeout=5).status_code in (403, 404)
+
+
+@pytest.mark.parametrize("fn_index", [-1, 99, 2**40, "3", 1.5])
+def test_an_unknown_fn_index_is_bad_input_not_a_server_error(client, fn_index):
+    result = call(client, fn_index, [file_data("/etc/passwd")])
+    assert result["joined"] in (400, 422), result  # Gradio answered KeyError -1/99 with a 500
+    assert healthy(client)

@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from inference.worker import EngineWorker
 
 from .auth import TokenGate
+from .events import KnownEvents
 from .hosts import HostGuard
 from .limits import RequestLimits
 from .layout import build_blocks
@@ -101,6 +102,7 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
 def _guard(app: FastAPI, settings: AppSettings):
     """The middlewares every request passes; the last added runs first, so a request for another
     host is refused before its token is looked at, and a body is counted only once admitted."""
+    app.add_middleware(KnownEvents, demo=app.state.demo)
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_upload_mb * 2**20,
                        max_files=settings.max_request_files, body_timeout_s=settings.body_timeout_s)
     if settings.token:
