@@ -48,11 +48,17 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="address to listen on (default: $GRADIO_SERVER_NAME, else 0.0.0.0 on a Hugging Face "
                         "Space, else 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="(default: $GRADIO_SERVER_PORT, else 7860)")
+    p.add_argument("--allowed-hosts", default="",
+                   help="comma-separated host names to answer to besides the loopback ones (a name that points "
+                        "at this machine); requests naming any other host are refused (default: none)")
     p.add_argument("--token", default=None,
                    help="require this access token; open /?token=... once in the browser "
                         "(default: $VOXCPM_TOKEN, else none)")
+    p.add_argument("--max-streams", type=int, default=64,
+                   help="most streams generated at once, one batch row each; fewer if GPU memory holds "
+                        "fewer (default: %(default)s)")
     p.add_argument("--max-queue", type=int, default=16,
-                   help="requests allowed to wait for the engine (default: %(default)s)")
+                   help="requests allowed to wait for a free stream (default: %(default)s)")
     p.add_argument("--max-text-chars", type=int, default=2000,
                    help="longest text, description or transcript (default: %(default)s)")
     p.add_argument("--max-audio-seconds", type=float, default=60.0,
@@ -88,10 +94,6 @@ def resolve_token(args) -> str | None:
     return token
 
 
-def is_loopback(host: str) -> bool:
-    return host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
-
-
 def resolve_port(args) -> int:
     if args.port:
         return args.port
@@ -118,11 +120,11 @@ def checkpoint_source(args, cleanup: contextlib.ExitStack) -> tuple[str, bool]:
     return args.model, True
 
 
-def load(args, source: str, is_hub: bool, device: str, dtype: str, phases):
+def load(args, settings, source: str, is_hub: bool, device: str, dtype: str, phases):
     """On the loading thread: fetch, load, build the app, warm up; the app, ready to serve."""
     from inference import Engine
     from inference.checkpoint import resolve_checkpoint
-    from ui import AppSettings, create_app
+    from ui import create_app
 
     log = logging.getLogger("voxcpm.app")
     if args.random_weights:
@@ -141,14 +143,11 @@ def load(args, source: str, is_hub: bool, device: str, dtype: str, phases):
         phases.end()
     log.info("loading %s on %s in %s", source, device, dtype)
     phases.begin("loading weights")
-    engine = Engine.from_pretrained(source, device=device, dtype=dtype, warmup=False,
+    engine = Engine.from_pretrained(source, device=device, dtype=dtype, warmup=False, max_streams=args.max_streams,
                                     max_text_chars=args.max_text_chars, max_audio_seconds=args.max_audio_seconds)
     phases.end()
     phases.begin("warm-up (graph capture, compilation, one request per mode)")
     # Warm-up (CUDA-graph capture) happens on the worker thread that will replay the graphs.
-    settings = AppSettings(max_queue=args.max_queue, prebuffer_ms=args.prebuffer_ms, warm_up=True,
-                           notice=RANDOM_NOTICE if args.random_weights else None, token=args.token,
-                           max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60)
     app, worker = create_app(engine, settings)
     worker.ready.wait()
     phases.end(getattr(engine, "warmup_seconds", None))
@@ -165,22 +164,33 @@ def serve(args, cleanup: contextlib.ExitStack):
     dtype = startup.check_dtype(args.dtype, device)
     source, is_hub = checkpoint_source(args, cleanup)
     log = logging.getLogger("voxcpm.app")
+    import uvicorn
+
+    from ui import AppSettings
+    from ui.connections import server_config
+    from ui.hosts import allowed_hosts_for, is_loopback
+    from ui.loading import EngineWarmupLine, LoadingGate, Phases
+
     if args.token is None and not is_loopback(host):
         log.warning("bound to %s without a token: anyone who can reach this port can use the GPU "
                     "(set --token or VOXCPM_TOKEN to require one)", host)
-    import uvicorn
-
-    from ui.loading import EngineWarmupLine, LoadingGate, Phases
-
+    settings = AppSettings(max_queue=args.max_queue, prebuffer_ms=args.prebuffer_ms, warm_up=True,
+                           notice=RANDOM_NOTICE if args.random_weights else None, token=args.token,
+                           allowed_hosts=allowed_hosts_for(host, args.allowed_hosts.split(",")),
+                           max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60)
     logging.getLogger("voxcpm.engine").addFilter(EngineWarmupLine())
     phases = Phases()
     gate = LoadingGate(phases)
-    server = uvicorn.Server(uvicorn.Config(gate, log_level="warning", lifespan="on"))
+    # Clip shares go by client address: behind a Space's proxy that is X-Forwarded-For, which only
+    # the proxy can reach this port to set; elsewhere uvicorn trusts it from loopback proxies only.
+    forwarded = "*" if os.environ.get("SPACE_ID") else None
+    server = uvicorn.Server(server_config(gate, settings, log_level="warning", lifespan="on",
+                                          forwarded_allow_ips=forwarded))
     failure: list[BaseException] = []
 
     def load_then_open():
         try:
-            ready = gate.open(load(args, source, is_hub, device, dtype, phases))
+            ready = gate.open(load(args, settings, source, is_hub, device, dtype, phases))
         except BaseException as exc:  # noqa: BLE001 - any failure ends the start, reported by main
             failure.append(exc)
             server.should_exit = True

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import secrets
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,8 +32,9 @@ class SynthesisRequest:
     noise: Any = None
 
     def __post_init__(self):
-        _check(isinstance(self.text, str) and self.text.strip() != "",
-               "text is empty: give the words to speak")
+        _check(isinstance(self.text, str) and has_content(self.text),
+               "text is empty: it holds no letters, digits, punctuation or symbols (only spaces, control, "
+               "zero-width, combining or direction marks): give the words to speak")
         _check(self.control is None or isinstance(self.control, str), "control must be text or None")
         _check(self.prompt_text is None or isinstance(self.prompt_text, str), "prompt_text must be text or None")
         _check(_is_number(self.cfg_value) and 0.0 <= float(self.cfg_value) <= 10.0,
@@ -62,6 +64,17 @@ class AudioChunk:
     audio: np.ndarray  # float32, mono, only the samples this patch adds
     latents: np.ndarray  # float32 [feat_dim, patch_size]: the patch the audio was decoded from
     index: int  # 0 for the first generated patch
+
+
+# Unicode categories that say nothing on their own: separators (Z*), controls, format characters
+# such as zero-width spaces and bidi marks, surrogates, private use, unassigned (C*), and combining
+# marks (M*), which only modify a letter. Text made only of these is as empty as whitespace.
+_SILENT_CATEGORIES = ("Z", "C", "M")
+
+
+def has_content(text: str) -> bool:
+    """True when the text holds at least one letter, digit, punctuation mark or symbol."""
+    return any(unicodedata.category(ch)[0] not in _SILENT_CATEGORIES for ch in text)
 
 
 def _check(ok: bool, message: str):

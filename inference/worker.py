@@ -22,6 +22,7 @@ import uuid
 import numpy as np
 import torch
 
+from .backlog import UnreadBudget
 from .errors import InputError
 from .job import Job
 
@@ -30,8 +31,6 @@ log = logging.getLogger("voxcpm.worker")
 INTERNAL_ERROR = "Generation failed because of an internal error on the server; it has been logged."
 OUT_OF_MEMORY = ("The server ran out of memory for this request; try a shorter text or reference clip, "
                  "or try again in a moment.")
-FELL_BEHIND = ("Stopped: the connection fell more than {seconds:g} s of audio behind the generation, "
-               "so the rest was not made.")
 
 
 # Allocation failures that CUDA libraries report as plain RuntimeErrors (cuBLAS, cuDNN, the driver).
@@ -63,12 +62,14 @@ class EngineWorker:
     """Runs jobs, many at once, on a daemon thread that alone calls the engine."""
 
     def __init__(self, engine, max_queue: int = 16, keep_finished: int = 256, warm_up: bool = False,
-                 max_backlog_s: float = 120.0):
+                 max_backlog_s: float = 120.0, max_unread_s: float = 240.0):
         """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs
         are captured by the thread that replays them. max_backlog_s: audio a job may hold unread
-        before it is stopped, so that a client that stops reading cannot pile up memory."""
+        before it is stopped, so that a client that stops reading cannot pile up memory;
+        max_unread_s: the same for all jobs together."""
         self.engine = engine
         self.max_backlog_s = max_backlog_s
+        self.unread = UnreadBudget(self, max_backlog_s, max_unread_s)
         self.sample_rate = int(engine.sample_rate)
         self.max_queue = max_queue
         self._waiting: collections.deque[Job] = collections.deque()
@@ -212,9 +213,9 @@ class EngineWorker:
         for job, stream in list(self._running.items()):
             try:
                 self._hand_over(job, stream)
-            except FellBehind:
+            except FellBehind as exc:
                 self.engine.stop(stream)
-                self._fail(job, FellBehind())
+                self._fail(job, exc)
                 continue
             if job.cancelled:
                 self.engine.stop(stream)
@@ -233,15 +234,15 @@ class EngineWorker:
             job.metrics.patches += 1
             job.metrics.samples += audio.shape[0]
             job._emit("chunk", audio)
-            if job.unread_chunks() * audio.shape[0] > self.max_backlog_s * self.sample_rate:
-                raise FellBehind()
+            if (why := self.unread.check(job, audio.shape[0])) is not None:
+                raise FellBehind(why)
 
     def _fail(self, job: Job, exc: BaseException):
         """One job's failure: the message its consumer may see, and the log line."""
         if isinstance(exc, InputError):
             self._finish(job, "failed", str(exc), outcome="input_error")
         elif isinstance(exc, FellBehind):
-            self._finish(job, "failed", FELL_BEHIND.format(seconds=self.max_backlog_s), outcome="too_slow")
+            self._finish(job, "failed", str(exc), outcome="too_slow")
         else:  # one bad request must not take the worker down
             out_of_memory = is_out_of_memory(exc)
             self._log_failure(job, exc)

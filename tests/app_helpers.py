@@ -78,10 +78,11 @@ class RunningApp:
 def serve(settings=None, engine: Engine | None = None) -> RunningApp:
     """The whole app (routes, player files, Gradio page) on 127.0.0.1, in a background thread."""
     from ui import create_app
+    from ui.connections import server_config
 
     app, worker = create_app(engine or load_engine(), settings)
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(server_config(app, app.state.settings, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -7,7 +7,6 @@ import base64
 import io
 import os
 import shutil
-import time
 from pathlib import Path
 
 import numpy as np

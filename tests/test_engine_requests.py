@@ -67,3 +67,14 @@ def test_interleaved_streams_each_give_their_own_audio(engine):
         assert [c.index for c in got] == [c.index for c in exp]
         a, b = np.concatenate([c.audio for c in got]), np.concatenate([c.audio for c in exp])
         assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-5  # batched rows round a little differently
+
+
+@pytest.mark.parametrize("text", ["\u200b", "\x00", "\x07\x1b", "\u0301", "\u202e\u200f", "\ufeff \u3000"])
+def test_text_with_nothing_to_say_is_refused_as_empty(text):
+    with pytest.raises(InputError, match="text is empty"):
+        SynthesisRequest(text)
+
+
+@pytest.mark.parametrize("text", ["e\u0301", "42", "?", "\u4f60\u597d", "\u200bHello\u200b", "\U0001F642"])
+def test_any_letter_digit_punctuation_or_symbol_is_something_to_say(text):
+    assert SynthesisRequest(text).text == text

@@ -1,5 +1,6 @@
 """Hypothesis over what clients send, on 127.0.0.1: random and nearly valid JSON bodies to the PCM
-route, random, generated and corrupted audio files to the upload route and the page's clip handler.
+route, random, generated and corrupted audio files to the upload route and the page's clip handler,
+and random events to Gradio's queue API (any fn_index, FileData naming server files, junk).
 Every input gets a result or a 4xx JSON error (never a 500, a traceback or a hang), both clip doors
 agree, and afterwards the server is idle, holds no more than before and serves exactly as before.
 
@@ -28,6 +29,7 @@ from ui import AppSettings
 from ui.layout import register_clip
 
 from .app_helpers import assert_same_audio, expected_pcm, pcm_of, record_figure, resources, serve, wait_until
+from .gradio_queue import FILE_META, call, outputs
 
 EXAMPLES = int(os.environ.get("VOXCPM_FUZZ_EXAMPLES", "0"))
 FUZZ = settings(max_examples=EXAMPLES or 200, deadline=timedelta(seconds=20), derandomize=not EXAMPLES,
@@ -88,7 +90,8 @@ raw_bodies = st.one_of(valid(), valid(), near_valid, extra, anything).map(lambda
 
 @pytest.fixture(scope="module")
 def app():
-    running = serve(AppSettings(max_queue=4, max_upload_mb=2))
+    running = serve(AppSettings(max_queue=4, max_upload_mb=2, clips_per_client=100_000))  # uploads in a loop
+    running.app.state.clips.max_clips = 100_000  # a full store refuses (issue 9); these tests are not about that
     yield running
     running.stop()
 
@@ -218,3 +221,44 @@ def test_fuzz_audio_files(app, client, clip_id, gradio_folder):
     assert_server_well(app, client, clip_id, before)
     record_figure(f"fuzz, audio files: {sum(SEEN['audio'].values())} inputs, {dict(SEEN['audio'])}")
     assert SEEN["audio"]["accepted"] > 0 and SEEN["audio"]["refused"] > 0
+
+
+SERVER_FILES = ["/etc/passwd", "/dev/zero", "/dev/urandom", "/proc/self/environ", str(ROOT / "app.py"), str(VOICE),
+                "../../etc/passwd", "/tmp/gradio/../../etc/passwd", "", ".", "/", "http://127.0.0.1:1/x.wav"]
+file_data = st.fixed_dictionaries(
+    {"path": st.sampled_from(SERVER_FILES) | st.text(max_size=30), "meta": st.just(FILE_META)},
+    optional={"orig_name": st.text(max_size=12), "is_stream": st.booleans(), "size": st.integers(-1, 2**40),
+              "url": st.sampled_from(SERVER_FILES) | st.none(), "mime_type": st.text(max_size=12)})
+json_leaf = st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False) \
+    | st.text(max_size=20)  # what JSON can carry (httpx refuses NaN)
+queue_values = st.one_of(file_data, file_data, json_leaf, st.lists(file_data | json_leaf, max_size=3),
+                         st.dictionaries(st.text(max_size=8), json_leaf, max_size=3))
+queue_events = st.tuples(st.integers(-2, 14) | st.integers(-2**40, 2**40), st.lists(queue_values, max_size=13))
+
+
+def server_file_copies() -> set[Path]:
+    names = {Path(p).name for p in SERVER_FILES if Path(p).name}
+    return {p for p in Path(get_upload_folder()).glob("*/*") if p.name in names}
+
+
+def test_fuzz_queue_api(app, client, clip_id):
+    before, copies = resources(app), server_file_copies()
+
+    @FUZZ
+    @given(event=queue_events)
+    def one(event):
+        fn_index, data = event
+        result = call(client, fn_index, data, timeout=15)
+        assert result["joined"] == 200 or 400 <= result["joined"] < 500, result
+        assert "Traceback" not in result["error"]
+        if result["joined"] == 200:
+            assert result["completed"] is not None, result["error"]  # answered, not hung
+            assert not any(isinstance(v, str) and "Reference ready" in v for v in outputs(result))
+        SEEN["queue"]["answered" if result["completed"] else f"refused {result['joined']}"] += 1
+        SEEN["queue"]["succeeded" if outputs(result) else "failed"] += 1
+
+    one()
+    assert server_file_copies() == copies, "a server file was copied into Gradio's cache"
+    assert_server_well(app, client, clip_id, before)
+    record_figure(f"fuzz, Gradio queue API: {sum(SEEN['queue'].values()) // 2} events, {dict(SEEN['queue'])}")
+    assert SEEN["queue"]["answered"] > 0

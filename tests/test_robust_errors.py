@@ -171,3 +171,20 @@ def _disconnect_after_first_bytes(app, body: dict):
         assert sock.recv(4096).startswith(b"HTTP/1.1 200")
     job = app.worker.get(body["request_id"])
     wait_until(lambda: job.state == "cancelled" and not app.worker.busy, timeout=30)
+
+
+@pytest.mark.parametrize("route", ["/voxcpm/stream", "/voxcpm/upload"])
+def test_a_client_that_leaves_mid_body_is_logged_as_leaving(app, caplog, route):
+    """Issue 9, item 7: a client abort was logged as a server error (ERROR, a traceback, status=500)."""
+    caplog.set_level("INFO")
+    host, port = app.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"POST {route} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 5000\r\n\r\n{\"text\": ".encode())
+    wait_until(lambda: "client left" in caplog.text or "outcome=" in caplog.text, timeout=10)
+    errors = [r for r in caplog.records if r.levelno >= 40]
+    assert errors == [], [r.getMessage() for r in errors]
+    assert "Traceback" not in caplog.text and "status=500" not in caplog.text
+    assert "client left" in caplog.text
+    if route == "/voxcpm/stream":
+        assert "outcome=client_left status=499" in caplog.text

@@ -86,7 +86,8 @@ ACCEPTED = [
 
 @pytest.fixture(scope="module")
 def app():
-    running = serve(AppSettings(max_queue=4, max_upload_mb=2))
+    running = serve(AppSettings(max_queue=4, max_upload_mb=2, clips_per_client=100_000))  # uploads in a loop
+    running.app.state.clips.max_clips = 100_000  # a full store refuses (issue 9); these tests are not about that
     running.app.state.clips.max_decoded_bytes = MAX_DECODED
     yield running
     running.stop()
@@ -177,6 +178,15 @@ def test_the_clip_handler_reads_only_gradio_uploads(app, gradio_folder, tmp_path
 REQUESTS = [
     ({"text": ""}, "text is empty"),
     ({"text": " \n\t "}, "text is empty"),
+    # Issue 9, item 9: text with nothing to say is as empty as whitespace
+    ({"text": "\u200b\u200c\u200d\u2060\ufeff"}, "text is empty"),  # zero-width
+    ({"text": "\x01\x07\x1b\x7f"}, "text is empty"),  # control characters
+    ({"text": "\x00\x00"}, "text is empty"),  # NUL
+    ({"text": "\u0301\u0308\u0327"}, "text is empty"),  # combining marks alone
+    ({"text": "\u202e\u2066\u200f\u061c"}, "text is empty"),  # bidi controls alone
+    ({"text": " \u200b\x00\u0301\u202e\u3000"}, "text is empty"),  # all of them at once
+    ({"text": TEXT, "mode": "ultimate", "reference_id": "CLIP", "prompt_text": "\u200b\u0301"},
+     "needs the exact transcript"),
     ({"text": "x" * 2001}, "the text has 2001 characters; the limit is 2000"),
     ({"text": TEXT, "control": "y" * 2001}, "the limit is 2000"),
     ({"text": "caf\ud800"}, "not valid Unicode"),

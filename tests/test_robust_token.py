@@ -84,3 +84,18 @@ def test_disconnect_still_cancels_behind_the_gate(app):
 def test_weak_or_unsafe_tokens_are_refused(token):
     with pytest.raises(ValueError):
         TokenGate(None, token)
+
+
+@pytest.mark.parametrize("path, location", [
+    ("//evil.example/", "/evil.example/"),
+    ("/%2F%2Fevil.example/", "/evil.example/"),
+    ("/%5Cevil.example/", "/evil.example/"),
+    ("/%0D%0ASet-Cookie:%20x=1", "/%0D%0ASet-Cookie:%20x=1"),
+])
+def test_the_token_link_redirects_only_to_this_site(app, path, location):
+    """Issue 9, item 8: a protocol-relative path (//host) in the token link was an open redirect."""
+    with client(app) as c:
+        login = c.get(f"{app.url}{path}?token={TOKEN}")  # the full URL: httpx would read //host as a host
+    assert login.status_code == 303
+    assert login.headers["location"] == location
+    assert "set-cookie" in login.headers and "x=1" not in login.headers["set-cookie"]

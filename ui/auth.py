@@ -14,7 +14,7 @@ import hmac
 import json
 import re
 from http.cookies import SimpleCookie
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 COOKIE = "voxcpm_token"
 HEADER = "x-voxcpm-token"
@@ -67,7 +67,7 @@ class TokenGate:
     async def _login(self, scope, query: dict, send):
         """Set the cookie and send the browser to the same URL without the token."""
         rest = urlencode({k: v for k, v in query.items() if k != "token"})
-        location = scope.get("root_path", "") + scope["path"] + (f"?{rest}" if rest else "")
+        location = _own_path(scope) + (f"?{rest}" if rest else "")
         secure = "; Secure" if scope.get("scheme") == "https" else ""
         cookie = (f"{COOKIE}={self._token.decode()}; Path=/; Max-Age={COOKIE_DAYS * 86400}; HttpOnly; "
                   f"SameSite=Strict{secure}")
@@ -85,3 +85,11 @@ class TokenGate:
                    (b"www-authenticate", b'Bearer realm="voxcpm"'), (b"cache-control", b"no-store")]
         await send({"type": "http.response.start", "status": 401, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def _own_path(scope) -> str:
+    """The request's path as a redirect target that stays on this site. A path that starts with
+    // or /\\ is read by browsers as another host (//evil.example/), so leading slashes collapse to
+    one; the path is percent-encoded so that a decoded CR/LF or space cannot reach the header."""
+    path = "/" + (scope.get("root_path", "") + scope["path"]).lstrip("/\\")
+    return quote(path, safe="/:@!$&'()*+,;=-._~")

@@ -16,7 +16,7 @@ from inference.errors import InputError
 
 from .examples import cloning_examples, design_examples, ultimate_examples
 from .panel import panel_html
-from .uploads import UploadStore, read_uploaded_file
+from .uploads import UploadStore, client_key, read_uploaded_file
 
 log = logging.getLogger("voxcpm.ui")
 
@@ -102,12 +102,16 @@ def _clip_input(clips: UploadStore, name: str) -> tuple[gr.Audio, gr.Textbox]:
     note = gr.Markdown(elem_id=f"vox-{name}-note")
     # Forget the old id in the page at once, so a quick Generate cannot use the previous clip.
     audio.change(None, outputs=clip_id, js="() => ''")
-    audio.change(lambda path: register_clip(clips, path), audio, [clip_id, note],
-                 api_visibility="private", show_progress="minimal")
+
+    def store(path: str | None, request: gr.Request) -> tuple[str, str]:
+        address = request.client.host if request is not None and request.client else None
+        return register_clip(clips, path, client=client_key(address))
+    audio.change(store, audio, [clip_id, note], api_visibility="private", show_progress="minimal")
     return audio, clip_id
 
 
-def register_clip(clips: UploadStore, path: str | None, upload_root: str | None = None) -> tuple[str, str]:
+def register_clip(clips: UploadStore, path: str | None, upload_root: str | None = None,
+                  client: str | None = None) -> tuple[str, str]:
     """Gradio has stored the upload or recording in its own folder; decode it once and hand the
     page an id. Only files in that folder are read: the path comes from the client, and Gradio does
     not check it for an app mounted on FastAPI."""
@@ -115,7 +119,7 @@ def register_clip(clips: UploadStore, path: str | None, upload_root: str | None 
         return "", ""
     try:
         data = read_uploaded_file(path, upload_root or gradio_upload_folder(), clips.max_bytes)
-        clip_id, clip = clips.add_bytes(data)
+        clip_id, clip = clips.add_bytes(data, client)
     except InputError as exc:
         return "", f"⚠️ {exc}"
     except Exception:  # the reason (and any path in it) belongs in the log, not on the page

@@ -14,13 +14,14 @@ import anyio
 import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.requests import ClientDisconnect
 
 from inference.errors import InputError
 from inference.job import Job
 from inference.worker import QueueFullError
 
 from .schema import parse_body, to_request
-from .uploads import too_large
+from .uploads import StoreFull, client_key, too_large
 
 log = logging.getLogger("voxcpm.http")
 POLL_S = 0.05  # how often a waiting route looks for a closed connection and new audio
@@ -47,6 +48,9 @@ def guarded(handler):
             return error_response(exc.status, exc.message, exc.headers)
         except InputError as exc:
             return error_response(400, str(exc))
+        except ClientDisconnect:  # the client left mid-request: nothing failed here, and nobody reads this
+            log.info("client left during %s before its request was complete", handler.__name__)
+            return error_response(499, "the client closed the connection")
         except Exception:
             log.exception("route %s failed", handler.__name__)
             return error_response(500, "internal error on the server; it has been logged")
@@ -145,6 +149,9 @@ async def _submit(request: Request, state):
     except InputError:
         _log_refusal(body, 400, "input_error")
         raise
+    except ClientDisconnect:
+        _log_refusal(body, 499, "client_left")
+        raise
     except Exception:  # guarded() answers 500 and logs the traceback; the outcome line still goes out
         _log_refusal(body, 500, "error")
         raise
@@ -171,7 +178,11 @@ def _log_refusal(body, status: int, outcome: str):
 async def upload(request: Request):
     clips = _state(request).clips
     data = await read_limited(request, clips.max_bytes, "upload")
-    clip_id, clip = await anyio.to_thread.run_sync(clips.add_bytes, data)
+    client = client_key(request.client.host if request.client else None)
+    try:
+        clip_id, clip = await anyio.to_thread.run_sync(clips.add_bytes, data, client)
+    except StoreFull as exc:
+        raise HTTPError(exc.status, str(exc), {"Retry-After": "60"}) from None
     return {"id": clip_id, "seconds": round(clip.seconds, 3), "sample_rate": clip.source_rate,
             "channels": clip.source_channels, "expires_in_s": clips.ttl_s}
 

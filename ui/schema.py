@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from inference.errors import InputError
-from inference.request import SynthesisRequest
+from inference.request import SynthesisRequest, has_content
 
 MODES = ("design", "cloning", "ultimate")
 RANDOM_SEED_LIMIT = 2**31  # seeds the page shows must survive JavaScript's 53-bit numbers
@@ -53,7 +53,8 @@ def describe_validation(exc: ValidationError) -> str:
 
 
 def blank(value: str | None) -> bool:
-    return value is None or value.strip() == ""
+    """Nothing to read: absent, or only spaces, controls, zero-width, combining or direction marks."""
+    return value is None or not has_content(value)
 
 
 def to_request(body: StreamBody, clips, max_text_chars: int) -> SynthesisRequest:

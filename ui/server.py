@@ -14,6 +14,9 @@ from fastapi.staticfiles import StaticFiles
 from inference.worker import EngineWorker
 
 from .auth import TokenGate
+from .events import KnownEvents
+from .hosts import HostGuard
+from .limits import RequestLimits
 from .layout import build_blocks
 from .routes import router
 from .uploads import UploadStore
@@ -30,10 +33,18 @@ class AppSettings:
     prebuffer_ms: float = 80.0
     upload_ttl_s: float = 1800.0
     max_upload_mb: int = 25
+    clips_per_client: int = 16  # clips one client (address) may hold at once; more are refused
     notice: str | None = None  # a banner above the page, e.g. that the weights are random
     warm_up: bool = False  # warm the engine on its worker thread (when from_pretrained did not)
     token: str | None = None  # when set, every request but the health probe must carry it (ui/auth.py)
+    allowed_hosts: list[str] | None = None  # Host names answered (ui/hosts.py); None: any
+    max_request_files: int = 1  # files in one request to Gradio's upload route (the page sends one clip)
+    body_timeout_s: float = 60.0  # a request body must arrive within this (25 MiB at 3.5 Mbit/s)
     max_backlog_s: float = 120.0  # unread audio a stream may pile up before it is stopped
+    max_unread_s: float = 240.0  # unread audio all streams together may hold (inference/backlog.py)
+    idle_timeout_s: float = 30.0  # a connection must send its request within this (ui/connections.py)
+    stall_timeout_s: float = 30.0  # a client that reads none of its response for this long is cut off
+    send_buffer_bytes: int = 256 * 1024  # the kernel's send buffer per connection (ui/connections.py)
     keep_finished: int = 256  # finished requests whose status (metrics) can still be asked for
 
 
@@ -53,10 +64,12 @@ def _head(sample_rate: int, prebuffer_ms: float) -> str:
 def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, EngineWorker]:
     settings = settings or AppSettings()
     worker = EngineWorker(engine, max_queue=settings.max_queue, warm_up=settings.warm_up,
-                          max_backlog_s=settings.max_backlog_s, keep_finished=settings.keep_finished)
+                          max_backlog_s=settings.max_backlog_s, keep_finished=settings.keep_finished,
+                          max_unread_s=settings.max_unread_s)
     max_chars = int(getattr(engine, "max_text_chars", 2000))
     clips = UploadStore(ttl_s=settings.upload_ttl_s, max_seconds=float(getattr(engine, "max_audio_seconds", 60.0)),
-                        max_bytes=settings.max_upload_mb * 2**20, target_rate=_input_rate(engine))
+                        max_bytes=settings.max_upload_mb * 2**20, target_rate=_input_rate(engine),
+                        max_per_client=settings.clips_per_client)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
@@ -65,6 +78,7 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.worker, app.state.clips, app.state.max_text_chars = worker, clips, max_chars
+    app.state.settings = settings  # ui/connections.server_config reads the connection limits
     app.include_router(router, prefix="/voxcpm")
     app.mount("/voxcpm/static", StaticFiles(directory=STATIC), name="voxcpm-static")
     demo = build_blocks(clips, sample_rate=worker.sample_rate, prebuffer_ms=settings.prebuffer_ms,
@@ -75,10 +89,25 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
         allowed_paths=[str(ASSETS)], max_file_size=f"{settings.max_upload_mb}mb", show_error=False, ssr_mode=False,
         footer_links=["api", "gradio"], run_history=False,
     )
+    # Gradio checks that a file named in an event's input was uploaded by a user, but skips the
+    # check until the Blocks has "launched", which mount_gradio_app never marks: without this any
+    # server path (a secret, a symlink, /dev/zero read on the event loop) is copied into its cache
+    # for every fn_index. Gradio's own hot reload marks a swapped-in Blocks the same way.
+    demo.has_launched = True
     app.state.demo = demo
+    _guard(app, settings)
+    return app, worker
+
+
+def _guard(app: FastAPI, settings: AppSettings):
+    """The middlewares every request passes; the last added runs first, so a request for another
+    host is refused before its token is looked at, and a body is counted only once admitted."""
+    app.add_middleware(KnownEvents, demo=app.state.demo)
+    app.add_middleware(RequestLimits, max_body_bytes=settings.max_upload_mb * 2**20,
+                       max_files=settings.max_request_files, body_timeout_s=settings.body_timeout_s)
     if settings.token:
         app.add_middleware(TokenGate, token=settings.token)
-    return app, worker
+    app.add_middleware(HostGuard, allowed_hosts=settings.allowed_hosts)
 
 
 def _input_rate(engine) -> int:

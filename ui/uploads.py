@@ -9,6 +9,8 @@ eight channels at 192 kHz.
 from __future__ import annotations
 
 import io
+import ipaddress
+import logging
 import secrets
 import threading
 import time
@@ -19,15 +21,19 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from inference.audio_input import MAX_CHANNELS, MAX_RATE, MIN_RATE, load_audio
+from inference.audio_input import MAX_CHANNELS, MAX_RATE, MIN_RATE, decode_mono, resample
 from inference.errors import InputError
 
+log = logging.getLogger("voxcpm.uploads")
 FORMATS = "WAV, FLAC, OGG or MP3"
 LABEL = "the uploaded audio"
 # A product rule for uploads (the engine itself takes any length): a shorter clip holds no voice
 # to clone, it is a stray click or a cut file.
 MIN_SECONDS = 0.1
-MAX_DECODED_BYTES = 128 * 2**20  # float32 of one clip before mixing down: 60 s of 192 kHz stereo fits
+# What one decode may cost, counted as if every channel were held as float32 (frames x channels x 4,
+# from the header, before reading). Decoding goes block by block and mixes down as it goes, so it
+# really holds only the mono float32 and one block: well inside this.
+MAX_DECODED_BYTES = 128 * 2**20
 
 
 @dataclass
@@ -37,6 +43,7 @@ class Clip:
     expires_at: float
     source_rate: int = 0
     source_channels: int = 1
+    client: str | None = None  # whose share it counts against (client_key)
 
     @property
     def seconds(self) -> float:
@@ -46,21 +53,22 @@ class Clip:
         return self.sample_rate, self.audio
 
 
-def read_frames(data: bytes, max_seconds: float, max_decoded_bytes: int = MAX_DECODED_BYTES) -> tuple[int, np.ndarray]:
-    """Bytes of an audio file -> (rate, float32 [samples, channels]). The header is checked before
-    decoding, so a file that claims hours of audio or an absurd rate costs nothing."""
+def read_mono(data: bytes, max_seconds: float, max_decoded_bytes: int = MAX_DECODED_BYTES) -> tuple[int, int, np.ndarray]:
+    """Bytes of an audio file -> (rate, channels, float32 mono), decoded and checked as the engine
+    does it. The header is checked before decoding, so a file that claims hours of audio, an absurd
+    rate or more channels than the budget allows costs nothing."""
     if not data:
         raise InputError("the uploaded file is empty (0 bytes)")
     try:
         with sf.SoundFile(io.BytesIO(data)) as f:
-            rate = int(f.samplerate)
-            _check_header(rate, f.channels, f.frames, max_seconds, max_decoded_bytes)
-            frames = f.read(dtype="float32", always_2d=True)
+            rate, channels = int(f.samplerate), f.channels
+            _check_header(rate, channels, f.frames, max_seconds, max_decoded_bytes)
+            mono = decode_mono(f, LABEL)
     except InputError:
         raise
     except Exception:  # libsndfile's reasons are terse; the user needs to know what to send instead
         raise InputError(f"the uploaded file could not be read as audio: use {FORMATS}") from None
-    return rate, frames
+    return rate, channels, mono
 
 
 def _check_header(rate: int, channels: int, frames: int, max_seconds: float, max_decoded_bytes: int):
@@ -96,8 +104,26 @@ def decode_audio(data: bytes, max_seconds: float, target_rate: int = 16000,
                  max_decoded_bytes: int = MAX_DECODED_BYTES) -> tuple[int, np.ndarray]:
     """Bytes of an audio file -> (target_rate, float32 mono) as the engine converts it, or an
     InputError that says what is wrong (silent, NaN, out-of-range rate, too long...)."""
-    rate, frames = read_frames(data, max_seconds, max_decoded_bytes)
-    return target_rate, _convert(rate, frames, target_rate, max_seconds)
+    rate, _, mono = read_mono(data, max_seconds, max_decoded_bytes)
+    return target_rate, resample(mono, rate, target_rate)
+
+
+class StoreFull(InputError):
+    """An upload refused for want of room: its client's share is used up (429) or the server's (503)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def client_key(address: str | None) -> str | None:
+    """Whose share a clip counts against: the client's address (the real one behind a trusted proxy,
+    as uvicorn's proxy headers give it). An IPv6 client usually holds a whole /64, so that is one key."""
+    try:
+        ip = ipaddress.ip_address(address or "")
+    except ValueError:
+        return address
+    return str(ipaddress.ip_network(f"{ip}/64", strict=False)) if ip.version == 6 else str(ip)
 
 
 def too_large(what: str, limit: int) -> str:
@@ -105,20 +131,18 @@ def too_large(what: str, limit: int) -> str:
     return f"the {what} is larger than the limit of " + (f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit} bytes")
 
 
-def _convert(rate: int, frames: np.ndarray, target_rate: int, max_seconds: float) -> np.ndarray:
-    # The engine's own conversion and refusals (silent, even once mixed; out of range...), once, at upload.
-    return load_audio((rate, frames), target_rate=target_rate, max_seconds=max_seconds, label=LABEL)
-
-
 class UploadStore:
-    """Thread-safe id -> Clip map with expiry and caps on how many clips and bytes are held."""
+    """Thread-safe id -> Clip map with expiry and caps on how many clips and bytes are held, in all
+    and per client. A full store refuses new clips rather than evicting anyone's: one client
+    uploading in a loop used to push every other user's clip out."""
 
     def __init__(self, ttl_s: float = 1800.0, max_clips: int = 256, max_seconds: float = 60.0,
                  max_bytes: int = 25 * 2**20, max_total_bytes: int = 512 * 2**20, target_rate: int = 16000,
-                 max_decoded_bytes: int = MAX_DECODED_BYTES, parallel_decodes: int = 2):
+                 max_decoded_bytes: int = MAX_DECODED_BYTES, parallel_decodes: int = 2, max_per_client: int = 16):
         self.ttl_s = ttl_s
         self.max_clips = max_clips
-        self.max_total_bytes = max_total_bytes  # converted float32 held at once; the oldest go first
+        self.max_per_client = max_per_client
+        self.max_total_bytes = max_total_bytes  # converted float32 held at once
         self.max_seconds = max_seconds
         self.max_bytes = max_bytes
         self.target_rate = target_rate
@@ -128,26 +152,40 @@ class UploadStore:
         # Decoding a long 192 kHz file briefly needs ~100 MiB: a few at a time, however many arrive.
         self._decoding = threading.BoundedSemaphore(parallel_decodes)
 
-    def add_bytes(self, data: bytes) -> tuple[str, Clip]:
+    def add_bytes(self, data: bytes, client: str | None = None) -> tuple[str, Clip]:
         if len(data) > self.max_bytes:
             raise InputError(too_large("upload", self.max_bytes))
-        with self._decoding:
-            rate, frames = read_frames(data, self.max_seconds, self.max_decoded_bytes)
-            audio = _convert(rate, frames, self.target_rate, self.max_seconds)
-        clip_id, clip = self.add(self.target_rate, audio)
-        clip.source_rate, clip.source_channels = rate, frames.shape[1]
+        with self._lock:  # refused before decoding, so a refusal costs nothing
+            self._purge()
+            self._check_room(client, 0)
+        with self._decoding:  # the engine's own decoding and refusals, once, at upload
+            rate, channels, mono = read_mono(data, self.max_seconds, self.max_decoded_bytes)
+            audio = resample(mono, rate, self.target_rate)
+            del mono  # up to 46 MB at 192 kHz: not held while the clip is stored
+        clip_id, clip = self.add(self.target_rate, audio, client)
+        clip.source_rate, clip.source_channels = rate, channels
         return clip_id, clip
 
-    def add(self, rate: int, audio: np.ndarray) -> tuple[str, Clip]:
-        clip = Clip(rate, audio, time.monotonic() + self.ttl_s, source_rate=rate)
+    def add(self, rate: int, audio: np.ndarray, client: str | None = None) -> tuple[str, Clip]:
+        clip = Clip(rate, audio, time.monotonic() + self.ttl_s, source_rate=rate, client=client)
         clip_id = secrets.token_urlsafe(16)
         with self._lock:
             self._purge()
+            self._check_room(client, audio.nbytes)
             self._clips[clip_id] = clip
-            while len(self._clips) > self.max_clips or (
-                    len(self._clips) > 1 and self._held_bytes() > self.max_total_bytes):
-                self._clips.popitem(last=False)
         return clip_id, clip
+
+    def _check_room(self, client: str | None, nbytes: int):
+        mine = sum(1 for c in self._clips.values() if c.client == client)
+        if mine >= self.max_per_client:
+            refusal = StoreFull(429, f"you already have {mine} clips stored, the most one client may keep; each "
+                                     f"expires {self.ttl_s / 60:g} min after its upload: reuse one, or try again later")
+        elif len(self._clips) >= self.max_clips or self._held_bytes() + nbytes > self.max_total_bytes:
+            refusal = StoreFull(503, "the server holds as many clips as it can right now; try again in a few minutes")
+        else:
+            return
+        log.warning("refused a clip from %s: %s", client, refusal)
+        raise refusal
 
     def get(self, clip_id: str) -> Clip:
         with self._lock:
