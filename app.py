@@ -150,6 +150,8 @@ def load(args, settings, source: str, is_hub: bool, device: str, dtype: str, pha
     # Warm-up (CUDA-graph capture) happens on the worker thread that will replay the graphs.
     app, worker = create_app(engine, settings)
     worker.ready.wait()
+    if worker.warmup_error is not None:  # ends the start with its short message instead of serving
+        raise worker.warmup_error
     phases.end(getattr(engine, "warmup_seconds", None))
     return app
 

@@ -80,6 +80,7 @@ class EngineWorker:
         self._served = itertools.count(1)
         self._closed = False
         self._warm_up = warm_up
+        self.warmup_error: BaseException | None = None  # set when warm-up failed; the app then stops
         self.ready = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="engine-worker", daemon=True)
         self._thread.start()
@@ -162,8 +163,9 @@ class EngineWorker:
         if self._warm_up:
             try:
                 self.engine.warmup()
-            except Exception:  # requests will report their own errors; the log says why
+            except Exception as exc:  # an engine that cannot warm up would fail every request
                 log.exception("engine warm-up failed")
+                self.warmup_error = exc
         self.ready.set()
         while True:
             with self._lock:

@@ -182,6 +182,19 @@ def test_warm_up_runs_on_the_worker_thread():
     worker.close()
 
 
+def test_a_failed_warm_up_is_kept_for_the_app_to_stop_on():
+    class Broken:
+        sample_rate = 48000
+
+        def warmup(self):
+            raise RuntimeError("no GPU memory left for the graphs")
+
+    worker = EngineWorker(Broken(), warm_up=True)
+    assert worker.ready.wait(10)
+    assert isinstance(worker.warmup_error, RuntimeError) and "graphs" in str(worker.warmup_error)
+    worker.close()
+
+
 def test_duplicate_ids_are_refused(engine):
     worker = EngineWorker(engine)
     job = worker.submit(short(), job_id="abcdefgh")
