@@ -45,7 +45,7 @@ def test_six_files_under_the_file_limit_are_refused_together(client, caplog):
     caplog.set_level("WARNING", logger="voxcpm")
     parts, names = files("six", 6, int(3.8 * 2**20))  # each under the 4 MiB limit, 23 MB together
     response = client.post("/gradio_api/upload", files=parts)
-    assert response.status_code == 413 and "request body is larger than the limit of 4 MiB" in response.json()["error"]
+    assert response.status_code == 413 and "upload is larger than the limit of 4 MiB" in response.json()["error"]
     assert not any(stored(name) for name in names)
     assert "refused POST /gradio_api/upload" in caplog.text
 

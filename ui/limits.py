@@ -62,7 +62,9 @@ class RequestLimits:
             await self._refuse(scope, send, body.cut)
 
     def _too_large(self) -> Cut:
-        return Cut(413, too_large("request body", self.max_body_bytes - MULTIPART_SLACK))
+        # The limit is the upload limit (no other body comes near it), so it is worded as the
+        # clip store words it: a file refused at either door reads the same.
+        return Cut(413, too_large("upload", self.max_body_bytes - MULTIPART_SLACK))
 
     async def _refuse(self, scope, send, cut: Cut):
         log.warning("refused %s %s: %s (status=%d)", scope.get("method"), scope["path"][:100], cut.message, cut.status)
