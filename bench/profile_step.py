@@ -99,18 +99,55 @@ def attention_variants():
         print(f"{name}: {kernels(fn)} kernels, {replay_ms(fn, 100) * 1e3:.1f} us eager, err {err:.1e}")
 
 
+def admission(engine, k: int):
+    """Where a batch of k requests arriving together spends its time before its first chunks."""
+    sync = torch.cuda.synchronize
+    reqs = [SynthesisRequest(text="The quick brown fox jumps over the lazy dog while the morning sun rises.",
+                             seed=i, min_len=80, max_len=80) for i in range(k)]
+    for _ in range(3):
+        sync()
+        t0 = time.perf_counter()
+        streams = [engine.start(r) for r in reqs]
+        t1 = time.perf_counter()
+        joins = [s.join for s in streams]
+        key = engine.runner.prefill_key(k, max(len(j.prompt) for j in joins))
+        engine.step()  # admit and launch the first patch
+        t2 = time.perf_counter()
+        sync()
+        t3 = time.perf_counter()
+        engine.step()  # launch the second, collect the first
+        t4 = time.perf_counter()
+        prefill = replay_ms(lambda: engine.runner.padded_prefill(*key), 5)
+        rows = time.perf_counter()
+        for j in joins:
+            engine.runner.step.load_row(j.row, j.prompt, j.noise, j.steps, j.cfg_value)
+        sync()
+        rows = time.perf_counter() - rows
+        for s in streams:
+            engine.stop(s)
+        engine.step()
+        print(f"k={k}: starts {1e3 * (t1 - t0):.1f} ms, admit+launch on the host {1e3 * (t2 - t1):.1f} ms, "
+              f"GPU done {1e3 * (t3 - t1):.1f} ms, first chunks {1e3 * (t4 - t0):.1f} ms after arrival; "
+              f"prefill graph {key} {prefill:.2f} ms, {k} load_row {1e3 * rows:.1f} ms")
+
+
 @torch.inference_mode()
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--buckets", type=int, nargs="*", default=[1, 8, 32, 64])
     ap.add_argument("--top", type=int, default=0, help="print the N most frequent kernels of each part")
+    ap.add_argument("--admission", type=int, nargs="*", default=[], help="only time batches of K arrivals")
     args = ap.parse_args()
     attention_variants()
-    engine = random_engine(torch.float32, max_streams=max(args.buckets))
+    engine = random_engine(torch.float32, max_streams=max(args.buckets + args.admission))
     r, step = engine.runner, engine.runner.step
     t = time.perf_counter()
     r.capture()
     print(f"capture {time.perf_counter() - t:.1f} s, {r.graphs} graphs")
+    for k in args.admission:
+        admission(engine, k)
+    if args.admission:
+        return
     streams = [engine.start(SynthesisRequest(text="Hello world, profiling the step.", seed=i, min_len=300, max_len=300))
                for i in range(max(args.buckets))]
     engine.step()  # admits every stream into its row

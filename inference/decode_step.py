@@ -74,9 +74,9 @@ class DecodeStep:
         return model.cache_bytes_per_row(capacity) + noise + schedule + decoder + staging
 
     # -- entering a row (between steps) ----------------------------------------------------------
-    def prefill(self, tokens, text_mask, audio_mask, patches, last, rows):
+    def prefill(self, tokens, text_mask, audio_mask, patch_embeds, last_patch, last, rows):
         """Prompts [B, T] (padded at the end; `last` [B] marks each one's end) into cache `rows` [B]."""
-        state = self.model.prefill(tokens, text_mask, audio_mask, patches, last, rows)
+        state = self.model.prefill(tokens, text_mask, audio_mask, patch_embeds, last_patch, last, rows)
         self.lm_hidden.index_copy_(0, rows, state.lm_hidden)
         self.residual_hidden.index_copy_(0, rows, state.residual_hidden)
         self.prev_patch.index_copy_(0, rows, state.prev_patch)

@@ -43,7 +43,7 @@ def batch_buckets(rows: int) -> list[int]:
 PREFILL_TOKENS = 8192
 
 
-def prefill_keys(buckets: list[int], capacity: int, smallest: int = 64) -> list[tuple[int, int]]:
+def prefill_keys(buckets: list[int], capacity: int, smallest: int = 32) -> list[tuple[int, int]]:
     """(prompts, padded length) pairs with a prefill graph: every batch bucket, lengths in powers
     of two from `smallest` up to half the cache, within PREFILL_TOKENS."""
     keys = []
@@ -88,12 +88,14 @@ class BatchRunner:
 
     def _allocate_padded_prompt(self):
         """Static inputs of the prefill graphs: for each key, views of one buffer per input."""
-        dev, (p, d), n = self.step.device, self.step.patch_shape, PREFILL_TOKENS
+        dev, dt, (p, d), n = self.step.device, self.step.dtype, self.step.patch_shape, PREFILL_TOKENS
+        h = self.step.lm_hidden.shape[-1]
         flat = (torch.zeros(n, dtype=torch.long, device=dev), torch.zeros(n, device=dev), torch.zeros(n, device=dev),
-                torch.zeros(n, p, d, device=dev, dtype=self.step.dtype))
+                torch.zeros(n, h, device=dev, dtype=dt))
+        last_patch = torch.zeros(self.rows, p, d, device=dev, dtype=dt)
         last, rows = (torch.zeros(self.rows, dtype=torch.long, device=dev) for _ in range(2))
         self.prompt_in = {(k, length): tuple(t[: k * length].view(k, length, *t.shape[1:]) for t in flat)
-                          + (last[:k], rows[:k]) for k, length in self.prefill_keys}
+                          + (last_patch[:k], last[:k], rows[:k]) for k, length in self.prefill_keys}
 
     def _allocate_host(self):
         cuda = self.step.device.type == "cuda"
@@ -110,7 +112,7 @@ class BatchRunner:
         stream.wait_stream(torch.cuda.current_stream())
         keys = [(b, span) for b in reversed(self.buckets) for span in self.spans]
         for inputs in self.prompt_in.values():
-            inputs[5].fill_(self.scratch_row)  # warm-up prefills must not write into a stream's row
+            inputs[-1].fill_(self.scratch_row)  # warm-up prefills must not write into a stream's row
         with torch.cuda.stream(stream):  # compiles, loads kernels and cuBLAS handles outside capture
             for _ in range(2):
                 for b, span in keys:
@@ -159,18 +161,26 @@ class BatchRunner:
         return min(fits, key=lambda key: key[0] * key[1], default=None)
 
     def _batch_inputs(self, joins: list[Join], k: int, length: int):
-        """The prompts padded to [k, length] on the device; padding entries go to the scratch row."""
-        (p, d) = self.step.patch_shape
+        """The prompts padded to [k, length] on the device; padding entries go to the scratch row.
+        LocEnc runs here, on the audio positions alone (one call for all joining prompts), not
+        in the prefill: text positions' embeddings are masked out, so they are left at zero."""
+        (p, d), dev = self.step.patch_shape, self.step.device
         tokens, text, audio = torch.zeros(k, length, dtype=torch.long), torch.zeros(k, length), torch.zeros(k, length)
-        patches = torch.zeros(k, length, p, d)
+        last_patch = torch.zeros(k, p, d)
         last, rows = torch.zeros(k, dtype=torch.long), torch.full((k,), self.scratch_row, dtype=torch.long)
         for i, j in enumerate(joins):
             n = len(j.prompt)
-            tokens[i, :n], text[i, :n], audio[i, :n], patches[i, :n] = (
-                j.prompt.tokens, j.prompt.text_mask, j.prompt.audio_mask, j.prompt.patches)
-            last[i], rows[i] = n - 1, j.row
-        dev = lambda t: self.step.upload(t).to(self.step.device, non_blocking=True)  # noqa: E731
-        return dev(tokens), dev(text), dev(audio), dev(patches.to(self.step.dtype)), dev(last), dev(rows)
+            tokens[i, :n], text[i, :n], audio[i, :n] = j.prompt.tokens, j.prompt.text_mask, j.prompt.audio_mask
+            last_patch[i], last[i], rows[i] = j.prompt.patches[-1], n - 1, j.row
+        up = lambda t: self.step.upload(t).to(dev, non_blocking=True)  # noqa: E731
+        embeds = torch.zeros(k, length, self.step.lm_hidden.shape[-1], device=dev, dtype=self.step.dtype)
+        where = [(i, j.prompt.audio_mask.nonzero().squeeze(1)) for i, j in enumerate(joins)]
+        if any(len(positions) for _, positions in where):
+            patches = torch.cat([j.prompt.patches[positions] for j, (_, positions) in zip(joins, where)])
+            found = self.step.model.embed_patches(up(patches.to(self.step.dtype)).unsqueeze(0), plain=True)[0]
+            batch = torch.cat([torch.full((len(positions),), i) for i, positions in where])
+            embeds[up(batch), up(torch.cat([positions for _, positions in where]))] = found
+        return up(tokens), up(text), up(audio), embeds, up(last_patch.to(self.step.dtype)), up(last), up(rows)
 
     def _padded_prefill(self, k: int, length: int):
         self.step.prefill(*self.prompt_in[(k, length)])

@@ -1,42 +1,39 @@
-"""Prefill into cache rows: a prompt padded to a captured length, and prompts of different
-lengths padded into one batch, give the same states and cache rows as each prompt alone."""
+"""Prefill into cache rows: prompts of different lengths, padded into one batch the way the runner
+pads them (LocEnc on audio positions only, padding entries sent to the scratch row), give the same
+states and cache rows as each prompt alone with every position through LocEnc, as the official
+model computes it."""
 import torch
 
 from inference import Engine, SynthesisRequest
-from tests.test_golden_parity import CKPT
+from inference.runner import Join
+from tests.test_golden_parity import CKPT, GOLDEN
 
 
-def padded(x, length, fill=0):
-    out = torch.full((length, *x.shape[1:]), fill, dtype=x.dtype)
-    out[: x.shape[0]] = x
-    return out
-
-
-def prompt_tensors(prompt, length, fill=0):
-    return (padded(prompt.tokens, length, fill), padded(prompt.text_mask, length),
-            padded(prompt.audio_mask, length), padded(prompt.patches, length, float(fill)))
+def alone(model, prompt, row: int):
+    """The plain formulation: one prompt, unpadded, LocEnc over all of its positions."""
+    n = len(prompt)
+    embeds = model.embed_patches(prompt.patches[None], plain=True)
+    state = model.prefill(prompt.tokens[None], prompt.text_mask[None], prompt.audio_mask[None], embeds,
+                          prompt.patches[None, -1], last=torch.tensor([n - 1]), rows=torch.tensor([row]))
+    return state, model.base_cache.k[:, row, :, :n].clone(), model.residual_cache.v[:, row, :, :n].clone()
 
 
 def test_padded_batched_prefill_equals_each_prompt_alone():
     engine = Engine.from_pretrained(str(CKPT), device="cpu", dtype="float32", warmup=False, max_streams=4)
-    model = engine.model
+    model, runner = engine.model, engine.runner
+    clip = str(GOLDEN / "clip_16k_mono.wav")
     prompts = [engine.prepare(SynthesisRequest(text="Hello world, padding check.", control="calm")),
-               engine.prepare(SynthesisRequest(text="A second and rather longer prompt, to pad the first one."))]
-    alone = []
-    for prompt in prompts:
+               engine.prepare(SynthesisRequest(text="A cloned voice, with a reference in front.", reference_audio=clip)),
+               engine.prepare(SynthesisRequest(text="and on it goes.", prompt_audio=clip, prompt_text="It starts"))]
+    want = [alone(model, prompt, row=3) for prompt in prompts]
+    joins = [Join(row, prompt, None, 10, 2.0) for row, prompt in zip((1, 0, 2), prompts)]
+    length = 64 * ((max(len(p) for p in prompts) + 63) // 64)
+    state = model.prefill(*runner._batch_inputs(joins, 4, length))  # the fourth entry is padding
+    for i, (join, prompt) in enumerate(zip(joins, prompts)):
+        exp, exp_k, exp_v = want[i]
         n = len(prompt)
-        state = model.prefill(*(t[None] for t in prompt_tensors(prompt, n)), last=torch.tensor([n - 1]),
-                              rows=torch.tensor([3]))
-        alone.append((state, model.base_cache.k[:, 3, :, :n].clone(), model.residual_cache.v[:, 3, :, :n].clone()))
-    # Padding holds zeros in the real runner; ones here prove it cannot leak back. Rows 1 and 0.
-    length = 64
-    batch = [torch.stack(parts) for parts in zip(*(prompt_tensors(p, length, fill=1) for p in prompts))]
-    state = model.prefill(*batch, last=torch.tensor([len(p) - 1 for p in prompts]), rows=torch.tensor([1, 0]))
-    for i, (row, prompt) in enumerate(zip((1, 0), prompts)):
-        want, want_k, want_v = alone[i]
-        n = len(prompt)
-        for got, exp in ((state.lm_hidden[i], want.lm_hidden[0]), (state.residual_hidden[i], want.residual_hidden[0]),
-                         (state.prev_patch[i], want.prev_patch[0])):
-            torch.testing.assert_close(got, exp, rtol=1e-5, atol=1e-6)
-        torch.testing.assert_close(model.base_cache.k[:, row, :, :n], want_k, rtol=1e-5, atol=1e-6)
-        torch.testing.assert_close(model.residual_cache.v[:, row, :, :n], want_v, rtol=1e-5, atol=1e-6)
+        for got, ref in ((state.lm_hidden[i], exp.lm_hidden[0]), (state.residual_hidden[i], exp.residual_hidden[0]),
+                         (state.prev_patch[i], exp.prev_patch[0])):
+            torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(model.base_cache.k[:, join.row, :, :n], exp_k, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(model.residual_cache.v[:, join.row, :, :n], exp_v, rtol=1e-5, atol=1e-6)
