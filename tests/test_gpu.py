@@ -6,6 +6,7 @@ import torch
 
 from inference import Engine, SynthesisRequest
 from inference.tiny import write_tiny_checkpoint
+from tests.test_batching import staggered
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -32,18 +33,6 @@ def request(n=100, seed=0, **kw):
 
 def relative(a, b):
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
-
-
-def staggered(engine, requests, joins_at):
-    """Starts request i at step joins_at[i] (once a row is free) and runs all to the end."""
-    pending, streams, step = list(range(len(requests))), {}, 0
-    while pending or engine.active:
-        while pending and joins_at[pending[0]] <= step and engine.free_rows:
-            i = pending.pop(0)
-            streams[i] = engine.start(requests[i])
-        engine.step()
-        step += 1
-    return [list(streams[i].chunks) for i in range(len(requests))]
 
 
 def test_graph_path_equals_eager_path_step_by_step(ckpt, graph_engine):
