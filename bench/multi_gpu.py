@@ -147,8 +147,8 @@ def ratios(many: list[dict], one: list[dict], n: int) -> list[str]:
     for r in many:
         if r["c"] in by_c:
             o = by_c[r["c"]]
-            lines.append(f"- c = {r['c']}: {n} GPUs {r['audio_per_s']:.1f} / 1 GPU {o['audio_per_s']:.1f} audio s per s "
-                         f"= {r['audio_per_s'] / o['audio_per_s']:.2f}x (RTF per stream {r['rtf_med']:.4f} vs "
+            lines.append(f"- c = {r['c']}: {n} GPUs {r['audio_per_s']:.1f} / 1 GPU {o['audio_per_s']:.1f} audio s "
+                         f"per s = {r['audio_per_s'] / o['audio_per_s']:.2f}x (RTF per stream {r['rtf_med']:.4f} vs "
                          f"{o['rtf_med']:.4f})")
         if r["c"] % n == 0 and r["c"] // n in by_c:
             o = by_c[r["c"] // n]
