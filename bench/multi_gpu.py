@@ -7,8 +7,9 @@ as the server's handlers read them).
     python bench/multi_gpu.py --gpus 2 --concurrency 64 128
     python bench/multi_gpu.py --tiny --gpus 2 --concurrency 4 8 --patches 6 --max-streams 4   # CPU smoke test
 
-Engines warm up in parallel, each on its worker's thread (--serial-warm-up: one after the other;
-a failed parallel warm-up falls back to that). Figures as in bench/concurrency.py; times are the
+Each engine warms up on its own worker's thread; Engine.warmup lets one run at a time (WARMUP_LOCK:
+torch.compile is not thread-safe). --serial-warm-up starts each worker only after the previous one
+is ready; a failed warm-up falls back to that. Figures as in bench/concurrency.py; times are the
 consumer threads' arrival times of each chunk.
 """
 from __future__ import annotations
@@ -183,7 +184,7 @@ def warm_up(args, devices: list[str]) -> tuple[list, WorkerPool]:
     serial = args.serial_warm_up
     pool, wall, failed = warm_pool(args, engines, serial)
     if failed and not serial:
-        print(f"parallel warm-up failed on {', '.join(failed)} (the log above says why); "
+        print(f"warm-up failed on {', '.join(failed)} (the log above says why); "
               "building fresh engines and warming them up one after the other", flush=True)
         pool.close()
         del engines, pool
@@ -193,8 +194,10 @@ def warm_up(args, devices: list[str]) -> tuple[list, WorkerPool]:
         serial = True
         pool, wall, failed = warm_pool(args, engines, serial)
     each = ", ".join(f"{e.device} {e.warmup_seconds or float('nan'):.1f} s" for e in engines)
-    print(f"warm-up {'one after the other' if serial else 'in parallel'}: {wall:.1f} s wall for {len(engines)} "
-          f"engines (each engine's own: {each}){'; FAILED on ' + ', '.join(failed) if failed else ''}", flush=True)
+    how = "one worker after the other" if serial else "all workers started at once"
+    failures = f"; FAILED on {', '.join(failed)}" if failed else ""
+    print(f"warm-up, {how}: {wall:.1f} s wall for {len(engines)} engines (each engine's own: {each}){failures}",
+          flush=True)
     return engines, pool
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from inference import InputError, SynthesisRequest
 from inference.job import JobFailed
+from inference.engine import WARMUP_LOCK
 from inference.pool import FAILURES_TO_AVOID, WorkerPool, gpu_status
 from inference.worker import INTERNAL_ERROR
 
@@ -196,3 +197,17 @@ def test_ready_waits_for_every_warm_up_and_a_failed_warm_up_is_avoided(engines, 
     job = pool.submit(short())  # the engine whose warm-up failed has more free rows, but is avoided
     assert job._worker.engine is slow
     assert len(np.concatenate(list(job))) > 0
+
+
+def test_warm_ups_take_turns_each_on_its_own_worker_thread(make_pool):
+    # torch.compile cannot trace on one thread while another calls compiled code (it failed on
+    # two H200s): the real warm-ups wait for the process-wide lock, one engine at a time.
+    engines = [load_engine(max_streams=1, warmup=False) for _ in range(2)]
+    with WARMUP_LOCK:
+        pool = make_pool(engines, warm_up=True)
+        assert not pool.ready.wait(5.0)  # a warm-up of the tiny engine takes about 1 s
+        assert all(e.warmup_seconds is None for e in engines)  # both wait for their turn
+    assert pool.ready.wait(60)
+    assert all(e.warmup_seconds is not None for e in engines)
+    assert [g["failing"] for g in pool.gpus()] == [False, False]
+    assert len(np.concatenate(list(pool.submit(short())))) > 0
