@@ -152,9 +152,10 @@ def load(args, settings, source: str, is_hub: bool, devices: list[str], dtype: s
         engines.append(load_engine(args, source, device, dtype))
         phases.end()
     phases.begin("warm-up (graph capture, compilation, one request per mode)"
-                 + (f", {len(engines)} GPUs in parallel" if len(engines) > 1 else ""))
+                 + (f", {len(engines)} GPUs in turn" if len(engines) > 1 else ""))
     # Warm-up (CUDA-graph capture) happens on the worker thread that will replay the graphs; with
-    # several GPUs each worker warms up its own engine, all at once.
+    # several GPUs each worker warms up its own engine, one at a time (torch.compile is not
+    # thread-safe: see inference/engine.py WARMUP_LOCK).
     app, worker = create_app(engines if len(engines) > 1 else engines[0], settings)
     worker.ready.wait()
     phases.end(getattr(engines[0], "warmup_seconds", None) if len(engines) == 1 else None)

@@ -72,8 +72,8 @@ class WorkerPool:
     def __init__(self, engines: list, max_queue: int = 16, warm_up: bool = False, serial_warm_up: bool = False,
                  **worker_options):
         """max_queue: requests allowed to wait on each GPU. serial_warm_up: start each worker only once
-        the previous one is ready (its warm-up done), for a torch that cannot compile or capture
-        on two threads at once; by default all warm up together, each on its own thread."""
+        the previous one is ready (its warm-up done); by default all start at once and each warms
+        up its engine on its own thread, which Engine.warmup's lock makes take turns."""
         if not engines:
             raise ValueError("a worker pool needs at least one engine")
         rates = {int(e.sample_rate) for e in engines}

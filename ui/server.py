@@ -64,7 +64,7 @@ def _head(sample_rate: int, prebuffer_ms: float) -> str:
 
 def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, EngineWorker | WorkerPool]:
     """engine: one engine, or a list of them (one per GPU), served by one WorkerPool whose
-    warm-ups run in parallel, each on its worker's thread."""
+    workers each warm up their engine on their own thread, in turn (Engine.warmup's lock)."""
     settings = settings or AppSettings()
     engines = list(engine) if isinstance(engine, (list, tuple)) else [engine]
     options = dict(max_queue=settings.max_queue, warm_up=settings.warm_up, max_backlog_s=settings.max_backlog_s,
