@@ -43,6 +43,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--random-weights", action="store_true",
                    help="a tiny random model instead, no download; the output is noise (default: off)")
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda when available, else cpu)")
+    p.add_argument("--gpus", type=int, default=None,
+                   help="serve from GPUs cuda:0 to cuda:N-1, one engine each; a request goes to the GPU with the "
+                        "most free streams (default: every visible GPU when the device is cuda; one engine on cpu "
+                        "or on --device cuda:N)")
     p.add_argument("--dtype", default=None, help="bfloat16 or float32 (default: bfloat16 on cuda, float32 on cpu)")
     p.add_argument("--host", default=None,
                    help="address to listen on (default: $GRADIO_SERVER_NAME, else 0.0.0.0 on a Hugging Face "
@@ -120,9 +124,9 @@ def checkpoint_source(args, cleanup: contextlib.ExitStack) -> tuple[str, bool]:
     return args.model, True
 
 
-def load(args, settings, source: str, is_hub: bool, device: str, dtype: str, phases):
-    """On the loading thread: fetch, load, build the app, warm up; the app, ready to serve."""
-    from inference import Engine
+def load(args, settings, source: str, is_hub: bool, devices: list[str], dtype: str, phases):
+    """On the loading thread: fetch, load (one engine per device), build the app, warm up; the app,
+    ready to serve."""
     from inference.checkpoint import resolve_checkpoint
     from ui import create_app
 
@@ -141,19 +145,30 @@ def load(args, settings, source: str, is_hub: bool, device: str, dtype: str, pha
                 raise
             raise startup.hub_failure(args.model, exc) from exc
         phases.end()
-    log.info("loading %s on %s in %s", source, device, dtype)
-    phases.begin("loading weights")
-    engine = Engine.from_pretrained(source, device=device, dtype=dtype, warmup=False, max_streams=args.max_streams,
-                                    max_text_chars=args.max_text_chars, max_audio_seconds=args.max_audio_seconds)
-    phases.end()
-    phases.begin("warm-up (graph capture, compilation, one request per mode)")
-    # Warm-up (CUDA-graph capture) happens on the worker thread that will replay the graphs.
-    app, worker = create_app(engine, settings)
+    engines = []
+    for device in devices:  # one after the other: reading the checkpoint is the slow part
+        log.info("loading %s on %s in %s", source, device, dtype)
+        phases.begin("loading weights" + (f" on {device}" if len(devices) > 1 else ""))
+        engines.append(load_engine(args, source, device, dtype))
+        phases.end()
+    phases.begin("warm-up (graph capture, compilation, one request per mode)"
+                 + (f", {len(engines)} GPUs in turn" if len(engines) > 1 else ""))
+    # Warm-up (CUDA-graph capture) happens on the worker thread that will replay the graphs; with
+    # several GPUs each worker warms up its own engine, one at a time (torch.compile is not
+    # thread-safe: see inference/engine.py WARMUP_LOCK).
+    app, worker = create_app(engines if len(engines) > 1 else engines[0], settings)
     worker.ready.wait()
     if worker.warmup_error is not None:  # ends the start with its short message instead of serving
         raise worker.warmup_error
-    phases.end(getattr(engine, "warmup_seconds", None))
+    phases.end(getattr(engines[0], "warmup_seconds", None) if len(engines) == 1 else None)
     return app
+
+
+def load_engine(args, source: str, device: str, dtype: str):
+    from inference import Engine
+
+    return Engine.from_pretrained(source, device=device, dtype=dtype, warmup=False, max_streams=args.max_streams,
+                                  max_text_chars=args.max_text_chars, max_audio_seconds=args.max_audio_seconds)
 
 
 def serve(args, cleanup: contextlib.ExitStack):
@@ -164,6 +179,7 @@ def serve(args, cleanup: contextlib.ExitStack):
     args.token = resolve_token(args)
     device = startup.check_device(args.device)
     dtype = startup.check_dtype(args.dtype, device)
+    devices = startup.check_gpus(args.gpus, device)
     source, is_hub = checkpoint_source(args, cleanup)
     log = logging.getLogger("voxcpm.app")
     import uvicorn
@@ -192,7 +208,7 @@ def serve(args, cleanup: contextlib.ExitStack):
 
     def load_then_open():
         try:
-            ready = gate.open(load(args, settings, source, is_hub, device, dtype, phases))
+            ready = gate.open(load(args, settings, source, is_hub, devices, dtype, phases))
         except BaseException as exc:  # noqa: BLE001 - any failure ends the start, reported by main
             failure.append(exc)
             server.should_exit = True

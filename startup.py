@@ -104,6 +104,25 @@ def _check_cuda(torch, device: str, index: int) -> None:
                            f"(cuda:0 to cuda:{count - 1}).\nTo fix: pass one of those, or --device cuda.")
 
 
+def check_gpus(gpus: int | None, device: str) -> list[str]:
+    """The devices to load one engine on each: cuda:0 .. cuda:N-1 for --device cuda (N = --gpus, else
+    every visible GPU), or the one device named."""
+    if device != "cuda":
+        if gpus is not None and gpus != 1:
+            raise StartupError(f"--gpus {gpus} asks for several GPUs, but the device is {device}.\n"
+                               "To fix: leave --device out (or pass --device cuda) to spread over GPUs, "
+                               "or leave --gpus out.")
+        return [device]
+    import torch
+
+    count = torch.cuda.device_count()
+    wanted = count if gpus is None else gpus
+    if not 1 <= wanted <= count:
+        raise StartupError(f"--gpus is {gpus}; torch sees {count} GPU{'s' if count != 1 else ''}.\n"
+                           f"To fix: pass a number from 1 to {count}, or leave --gpus out to use them all.")
+    return [f"cuda:{i}" for i in range(wanted)]
+
+
 def check_dtype(dtype: str | None, device: str) -> str:
     from inference.loader import DTYPES
 

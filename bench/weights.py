@@ -39,16 +39,19 @@ def prepare(args, work: Path) -> Source:
     return Source(None, raw, model_weights, vae_weights, str(tok_dir))
 
 
-def our_engine(source: Source, *, vae_dtype: str, cuda_graphs: bool, max_streams: int = 64) -> Engine:
+def our_engine(source: Source, *, vae_dtype: str, cuda_graphs: bool, max_streams: int = 64, device: str = "cuda",
+               warmup: bool = True) -> Engine:
+    """warmup=False leaves it to the caller, e.g. a worker thread that will replay the graphs."""
     if source.folder:
-        return Engine.from_pretrained(source.folder, device="cuda", dtype="bfloat16", vae_dtype=vae_dtype,
-                                      cuda_graphs=cuda_graphs, max_streams=max_streams)
+        return Engine.from_pretrained(source.folder, device=device, dtype="bfloat16", vae_dtype=vae_dtype,
+                                      cuda_graphs=cuda_graphs, max_streams=max_streams, warmup=warmup)
     cfg = ModelConfig.from_dict(source.raw_config)
     loaded = build_model(cfg, dict(source.model_weights), fold_weight_norm(source.vae_weights),
-                         TextTokenizer.from_dir(source.tokenizer_dir), device="cuda", dtype="bfloat16",
+                         TextTokenizer.from_dir(source.tokenizer_dir), device=device, dtype="bfloat16",
                          vae_dtype=vae_dtype)
     engine = Engine(loaded, cuda_graphs=cuda_graphs, max_streams=max_streams)
-    engine.warmup()
+    if warmup:
+        engine.warmup()
     return engine
 
 

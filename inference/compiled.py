@@ -24,7 +24,9 @@ RECOMPILE_LIMIT = 64
 
 def compile_step_functions(model: VoxCPM2, vae: AudioVAE):
     """Compiled on first use, i.e. during Engine.warmup."""
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, RECOMPILE_LIMIT)
+    # Guards include the device: each GPU's engine adds its own entries for the same functions.
+    limit = RECOMPILE_LIMIT * max(1, torch.cuda.device_count())
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, limit)
     ops = compiled_ops()
     for transformer in model.transformers():
         transformer.ops = ops

@@ -7,9 +7,14 @@ the only switch.
 """
 from __future__ import annotations
 
+import threading
 from typing import Callable
 
 import torch
+
+# One capture at a time in the process: entering torch.cuda.graph empties the allocator cache of
+# every GPU, which must not happen while another thread (another GPU's engine) is capturing.
+CAPTURE_LOCK = threading.Lock()
 
 
 class CUDAGraphed:
@@ -21,7 +26,9 @@ class CUDAGraphed:
         """fn(*key) must read and write only static tensors, and have run once eagerly with the
         same key (kernels compiled and loaded, allocator grown) before it is captured."""
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=pool, stream=stream):
+        # thread_local: only this thread is barred from unsafe calls (cudaMalloc, syncs) while it
+        # captures; the default ("global") would fail another GPU's worker doing its own work.
+        with CAPTURE_LOCK, torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
             self.fn(*key)
         self.graphs[key] = graph
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import heapq
 import logging
+import threading
 import time
 from typing import Iterator
 
@@ -21,6 +22,13 @@ from .runner import BatchRunner, Join
 from .stream import Stream
 
 log = logging.getLogger("voxcpm.engine")
+
+# One warm-up at a time in the process, each on its own worker thread. torch.compile is not
+# thread-safe: while one thread traces a function, a compiled function called on another thread
+# raises ("Detected that you are using FX to symbolically trace a dynamo-optimized function"), which
+# failed the second GPU's warm-up when two ran at once (2 x H200, bench/RESULTS.md). Dynamo
+# compiles one function at a time anyway, so little is lost.
+WARMUP_LOCK = threading.Lock()
 
 
 def warmup_tone(seconds: float = 1.0, rate: int = 16000) -> np.ndarray:
@@ -93,7 +101,12 @@ class Engine:
 
     def warmup(self) -> float:
         """Captures the CUDA graphs (fast path) and runs short requests, so that no request pays
-        for capture, kernel loading or allocator growth. Returns and logs the seconds taken."""
+        for capture, kernel loading or allocator growth. Returns and logs the seconds taken
+        (from when its turn came: engines on other GPUs warm up one at a time, see WARMUP_LOCK)."""
+        with WARMUP_LOCK:
+            return self._warmup()
+
+    def _warmup(self) -> float:
         start = time.perf_counter()
         if self.cuda_graphs and not self.runner.graphs:
             log.info("capturing CUDA graphs: %d batch buckets x %d attention spans",
@@ -113,7 +126,7 @@ class Engine:
         while not all(s.done for s in streams):
             self.step()
         self.warmup_seconds = time.perf_counter() - start
-        log.info("warm-up took %.1f s", self.warmup_seconds)
+        log.info("warm-up took %.1f s on %s", self.warmup_seconds, self.device)
         return self.warmup_seconds
 
     # -- requests in ------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from .backlog import UnreadBudget
+from .cuda_graphs import CAPTURE_LOCK
 from .errors import InputError
 from .job import Job
 
@@ -47,7 +48,8 @@ def release_memory():
     """Give back what a failed request held: cycles, and on CUDA the allocator's cached blocks."""
     gc.collect()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
+        with CAPTURE_LOCK:  # empty_cache() touches every GPU: not while another one captures a graph
+            torch.cuda.empty_cache()
 
 
 class FellBehind(Exception):
@@ -160,6 +162,9 @@ class EngineWorker:
 
     # -- the batch loop -------------------------------------------------------------------------------
     def _loop(self):
+        device = torch.device(getattr(self.engine, "device", "cpu"))  # stand-in engines in tests have none
+        if device.type == "cuda" and device.index is not None:  # graph capture, streams and events
+            torch.cuda.set_device(device)  # use the thread's current device, not the engine's
         if self._warm_up:
             try:
                 self.engine.warmup()

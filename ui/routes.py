@@ -18,6 +18,7 @@ from starlette.requests import ClientDisconnect
 
 from inference.errors import InputError
 from inference.job import Job
+from inference.pool import gpu_status
 from inference.worker import QueueFullError
 
 from .schema import parse_body, to_request
@@ -204,8 +205,9 @@ async def job_cancel(request: Request, job_id: str):
 @router.get("/health")
 async def health(request: Request):
     worker = _state(request).worker
-    return {"ok": True, "sample_rate": worker.sample_rate, "busy": worker.busy, "waiting": worker.waiting,
-            "max_queue": worker.max_queue}
+    gpus = gpu_status(worker)  # each GPU's rows in use and waiting jobs (one entry without a pool)
+    return {"ok": any(g["alive"] for g in gpus), "sample_rate": worker.sample_rate, "busy": worker.busy,
+            "waiting": worker.waiting, "max_queue": worker.max_queue, "gpus": gpus}
 
 
 def _job(request: Request, job_id: str) -> Job:

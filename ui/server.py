@@ -11,6 +11,7 @@ import gradio as gr
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from inference.pool import WorkerPool
 from inference.worker import EngineWorker
 
 from .auth import TokenGate
@@ -61,11 +62,16 @@ def _head(sample_rate: int, prebuffer_ms: float) -> str:
     return f'<script type="module" src="voxcpm/static/app.js?{query}"></script>'
 
 
-def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, EngineWorker]:
+def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, EngineWorker | WorkerPool]:
+    """engine: one engine, or a list of them (one per GPU), served by one WorkerPool whose
+    workers each warm up their engine on their own thread, in turn (Engine.warmup's lock)."""
     settings = settings or AppSettings()
-    worker = EngineWorker(engine, max_queue=settings.max_queue, warm_up=settings.warm_up,
-                          max_backlog_s=settings.max_backlog_s, keep_finished=settings.keep_finished,
-                          max_unread_s=settings.max_unread_s)
+    engines = list(engine) if isinstance(engine, (list, tuple)) else [engine]
+    options = dict(max_queue=settings.max_queue, warm_up=settings.warm_up, max_backlog_s=settings.max_backlog_s,
+                   keep_finished=settings.keep_finished, max_unread_s=settings.max_unread_s)
+    # One engine keeps its plain worker: nothing to route, and one thread fewer.
+    worker = EngineWorker(engines[0], **options) if len(engines) == 1 else WorkerPool(engines, **options)
+    engine = engines[0]  # the limits and rates below are the same on every GPU
     max_chars = int(getattr(engine, "max_text_chars", 2000))
     clips = UploadStore(ttl_s=settings.upload_ttl_s, max_seconds=float(getattr(engine, "max_audio_seconds", 60.0)),
                         max_bytes=settings.max_upload_mb * 2**20, target_rate=_input_rate(engine),
