@@ -23,7 +23,6 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # the official loop draws a progress
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from bench import concurrency, official_side, report, weights  # noqa: E402
