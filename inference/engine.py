@@ -195,18 +195,22 @@ class Engine:
     def _admit(self):
         joining, self._joining = self._joining, []
         try:
-            self.runner.admit([s.join for s in joining])
-            self._live += joining
+            self._admit_group(joining)
         except Exception as exc:
             if len(joining) == 1:
                 self._fail(joining[0], exc)
-                return
-            for stream in joining:  # one at a time, so that a stream that cannot fit fails alone
-                self._joining = [stream]
-                self._admit()
-        finally:
-            for stream in joining:
-                stream.join = None  # the prompt and noise are on the device now
+            else:  # one at a time, so that a stream that cannot fit fails alone
+                for stream in joining:
+                    try:
+                        self._admit_group([stream])
+                    except Exception as single:
+                        self._fail(stream, single)
+        for stream in joining:
+            stream.join = None  # the prompt and noise are on the device now
+
+    def _admit_group(self, streams: list[Stream]):
+        self.runner.admit([s.join for s in streams])
+        self._live += streams
 
     def _launch(self) -> bool:
         streams = [s for s in self._live if s.wants_patch()]
@@ -226,7 +230,6 @@ class Engine:
                 continue
             row = stream.row
             stream.chunks.append(AudioChunk(audio=audio[row].copy(), latents=latents[row].copy(), index=index))
-            stream.made += 1
             if stream.stops_after(index, bool(stop[row])):
                 self._retire(stream)
 

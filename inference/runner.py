@@ -222,5 +222,5 @@ class BatchRunner:
     def drop_in_flight(self):
         """After a failure: forget launched patches (their results are not wanted)."""
         if self.step.device.type == "cuda":
-            torch.cuda.synchronize()
+            torch.cuda.synchronize()  # deliberate, on failure only: nothing in flight may still write
         self.in_flight.clear()

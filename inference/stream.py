@@ -13,7 +13,6 @@ class Stream:
         self.prompt_len, self.min_len, self.cap, self.iterations = prompt_len, min_len, cap, iterations
         self.row = -1  # set when the engine gives it a row
         self.launched = 0  # patches queued on the device
-        self.made = 0  # patches whose results reached the host
         self.chunks: collections.deque[AudioChunk] = collections.deque()
         self.done = False
         self.error: BaseException | None = None

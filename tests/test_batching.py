@@ -112,3 +112,26 @@ def test_a_closed_generator_gives_its_row_back(engine):
     assert engine.free_rows == rows - 1
     gen.close()
     assert engine.free_rows == rows and engine.active == 0
+
+
+def test_a_stream_that_cannot_be_admitted_fails_alone(engine, monkeypatch):
+    """Admission of several prompts fails as one (an out-of-memory prefill, say): they are retried
+    one at a time, so only the one that cannot fit fails and the others run exactly."""
+    ok = SynthesisRequest(TEXT, seed=31, min_len=4, max_len=4)
+    want = alone(engine, ok)
+    real, doomed = engine.runner.admit, []
+
+    def admit(joins):
+        if any(j.row in doomed for j in joins):
+            raise MemoryError("this prompt does not fit")
+        real(joins)
+
+    monkeypatch.setattr(engine.runner, "admit", admit)
+    good, bad = engine.start(ok), engine.start(SynthesisRequest(TEXT, seed=32, min_len=4, max_len=4))
+    doomed.append(bad.row)
+    while engine.active:
+        engine.step()
+    assert isinstance(bad.error, MemoryError) and bad.done and not bad.chunks
+    assert good.error is None
+    assert_same(list(good.chunks), want, "the stream admitted beside the failing one")
+    assert engine.free_rows == engine.rows
