@@ -170,8 +170,9 @@ def record_figure(line: str):
 
 def set_max_len(page, patches: int):
     """Open the advanced settings and set the maximum length in the page (Playwright page)."""
-    page.get_by_text("Advanced settings").click()
     box = page.locator("#vox-max-len input[type=number]")
+    if not box.is_visible():  # the accordion toggles: open it only when closed
+        page.get_by_text("Advanced settings").click()
     box.wait_for()
     # Gradio may still be rendering the accordion's content: retry until the slider holds the value.
     for _ in range(20):
