@@ -4,6 +4,7 @@
 
 import { Panel } from './panel.js';
 import { PcmDecoder, toFloat32, wavBlob } from './pcm.js';
+import { errorText } from './http.js';
 import './voices.js'; // the voice library; window.voxcpmVoices.picked(mode) names a saved voice
 
 const API = new URL('../', import.meta.url); // .../voxcpm/, wherever the app is mounted
@@ -275,14 +276,6 @@ class VoxApp {
     const { chunks, controller, ...rest } = run;
     return { ...rest, clientRtf: run.clientRtf(), contextRate: this.ctx?.sampleRate, contextState: this.ctx?.state };
   }
-}
-
-async function errorText(response) {
-  try {
-    const data = await response.json();
-    if (data && data.error) return data.error;
-  } catch (err) { /* not JSON */ }
-  return `the server answered ${response.status}`;
 }
 
 window.voxcpm = new VoxApp();

@@ -2,6 +2,7 @@
 // deletes them, saves the current clip or the last take, and fills the saved-voice picker of each
 // cloning tab. static/app.js asks picked(mode) which voice a request should use.
 
+import { errorText } from './http.js';
 import { wavBlob } from './pcm.js';
 
 const API = new URL('../', import.meta.url); // .../voxcpm/
@@ -161,14 +162,6 @@ class VoiceLibraryUI {
 function fieldValue(id) {
   const el = document.querySelector(`#${id} textarea, #${id} input`);
   return el ? el.value.trim() : '';
-}
-
-async function errorText(response) {
-  try {
-    const data = await response.json();
-    if (data && data.error) return data.error;
-  } catch (err) { /* not JSON */ }
-  return `the server answered ${response.status}`;
 }
 
 window.voxcpmVoices = new VoiceLibraryUI();

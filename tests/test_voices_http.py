@@ -134,6 +134,8 @@ def test_only_token_holders_change_the_library(tmp_path):
         with httpx.Client(base_url=app.url, timeout=120) as anyone:
             assert anyone.get("/voxcpm/voices").status_code == 401
             assert anyone.post("/voxcpm/voices", json={"name": "x", "clip_id": "y"}).status_code == 401
+            refused = anyone.post("/v1/audio/speech", json={"model": "voxcpm2", "input": TEXT, "voice": "design"})
+            assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
         with httpx.Client(base_url=app.url, timeout=120, headers={"Authorization": f"Bearer {token}"}) as holder:
             clip_id = upload(holder, VOICE.read_bytes())
             assert holder.post("/voxcpm/voices", json={"name": "Mine", "clip_id": clip_id}).status_code == 201

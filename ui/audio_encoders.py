@@ -19,6 +19,8 @@ import struct
 import numpy as np
 import soundfile as sf
 
+from .routes import to_pcm
+
 FORMATS = ("wav", "pcm", "flac", "mp3", "opus")
 MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm", "flac": "audio/flac", "mp3": "audio/mpeg", "opus": "audio/ogg"}
 _LIBSNDFILE = {  # format: (container, codec, options)
@@ -26,11 +28,6 @@ _LIBSNDFILE = {  # format: (container, codec, options)
     "mp3": ("MP3", "MPEG_LAYER_III", {"compression_level": 0.0, "bitrate_mode": "CONSTANT"}),
     "opus": ("OGG", "OPUS", {"compression_level": 0.0}),
 }
-
-
-def to_pcm(audio: np.ndarray) -> bytes:
-    """float32 [-1, 1] -> int16 little-endian, rounded to nearest (clipping only what overflows)."""
-    return np.clip(np.rint(audio * 32767.0), -32768, 32767).astype("<i2").tobytes()
 
 
 def missing_formats() -> list[str]:
