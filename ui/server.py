@@ -109,7 +109,9 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
     gr.mount_gradio_app(
         app, demo, path="/", css_paths=[STATIC / "app.css"], head=_head(worker.sample_rate, settings.prebuffer_ms),
         allowed_paths=[str(ASSETS)], max_file_size=f"{settings.max_upload_mb}mb", show_error=False, ssr_mode=False,
-        footer_links=["api", "gradio"], run_history=False,
+        # Gradio's "Use via API" page lists only Gradio events, none of which generate audio: the
+        # real API (/voxcpm/stream, /v1/audio/speech) is named in the page's voice library instead.
+        footer_links=["gradio"], run_history=False,
     )
     # Gradio checks that a file named in an event's input was uploaded by a user, but skips the
     # check until the Blocks has "launched", which mount_gradio_app never marks: without this any
