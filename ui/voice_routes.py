@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from inference.errors import InputError
 from inference.request import SynthesisRequest
+from inference.worker import QueueFullError
 
 from .routes import HTTPError, MAX_JSON_BYTES, _json, guarded, next_event, read_limited
 from .schema import blank, describe_validation
@@ -101,7 +102,10 @@ async def encode_once(request: Request, reference, transcript: str | None):
         return
     req = SynthesisRequest(transcript or "Hello.", reference_audio=reference, seed=0, min_len=0, max_len=1,
                            prompt_audio=reference if transcript else None, prompt_text=transcript)
-    job = state.worker.submit(req)
+    try:
+        job = state.worker.submit(req)
+    except QueueFullError as exc:
+        raise HTTPError(503, f"the voice was not saved: {exc}", {"Retry-After": "5"}) from None
     try:
         while (event := await next_event(job, request)) is not None and event[0] == "chunk":
             pass
