@@ -13,7 +13,9 @@ class VoiceLibraryUI {
     this.writable = false;
     this.available = true;
     this.picks = { cloning: '', ultimate: '' }; // the picker's choice per tab, kept across re-renders
-    new MutationObserver(() => this.mount()).observe(document.body, { childList: true, subtree: true });
+    // Until every part is on the page; then the observer goes, so the player's panel updates cost nothing here.
+    this.observer = new MutationObserver(() => this.mount());
+    this.observer.observe(document.body, { childList: true, subtree: true });
     this.mount();
     this.refresh();
   }
@@ -39,6 +41,8 @@ class VoiceLibraryUI {
       box.querySelector('select').addEventListener('change', (event) => { this.picks[box.dataset.mode] = event.target.value; });
       this.fillPicker(box);
     });
+    const wired = document.querySelectorAll('#vox-voices[data-wired], .vox-voice-pick[data-wired]').length;
+    if (wired === 3) this.observer.disconnect();
   }
 
   async refresh() {
