@@ -4,6 +4,8 @@
 
 import { Panel } from './panel.js';
 import { PcmDecoder, toFloat32, wavBlob } from './pcm.js';
+import { errorText } from './http.js';
+import './voices.js'; // the voice library; window.voxcpmVoices.picked(mode) names a saved voice
 
 const API = new URL('../', import.meta.url); // .../voxcpm/, wherever the app is mounted
 const POLL_MS = 200;
@@ -118,6 +120,8 @@ class VoxApp {
     if (form.mode === 'design') body.control = text(form.description);
     if (form.mode === 'cloning') Object.assign(body, { reference_id: text(form.clone_ref), control: text(form.clone_style) });
     if (form.mode === 'ultimate') Object.assign(body, { reference_id: text(form.ultimate_ref), prompt_text: text(form.ultimate_transcript) });
+    const voice = form.mode !== 'design' && window.voxcpmVoices ? window.voxcpmVoices.picked(form.mode) : '';
+    if (voice) Object.assign(body, { voice, reference_id: null }); // a saved voice instead of the clip
     return body;
   }
 
@@ -272,14 +276,6 @@ class VoxApp {
     const { chunks, controller, ...rest } = run;
     return { ...rest, clientRtf: run.clientRtf(), contextRate: this.ctx?.sampleRate, contextState: this.ctx?.state };
   }
-}
-
-async function errorText(response) {
-  try {
-    const data = await response.json();
-    if (data && data.error) return data.error;
-  } catch (err) { /* not JSON */ }
-  return `the server answered ${response.status}`;
 }
 
 window.voxcpm = new VoxApp();
