@@ -58,10 +58,11 @@ class Continuation:
     audio into the stream's chunks and says when the row must be re-prefilled or retired."""
 
     def __init__(self, req: SynthesisRequest, voice: Voice, spoken: SpokenText, tokenize, patch_shape,
-                 length_cap, out):
-        """out: where released chunks go (the stream's chunks); length_cap(req, prompt) -> patches."""
+                 length_cap, capacity: int, out):
+        """length_cap(req, prompt) -> patches; capacity: the KV cache's positions; out: where
+        released chunks go (the stream's chunks)."""
         self.req, self.voice, self.spoken, self.tokenize, self.out = req, voice, spoken, tokenize, out
-        self.patch_shape, self.length_cap = patch_shape, length_cap
+        self.patch_shape, self.length_cap, self.capacity = patch_shape, length_cap, capacity
         self.seed = req.seed if req.seed is not None else secrets.randbits(63)
         self.next_seed = self.seed  # each attempt takes the next one
         self.seed_in_use: int | None = None  # None while the request's own noise is used
@@ -85,7 +86,12 @@ class Continuation:
         return SegmentStart(prompt, noise, cap, "fresh")
 
     def _prompt(self, text: str) -> Prompt:
-        return voice_prompt(self.voice, text, self.tokenize, self.patch_shape, self.tail)
+        prompt = voice_prompt(self.voice, text, self.tokenize, self.patch_shape, self.tail)
+        if self.tail is not None and len(prompt) + self.length_cap(self.req, prompt) > self.capacity:
+            # The cache cannot hold the tail, this segment and its longest speech (only a model
+            # with a small cache, or a very long reference clip): the voice alone continues.
+            prompt = voice_prompt(self.voice, text, self.tokenize, self.patch_shape)
+        return prompt
 
     def _noise(self, cap: int) -> torch.Tensor:
         self.seed_in_use, self.next_seed = self.next_seed, (self.next_seed + 1) % 2**63

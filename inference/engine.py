@@ -20,6 +20,7 @@ from .continuation import Continuation, SegmentStart
 from .prompt import Prompt, encode_voice
 from .request import AudioChunk, SynthesisRequest, initial_noise
 from .runner import BatchRunner, Join
+from .segments import SEGMENT_WEIGHT
 from .spoken import SpokenText
 from .stream import Stream
 
@@ -49,11 +50,12 @@ class Engine:
     """
 
     def __init__(self, loaded: LoadedModel, *, cuda_graphs: bool = True, compile: bool = True,
-                 max_streams: int = 64, max_audio_seconds: float = 60.0, max_text_chars: int = 2000):
+                 max_streams: int = 64, max_audio_seconds: float = 60.0, max_text_chars: int = 20000):
         self.cfg, self.model, self.vae, self.tokenizer = loaded.cfg, loaded.model, loaded.vae, loaded.tokenizer
         self.device = loaded.device
         self.max_audio_seconds = max_audio_seconds
         self.max_text_chars = max_text_chars
+        self.segment_weight = SEGMENT_WEIGHT  # the bound on one segment of a long text (inference/segments.py)
         on_gpu = self.device.type == "cuda"
         self.rows, self.rows_fit = plan_rows(self.model, self.vae, self.device, max_streams)
         log.info("%d concurrent streams (memory holds %d; --max-streams caps it at %d), %.0f MB each",
@@ -272,8 +274,9 @@ class Engine:
             raise InputError(f"text is {len(req.text)} characters long; the limit is {self.max_text_chars}")
         shape = (self.cfg.patch_size, self.cfg.feat_dim)
         voice = encode_voice(req, self.encode_audio)
-        plan = Continuation(req, voice, SpokenText(req.text, req.normalize), self.tokenizer.encode, shape,
-                            self.length_cap, out)
+        spoken = SpokenText(req.text, req.normalize, self.segment_weight)
+        plan = Continuation(req, voice, spoken, self.tokenizer.encode, shape, self.length_cap,
+                            self.model.base_cache.capacity, out)
         if len(plan.start.prompt) >= self.model.base_cache.capacity:
             plan.close()
             raise InputError(f"the prompt is {len(plan.start.prompt)} positions long; the model holds at most "

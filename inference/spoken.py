@@ -14,7 +14,7 @@ import re
 from . import normalize as tn
 from .errors import InputError
 from .request import has_content
-from .segments import split_segments
+from .segments import SEGMENT_WEIGHT, split_segments
 from .text import normalize_text
 
 _NORMALIZER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="normalize")
@@ -22,7 +22,7 @@ _EDGE_SPACE = re.compile(r"^(\s*)(.*?)(\s*)$", re.DOTALL)
 
 
 class SpokenText:
-    def __init__(self, text: str, normalize: bool = False):
+    def __init__(self, text: str, normalize: bool = False, segment_weight: int = SEGMENT_WEIGHT):
         text = normalize_text(text)
         if normalize:  # the official clean-up runs on the whole text: markdown can span sentences
             text = tn.clean_text(text)
@@ -30,7 +30,7 @@ class SpokenText:
             raise InputError("after markdown and emoji are removed, the text holds nothing to speak: "
                              "give words, or turn normalization off")
         self.lang = tn.language(text)
-        self._raw = split_segments(text)
+        self._raw = split_segments(text, segment_weight)
         self._normalize = normalize
         self._done: list[str | None] = list(self._raw) if not normalize else [None] * len(self._raw)
         self._futures: list[concurrent.futures.Future | None] = [None] * len(self._raw)

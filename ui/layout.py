@@ -30,7 +30,7 @@ AudioWorklet player, and the panel on the right shows how fast it came."""
 
 
 def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, notice: str | None = None,
-                 max_text_chars: int = 2000) -> gr.Blocks:
+                 max_text_chars: int = 20000) -> gr.Blocks:
     # Clips uploaded or recorded through the page are copied into the engine's own store at once;
     # Gradio's files of them are swept hourly instead of piling up in its temp folder.
     with gr.Blocks(title="VoxCPM2 streaming demo", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:

@@ -32,6 +32,7 @@ class StreamBody(BaseModel):
     max_len: int = 4096
     seed: int | None = None
     request_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
+    normalize: bool = False  # numbers, dates and units read as words (inference/normalize.py)
 
 
 def parse_body(raw) -> StreamBody:
@@ -65,7 +66,7 @@ def to_request(body: StreamBody, clips, max_text_chars: int) -> SynthesisRequest
     control = None if blank(body.control) else body.control.strip()
     seed = body.seed if body.seed is not None else secrets.randbelow(RANDOM_SEED_LIMIT)
     common = dict(text=body.text, cfg_value=body.cfg_value, inference_timesteps=body.inference_timesteps,
-                  min_len=body.min_len, max_len=body.max_len, seed=seed)
+                  min_len=body.min_len, max_len=body.max_len, seed=seed, normalize=body.normalize)
     if body.mode == "design":
         _refuse(body.reference_id, "a reference clip is not used in voice design: pick a cloning mode")
         _refuse(body.prompt_text, "a transcript is only used in ultimate cloning")
