@@ -15,7 +15,6 @@ cut at the official cap (6 x tokens + 10). The first segment streams at once and
 """
 from __future__ import annotations
 
-import logging
 import secrets
 from dataclasses import dataclass, field
 
@@ -25,8 +24,6 @@ import torch
 from .prompt import Prompt, Voice, control_prefix, voice_prompt
 from .request import AudioChunk, SynthesisRequest, initial_noise, seed_noise
 from .spoken import SpokenText
-
-log = logging.getLogger("voxcpm.continuation")
 
 BAD_CASE_RATIO = 6  # patches per target token at which the official retry calls a case bad
 MAX_ATTEMPTS = 3  # the official retry_badcase_max_times
@@ -126,9 +123,6 @@ class Continuation:
     def _retry(self) -> SegmentStart:
         self.report.retries = self.report.retries + [
             {"segment": self.segment, "patches": len(self.latents), "seed": self.seed_in_use}]
-        log.warning("segment %d ran away (%d patches for %d text tokens, seed %d): retrying with seed %d, "
-                    "attempt %d of %d", self.segment, len(self.latents), self.start.prompt.target_tokens,
-                    self.seed_in_use, self.next_seed, self.attempt + 2, MAX_ATTEMPTS)
         self.attempt += 1
         return self._again("rewind")
 

@@ -245,8 +245,8 @@ def write_tiny_checkpoint(path, *, seed: int = 0, model_format: str = "safetenso
     `dtype` applies to model weights only; the VAE is stored in float32, as published.
     `fast_vae` gives the VAE decoder two wide upsampling blocks on 8 channels instead of six on
     64 (the same 1,920 samples per frame), about 10x faster on a CPU, for tests that decode
-    thousands of patches; `never_stops` gives the stop head two equal rows, so "continue" always wins
-    (argmax takes the first of equal logits): every utterance runs to its cap.
+    thousands of patches; `never_stops` makes the stop head say "continue" whatever the state: every
+    utterance runs to its cap.
     """
     from safetensors.torch import save_file
 
@@ -261,8 +261,10 @@ def write_tiny_checkpoint(path, *, seed: int = 0, model_format: str = "safetenso
         cfg["audio_vae_config"].update(decoder_dim=8, decoder_rates=[40, 48])
     write_json(out / "config.json", cfg)
     model, vae = random_state_dicts(cfg, seed)
-    if never_stops:
-        model["stop_head.weight"][1] = model["stop_head.weight"][0]
+    if never_stops:  # a constant stop_proj output, and a head that always prefers "continue"
+        model["stop_proj.weight"].zero_()
+        model["stop_proj.bias"].fill_(1.0)
+        model["stop_head.weight"][0], model["stop_head.weight"][1] = 1.0, -1.0
     model = {k: v.to(dtype).contiguous() for k, v in model.items()}
     for stale in ("model.safetensors", "pytorch_model.bin", "audiovae.pth", "audiovae.safetensors"):
         (out / stale).unlink(missing_ok=True)  # the official loader would prefer a leftover safetensors

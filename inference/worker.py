@@ -256,8 +256,8 @@ class EngineWorker:
             return
         job.text_report = report = plan.snapshot()
         for retry in report.retries[job.retries_logged:]:
-            log.warning("request %s: segment %d ran away (%d patches, seed %d); generating it again",
-                        job.id, retry["segment"], retry["patches"], retry["seed"])
+            log.warning("request %s: segment %d ran away (%d patches without a stop, seed %d); generating it "
+                        "again with seed %d", job.id, retry["segment"], retry["patches"], retry["seed"], retry["seed"] + 1)
         job.retries_logged = len(report.retries)
 
     def _fail(self, job: Job, exc: BaseException):
