@@ -18,7 +18,7 @@ from .decode_step import DecodeStep, patches_to_frames, plan_rows
 from .loader import LoadedModel, load_checkpoint
 from .continuation import Continuation, SegmentStart
 from .prompt import Prompt, encode_voice
-from .request import AudioChunk, SynthesisRequest, initial_noise
+from .request import AudioChunk, SynthesisRequest
 from .runner import BatchRunner, Join
 from .segments import SEGMENT_WEIGHT
 from .spoken import SpokenText
@@ -303,9 +303,6 @@ class Engine:
         d, p = self.cfg.feat_dim, self.cfg.patch_size
         # Deliberate sync, once per clip: the prompt is assembled on the host.
         return frames.view(d, -1, p).permute(1, 2, 0).cpu()
-
-    def initial_noise(self, req: SynthesisRequest, cap: int) -> torch.Tensor:
-        return initial_noise(req, cap, self.cfg.feat_dim, self.cfg.patch_size)
 
     def decode_whole(self, latents: np.ndarray, context: torch.Tensor | None = None) -> np.ndarray:
         """Offline reference decode of [n, D, P] latents (after optional context patches [C, P, D])."""
