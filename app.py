@@ -63,7 +63,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "fewer (default: %(default)s)")
     p.add_argument("--max-queue", type=int, default=16,
                    help="requests allowed to wait for a free stream (default: %(default)s)")
-    p.add_argument("--max-text-chars", type=int, default=2000,
+    p.add_argument("--max-text-chars", type=int, default=20000,
                    help="longest text, description or transcript (default: %(default)s)")
     p.add_argument("--max-audio-seconds", type=float, default=60.0,
                    help="longest reference clip (default: %(default)s)")

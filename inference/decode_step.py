@@ -42,6 +42,11 @@ class DecodeStep:
         model.allocate_caches(capacity, rows)
         self._allocate(cfg, rows, capacity, max_timesteps)
         self.decoder = vae.new_decoder_state(batch=rows, device=self.device, dtype=self.vae_dtype)
+        # Each row's decoder state before its latest patch: a segment that ended while its next
+        # patch was already launched (the runner keeps one patch in flight) rewinds that patch.
+        self.decoder_before = torch.zeros_like(self.decoder.flat)
+        # Each row's decoder state at the start of its current segment, for a runaway's retry.
+        self.decoder_at_segment = torch.zeros_like(self.decoder.flat)
         # The VAE decode depends only on the new patch: on CUDA it runs on a second stream, beside
         # the LM step.
         self.side_stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
@@ -69,7 +74,7 @@ class DecodeStep:
         cfg, itemsize = model.cfg, next(model.parameters()).dtype.itemsize
         noise = capacity * cfg.patch_size * cfg.feat_dim * itemsize
         schedule = max_timesteps * (cfg.local_dit.hidden_size + 1) * itemsize
-        decoder = vae.decoder_state_numel() * next(vae.parameters()).dtype.itemsize
+        decoder = 3 * vae.decoder_state_numel() * next(vae.parameters()).dtype.itemsize  # live, before, at segment
         staging = (cfg.patch_samples + cfg.patch_size * cfg.feat_dim + 1) * 4
         return model.cache_bytes_per_row(capacity) + noise + schedule + decoder + staging
 
@@ -83,19 +88,38 @@ class DecodeStep:
         self.position.index_copy_(0, rows, last + 1)
         self.patch_index.index_fill_(0, rows, 0)
 
-    def load_row(self, row: int, prompt: Prompt, noise: torch.Tensor, steps: int, cfg_value: float):
-        """The rest of a new stream's state: its noise, Euler schedule, guidance and a fresh VAE
-        decoder (warmed on the prompt's last patches in continuation mode). noise [n, P, D]."""
+    def load_row(self, row: int, prompt: Prompt, noise: torch.Tensor, steps: int, cfg_value: float,
+                 decoder: str = "fresh"):
+        """The rest of a stream's state: its noise, Euler schedule, guidance and VAE decoder.
+        noise [n, P, D]. decoder: "fresh" for a new stream (warmed on the prompt's last patches
+        in continuation mode); "carry" for the stream's next segment: the state after its last
+        collected patch, kept as the segment's start ("carry_undo" when one more patch was already
+        launched: its decoding is undone); "rewind" for another attempt at a segment: the state
+        kept at its start."""
         self.noise[row, : len(noise)].copy_(self.upload(noise.to(self.dtype)), non_blocking=True)
         time, dt = self.schedule(steps)
         self.time_rows[row].copy_(time)
         self.dt_rows[row].copy_(dt)
         self.cfg_value[row].fill_(cfg_value)
+        if decoder != "fresh":
+            self._carry_decoder(row, decoder)
+            return
         self.decoder.reset(row)
         if len(prompt.decode_context):
             context = self.upload(prompt.decode_context).to(self.device, non_blocking=True)
             frames = patches_to_frames(context.to(self.dtype).to(self.vae_dtype).unsqueeze(0))
             self.vae.decode_chunk(frames, self.decoder.row(row))
+
+    def _carry_decoder(self, row: int, how: str):
+        live = self.decoder.flat[row]
+        if how == "rewind":
+            live.copy_(self.decoder_at_segment[row])
+            return
+        if how == "carry_undo":
+            # A patch launched after the segment's last one has already run through the decoder
+            # (the engine keeps one patch in flight): the state before it is the segment's end.
+            live.copy_(self.decoder_before[row])
+        self.decoder_at_segment[row].copy_(live)
 
     def upload(self, host: torch.Tensor) -> torch.Tensor:
         """Pinned, so the copy to the GPU does not wait for the steps already queued."""
@@ -145,6 +169,7 @@ class DecodeStep:
         self.staging[:b, n:-1].copy_(patch.transpose(1, 2).reshape(b, -1))
         self.staging[:b, -1].copy_(self.model.stop_logits(self.lm_hidden[:b]).argmax(-1))
         with self.on_side_stream():
+            self.decoder_before[:b].copy_(self.decoder.flat[:b])
             frames = patches_to_frames(patch.unsqueeze(1).to(self.vae_dtype))
             self.staging[:b, :n].copy_(self.vae.decode_chunk(frames, self.decoder.rows(b)))
         nxt = self.model.advance(patch, self.position[:b], span)

@@ -16,10 +16,13 @@ from .errors import InputError
 from .compiled import compile_step_functions
 from .decode_step import DecodeStep, patches_to_frames, plan_rows
 from .loader import LoadedModel, load_checkpoint
-from .prompt import Prompt, build_prompt
+from .continuation import Continuation, SegmentStart
+from .prompt import Prompt, encode_voice
 from .reference import ReferenceClip, encoder_identity
-from .request import AudioChunk, SynthesisRequest, initial_noise
+from .request import AudioChunk, SynthesisRequest
 from .runner import BatchRunner, Join
+from .segments import SEGMENT_WEIGHT
+from .spoken import SpokenText
 from .stream import Stream
 
 log = logging.getLogger("voxcpm.engine")
@@ -48,11 +51,12 @@ class Engine:
     """
 
     def __init__(self, loaded: LoadedModel, *, cuda_graphs: bool = True, compile: bool = True,
-                 max_streams: int = 64, max_audio_seconds: float = 60.0, max_text_chars: int = 2000):
+                 max_streams: int = 64, max_audio_seconds: float = 60.0, max_text_chars: int = 20000):
         self.cfg, self.model, self.vae, self.tokenizer = loaded.cfg, loaded.model, loaded.vae, loaded.tokenizer
         self.device = loaded.device
         self.max_audio_seconds = max_audio_seconds
         self.max_text_chars = max_text_chars
+        self.segment_weight = SEGMENT_WEIGHT  # the bound on one segment of a long text (inference/segments.py)
         on_gpu = self.device.type == "cuda"
         self.rows, self.rows_fit = plan_rows(self.model, self.vae, self.device, max_streams)
         log.info("%d concurrent streams (memory holds %d; --max-streams caps it at %d), %.0f MB each",
@@ -136,17 +140,21 @@ class Engine:
     def start(self, req: SynthesisRequest) -> Stream:
         """Validates the request (raising InputError at once) and gives it a row; it joins at the
         next step. Raises EngineFull when every row is taken."""
-        prompt = self.prepare(req)
-        cap = self.length_cap(req, prompt)
-        noise = self.initial_noise(req, cap)
+        stream = Stream(0, req.min_len, 1, DecodeStep.iterations(req.inference_timesteps))
+        plan = self.plan(req, stream.chunks)
         if not self._free:
+            plan.close()
             raise EngineFull(f"all {self.rows} streams are in use: wait for one to end")
-        stream = Stream(len(prompt), req.min_len, min(cap, noise.shape[0]),
-                        DecodeStep.iterations(req.inference_timesteps))
-        stream.row = heapq.heappop(self._free)
-        stream.join = Join(stream.row, prompt, noise, req.inference_timesteps, float(req.cfg_value))
-        self._joining.append(stream)
+        stream.plan, stream.row = plan, heapq.heappop(self._free)
+        self._enter(stream, plan.start)
         return stream
+
+    def _enter(self, stream: Stream, start: SegmentStart):
+        """Into the joining streams, to be (re-)prefilled with `start` at the next step."""
+        stream.restart(len(start.prompt), start.cap)
+        stream.join = Join(stream.row, start.prompt, start.noise, stream.plan.req.inference_timesteps,
+                           float(stream.plan.req.cfg_value), start.decoder)
+        self._joining.append(stream)
 
     def stream(self, req: SynthesisRequest) -> Iterator[AudioChunk]:
         """Validates the request (raising InputError at once), then returns a generator of its
@@ -221,25 +229,35 @@ class Engine:
             return False
         self.runner.launch(max(s.row for s in streams) + 1, max(s.position for s in streams),
                            max(s.iterations for s in streams))
-        self._launched.append([(s, s.launched) for s in streams])
+        self._launched.append([(s, s.launched, s.generation) for s in streams])
         for s in streams:
             s.launched += 1
         return True
 
     def _collect(self):
         audio, latents, stop = self.runner.collect()
-        for stream, index in self._launched.popleft():
-            if stream.done:  # retired since this patch was launched: its row may be someone else's
+        for stream, index, generation in self._launched.popleft():
+            # Retired since this patch was launched (its row may be someone else's), or re-prefilled
+            # for another segment (the patch ran past the end of the last one).
+            if stream.done or generation != stream.generation:
                 continue
             row = stream.row
-            stream.chunks.append(AudioChunk(audio=audio[row].copy(), latents=latents[row].copy(), index=index))
-            if stream.stops_after(index, bool(stop[row])):
+            chunk = AudioChunk(audio=audio[row].copy(), latents=latents[row].copy(), index=index)
+            after = stream.plan.add(chunk, stream.stops_after(index, bool(stop[row])))
+            if after is True:
                 self._retire(stream)
+            elif after is not None:
+                if after.decoder == "carry" and stream.launched > index + 1:
+                    after.decoder = "carry_undo"
+                self._live.remove(stream)
+                self._enter(stream, after)
 
     def _retire(self, stream: Stream):
         if stream.done:
             return
         stream.done = True
+        if stream.plan is not None:
+            stream.plan.close()
         for group in (self._joining, self._live):
             if stream in group:
                 group.remove(stream)
@@ -250,17 +268,27 @@ class Engine:
         self._retire(stream)
 
     # -- request preparation ------------------------------------------------------------------------
-    def prepare(self, req: SynthesisRequest) -> Prompt:
+    def plan(self, req: SynthesisRequest, out=None) -> Continuation:
+        """The request's segments, its voice encoded once, and its first segment's prompt and
+        noise; released chunks go to `out`."""
         if not isinstance(req, SynthesisRequest):
             raise InputError("expected a SynthesisRequest")
         if len(req.text) > self.max_text_chars:
             raise InputError(f"text is {len(req.text)} characters long; the limit is {self.max_text_chars}")
         shape = (self.cfg.patch_size, self.cfg.feat_dim)
-        prompt = build_prompt(req, self.tokenizer.encode, self.encode_audio, shape)
-        if len(prompt) >= self.model.base_cache.capacity:
-            raise InputError(f"the prompt is {len(prompt)} positions long; the model holds at most "
+        voice = encode_voice(req, self.encode_audio)
+        spoken = SpokenText(req.text, req.normalize, self.segment_weight)
+        plan = Continuation(req, voice, spoken, self.tokenizer.encode, shape, self.length_cap,
+                            self.model.base_cache.capacity, out)
+        if len(plan.start.prompt) >= self.model.base_cache.capacity:
+            plan.close()
+            raise InputError(f"the prompt is {len(plan.start.prompt)} positions long; the model holds at most "
                              f"{self.model.base_cache.capacity - 1}: use a shorter text or clip")
-        return prompt
+        return plan
+
+    def prepare(self, req: SynthesisRequest) -> Prompt:
+        """The prompt of the request's first segment."""
+        return self.plan(req).start.prompt
 
     def length_cap(self, req: SynthesisRequest, prompt: Prompt) -> int:
         """The official cap, min(6 * target tokens + 10, max_len), bounded by the cache's room."""
@@ -289,9 +317,6 @@ class Engine:
         d, p = self.cfg.feat_dim, self.cfg.patch_size
         # Deliberate sync, once per clip: the prompt is assembled on the host.
         return frames.view(d, -1, p).permute(1, 2, 0).cpu()
-
-    def initial_noise(self, req: SynthesisRequest, cap: int) -> torch.Tensor:
-        return initial_noise(req, cap, self.cfg.feat_dim, self.cfg.patch_size)
 
     def decode_whole(self, latents: np.ndarray, context: torch.Tensor | None = None) -> np.ndarray:
         """Offline reference decode of [n, D, P] latents (after optional context patches [C, P, D])."""

@@ -51,6 +51,9 @@ class Job:
         self._events: queue.Queue = queue.Queue()
         self._cancel = threading.Event()
         self._ended = False
+        self.text_report = None  # a long text's progress (continuation.Report), from the worker
+        self.segment_ends: list[int] = []  # samples delivered when each segment's audio ended
+        self.retries_logged = 0
 
     @property
     def position(self) -> int:
@@ -107,7 +110,18 @@ class Job:
         out = {"id": self.id, "state": self.state, "position": self.position, "error": self.error,
                "outcome": self.outcome}
         out.update(self.metrics.as_dict(self._worker.sample_rate))
+        out.update(self.text_status())
         return out
+
+    def text_status(self) -> dict:
+        """What the page shows of the text: as spoken, which segment ends where in the audio,
+        the seed each segment kept, and any runaway retries."""
+        report, ends = self.text_report, self.segment_ends
+        if report is None:
+            return {}
+        return {"spoken_text": "".join(report.segments), "segments": report.segments,
+                "segment_count": report.segment_count, "segment_ends": ends, "seeds": report.seeds,
+                "retries": report.retries, "cut_segments": report.cut}
 
     def _emit(self, kind: str, value=None):
         self._events.put((kind, value))

@@ -4,9 +4,12 @@ Voice design:          tokens("(desc)text") + [audio_start]
 Controllable cloning:  [ref_start] + R reference patches + [ref_end] + tokens("(style)text") + [audio_start]
 Ultimate cloning:      tokens(prompt_text + text) + [audio_start] + P prompt patches
                        (with a reference too, the reference prefix goes in front)
+Continuing a stream:   as the request's mode, with the last segment's text after the transcript and
+                      its patches after the prompt clip's (inference/continuation.py)
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -15,6 +18,8 @@ import torch
 from .errors import InputError
 from .request import SynthesisRequest
 from .text import normalize_text
+
+_BRACKETS = re.compile(r"[()（）]")
 
 AUDIO_START, REF_AUDIO_START, REF_AUDIO_END = 101, 103, 104
 # The official offline decode starts this many prompt patches early and cuts their audio; the
@@ -55,19 +60,36 @@ class _Builder:
         self.audio += [1] * n
         self.patches.append(patches.float())
 
-    def build(self, target_tokens: int) -> Prompt:
+    def build(self, target_tokens: int, warm_decoder: bool = True) -> Prompt:
         patches = torch.cat(self.patches)
         audio = torch.tensor(self.audio)
-        ends_with_audio = bool(self.audio[-1])
+        ends_with_audio = bool(self.audio[-1]) and warm_decoder
         context = patches[audio.nonzero().squeeze(1)][-DECODE_CONTEXT_PATCHES:] if ends_with_audio else patches[:0]
         return Prompt(torch.tensor(self.tokens), torch.tensor(self.text), audio, patches, context, target_tokens)
+
+
+@dataclass
+class Voice:
+    """A request's fixed prompt parts, encoded once per request (not per segment): the reference
+    clip's patches, and in ultimate cloning the prompt clip's transcript and patches."""
+
+    reference: torch.Tensor | None  # [R, P, D]
+    prompt_text: str
+    prompt_patches: torch.Tensor | None  # [P, P, D]
+
+
+def control_prefix(req: SynthesisRequest) -> str:
+    """The description or style as the model reads it, "(...)", or "" for none. Round brackets
+    inside it (half and full width) are dropped first, as the official app does: "((happy))"
+    would otherwise reach the model doubled and end the prefix early."""
+    control = _BRACKETS.sub("", req.control or "").strip()  # SynthesisRequest refuses one in ultimate cloning
+    return f"({control})" if control else ""
 
 
 def speech_text(req: SynthesisRequest) -> str:
     """The text the model reads: a control as a parenthesised prefix, then whitespace normalized
     over the whole string, as the official wrapper does."""
-    control = (req.control or "").strip()  # SynthesisRequest refuses one in ultimate cloning
-    return normalize_text(f"({control}){req.text}" if control else req.text)
+    return normalize_text(control_prefix(req) + req.text)
 
 
 def check_mode(req: SynthesisRequest):
@@ -78,19 +100,36 @@ def check_mode(req: SynthesisRequest):
         raise InputError("ultimate cloning needs the clip as well as its transcript: give prompt_audio")
 
 
-def build_prompt(req: SynthesisRequest, tokenize: Callable[[str], list[int]],
-                 encode_audio: Callable[[object, str, str], torch.Tensor], patch_shape: tuple[int, int]) -> Prompt:
+def encode_voice(req: SynthesisRequest, encode_audio: Callable[[object, str, str], torch.Tensor]) -> Voice:
     """encode_audio(source, pad_side, label) -> [n, P, D] patches of that clip."""
     check_mode(req)
-    text = speech_text(req)
+    reference = None if req.reference_audio is None else encode_audio(req.reference_audio, "right", "reference audio")
+    if req.prompt_audio is None:
+        return Voice(reference, "", None)
+    return Voice(reference, req.prompt_text, encode_audio(req.prompt_audio, "left", "prompt audio"))
+
+
+def voice_prompt(voice: Voice, text: str, tokenize: Callable[[str], list[int]], patch_shape: tuple[int, int],
+                 tail: tuple[str, torch.Tensor] | None = None) -> Prompt:
+    """The prompt that makes the model speak `text` in `voice`. With a tail (the text and patches
+    of what this stream said last), the tail continues the voice's own prompt as the official
+    `merge_prompt_cache` does: its text after the prompt transcript, its patches after the prompt
+    clip's; such a prompt carries no decoder warm-up, since the stream's decoder already holds
+    what precedes it."""
     b = _Builder(patch_shape)
-    if req.reference_audio is not None:
+    if voice.reference is not None:
         b.add_text([REF_AUDIO_START])
-        b.add_audio(encode_audio(req.reference_audio, "right", "reference audio"))
+        b.add_audio(voice.reference)
         b.add_text([REF_AUDIO_END])
-    if req.prompt_audio is not None:
-        b.add_text(tokenize(req.prompt_text + text) + [AUDIO_START])
-        b.add_audio(encode_audio(req.prompt_audio, "left", "prompt audio"))
-    else:
-        b.add_text(tokenize(text) + [AUDIO_START])
-    return b.build(target_tokens=len(tokenize(text)))
+    spoken_before = voice.prompt_text + (tail[0] if tail else "")
+    patches = [p for p in (voice.prompt_patches, tail[1] if tail else None) if p is not None]
+    b.add_text(tokenize(spoken_before + text) + [AUDIO_START])
+    if patches:
+        b.add_audio(torch.cat([p.float() for p in patches]))
+    return b.build(target_tokens=len(tokenize(text)), warm_decoder=tail is None)
+
+
+def build_prompt(req: SynthesisRequest, tokenize: Callable[[str], list[int]],
+                 encode_audio: Callable[[object, str, str], torch.Tensor], patch_shape: tuple[int, int]) -> Prompt:
+    """The whole request as one prompt (its first and only segment)."""
+    return voice_prompt(encode_voice(req, encode_audio), speech_text(req), tokenize, patch_shape)

@@ -30,6 +30,9 @@ class SynthesisRequest:
     # Optional tensor or array [steps, feat_dim, patch_size]: patch i starts from noise[i], so the
     # rows also cap the length, as max_len does (and must number at least min_len).
     noise: Any = None
+    # Speak numbers, dates, units and symbols as words (inference/normalize.py); off by default,
+    # as in the official app.
+    normalize: bool = False
 
     def __post_init__(self):
         _check(isinstance(self.text, str) and has_content(self.text),
@@ -45,6 +48,7 @@ class SynthesisRequest:
                f"min_len {self.min_len!r} is out of range: use a whole number of patches from 0 to {MAX_PATCHES}")
         _check(_is_int(self.max_len) and 1 <= self.max_len <= MAX_PATCHES,
                f"max_len {self.max_len!r} is out of range: use a whole number of patches from 1 to {MAX_PATCHES}")
+        _check(isinstance(self.normalize, bool), f"normalize must be true or false, got {self.normalize!r}")
         _check(self.min_len <= self.max_len, f"min_len ({self.min_len}) must not exceed max_len ({self.max_len})")
         _check(self.seed is None or (_is_int(self.seed) and 0 <= self.seed <= MAX_SEED),
                f"seed {self.seed!r} is out of range: use a whole number from 0 to {MAX_SEED}, or none")
@@ -64,6 +68,7 @@ class AudioChunk:
     audio: np.ndarray  # float32, mono, only the samples this patch adds
     latents: np.ndarray  # float32 [feat_dim, patch_size]: the patch the audio was decoded from
     index: int  # 0 for the first generated patch
+    segment: int = 0  # which segment of the text it speaks (inference/segments.py)
 
 
 # Unicode categories that say nothing on their own: separators (Z*), controls, format characters
@@ -104,7 +109,11 @@ def initial_noise(req: SynthesisRequest, cap: int, d: int, p: int) -> torch.Tens
             raise InputError(f"noise has {noise.shape[0]} rows (one per patch) but min_len asks for "
                              f"{needed} patches: give at least {needed} rows or lower min_len")
         return noise[:cap].transpose(1, 2).contiguous()
-    seed = req.seed if req.seed is not None else secrets.randbits(63)
+    return seed_noise(req.seed if req.seed is not None else secrets.randbits(63), cap, d, p)
+
+
+def seed_noise(seed: int, cap: int, d: int, p: int) -> torch.Tensor:
+    """[cap, P, D] noise drawn on the host from `seed`, the same on every device."""
     gen = torch.Generator().manual_seed(seed)
     return torch.randn(cap, d, p, generator=gen).transpose(1, 2).contiguous()
 

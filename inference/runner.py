@@ -64,6 +64,7 @@ class Join:
     noise: torch.Tensor
     steps: int
     cfg_value: float
+    decoder: str = "fresh"  # the row's VAE decoder (DecodeStep.load_row): fresh, carry, carry_undo or rewind
 
 
 class BatchRunner:
@@ -153,7 +154,7 @@ class BatchRunner:
                 buf.copy_(src)
             self.padded_prefill(*key)
         for j in joins:
-            self.step.load_row(j.row, j.prompt, j.noise, j.steps, j.cfg_value)
+            self.step.load_row(j.row, j.prompt, j.noise, j.steps, j.cfg_value, j.decoder)
 
     def prefill_key(self, prompts: int, length: int) -> tuple[int, int] | None:
         """The smallest (batch, padded length) that holds the prompts, if any."""

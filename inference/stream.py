@@ -17,6 +17,8 @@ class Stream:
         self.done = False
         self.error: BaseException | None = None
         self.join = None  # the runner's Join until the stream has been admitted
+        self.plan = None  # its Continuation: the segments of its text (inference/continuation.py)
+        self.generation = 0  # counts (re)admissions: a patch launched before one is not this segment's
         self._cancel = threading.Event()
 
     def cancel(self):
@@ -26,6 +28,11 @@ class Stream:
     @property
     def cancelled(self) -> bool:
         return self._cancel.is_set()
+
+    def restart(self, prompt_len: int, cap: int):
+        """The row is re-prefilled for another segment (or another attempt at one)."""
+        self.prompt_len, self.cap, self.launched = prompt_len, cap, 0
+        self.generation += 1
 
     @property
     def position(self) -> int:

@@ -234,15 +234,31 @@ class EngineWorker:
                     self._finish(job, "done")
 
     def _hand_over(self, job: Job, stream):
+        self._report_text(job, stream)
         while stream.chunks:
-            audio = np.asarray(stream.chunks.popleft().audio, dtype=np.float32)
+            chunk = stream.chunks.popleft()
+            audio = np.asarray(chunk.audio, dtype=np.float32)
+            ends = job.segment_ends
+            while len(ends) <= chunk.segment:
+                ends.append(job.metrics.samples)
             if job.metrics.first_chunk_at is None:
                 job.metrics.first_chunk_at = time.perf_counter()
             job.metrics.patches += 1
             job.metrics.samples += audio.shape[0]
+            ends[chunk.segment] = job.metrics.samples
             job._emit("chunk", audio)
             if (why := self.unread.check(job, audio.shape[0])) is not None:
                 raise FellBehind(why)
+
+    def _report_text(self, job: Job, stream):
+        plan = getattr(stream, "plan", None)  # stand-in engines in tests have none
+        if plan is None:
+            return
+        job.text_report = report = plan.snapshot()
+        for retry in report.retries[job.retries_logged:]:
+            log.warning("request %s: segment %d ran away (%d patches without a stop, seed %d); generating it "
+                        "again with seed %d", job.id, retry["segment"], retry["patches"], retry["seed"], retry["seed"] + 1)
+        job.retries_logged = len(report.retries)
 
     def _fail(self, job: Job, exc: BaseException):
         """One job's failure: the message its consumer may see, and the log line."""
@@ -281,5 +297,6 @@ class EngineWorker:
         m = job.metrics.as_dict(self.sample_rate)
         fmt = lambda v, unit="s": "-" if v is None else f"{v:.3f}{unit}"  # noqa: E731
         log.info("request %s #%d mode=%s text_chars=%d queue=%s streams=%d ttfp=%s rtf=%s patches=%d audio=%s "
-                 "outcome=%s", job.id, next(self._served), job.mode, job.text_chars, fmt(m["queue_s"]),
-                 len(self._running), fmt(m["ttfp_s"]), fmt(m["rtf"], ""), m["patches"], fmt(m["audio_s"]), outcome)
+                 "outcome=%s segments=%d retries=%d", job.id, next(self._served), job.mode, job.text_chars,
+                 fmt(m["queue_s"]), len(self._running), fmt(m["ttfp_s"]), fmt(m["rtf"], ""), m["patches"],
+                 fmt(m["audio_s"]), outcome, len(job.segment_ends), job.retries_logged)

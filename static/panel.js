@@ -28,7 +28,7 @@ export class Panel {
 
   clear() {
     for (const name of ['ttfb', 'ttfa', 'server_ttfp', 'server_rtf', 'client_rtf', 'chunks', 'audio',
-      'buffer', 'underruns', 'seed']) this.set(name, dash);
+      'buffer', 'underruns', 'seed', 'retries', 'segment_label', 'now_speaking', 'spoken_text']) this.set(name, dash);
     this.speed(null);
     this.hideResult();
   }
@@ -48,7 +48,21 @@ export class Panel {
     this.set('buffer', `${Math.round((run.buffered / rate) * 1000)} ms`);
     this.set('underruns', String(run.underruns));
     this.set('seed', run.seed ?? dash);
+    this.spoken(server, run.played);
     this.speed(server.rtf ?? run.clientRtf(), server.rtf != null ? 'server' : 'client');
+  }
+
+  // The text as the model reads it (normalized, in segments) and the segment the listener hears:
+  // the first whose audio ends after the samples played so far.
+  spoken(server, played) {
+    if (!server.segments) return;
+    this.set('spoken_text', server.spoken_text);
+    const ends = server.segment_ends || [];
+    let now = ends.findIndex((end) => end > played);
+    if (now < 0) now = Math.max(0, ends.length - 1);
+    this.set('segment_label', `segment ${now + 1} of ${server.segment_count}`);
+    this.set('now_speaking', (server.segments[now] ?? '').trim() || dash);
+    this.set('retries', String((server.retries || []).length));
   }
 
   // Generation speed on a log scale from 0.1x to 100x real time; the mark sits at 1x.

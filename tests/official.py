@@ -84,6 +84,12 @@ def import_official() -> types.SimpleNamespace:
     )
 
 
+def official_text_normalizer():
+    """The official TextNormalizer (WeText and inflect must be installed: no stand-ins there)."""
+    module = _import_with_standins("voxcpm.utils.text_normalize")
+    return module.TextNormalizer()
+
+
 def build_official_modules(ckpt_dir) -> torch.nn.Module:
     """An unloaded VoxCPM2Model built from the checkpoint's config (for key/shape checks)."""
     off = import_official()

@@ -127,7 +127,7 @@ def test_voices_and_models_are_listed(app, client):
     ({"input": ""}, 400, "text is empty"),
     ({"cfg_value": 99.0}, 400, "cfg_value"),
     ({"temperature": 0.5}, 400, "unknown parameter 'temperature'"),
-    ({"normalize": True}, 400, "normalize"),
+    ({"normalize": [1]}, 400, "normalize"),
 ])
 def test_bad_fields_get_openai_style_errors(app, change, status, words):
     body = {**DESIGN, **change}
@@ -137,6 +137,15 @@ def test_bad_fields_get_openai_style_errors(app, change, status, words):
     error = response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"} and words in error["message"]
     assert error["type"] == ("not_found_error" if status == 404 else "invalid_request_error")
+
+
+def test_normalize_extension_reads_numbers_as_words(client):
+    body = dict(model="voxcpm2", input="It costs 1,250 dollars.", voice="design", instructions="A calm, low voice")
+    got = client.audio.speech.create(**body, response_format="pcm", extra_body={**EXTRA, "normalize": True})
+    want = expected_pcm(SynthesisRequest(body["input"], control=body["instructions"], normalize=True, **EXTRA))
+    assert_same_audio(np.frombuffer(got.content, "<i2"), want)
+    plain = expected_pcm(SynthesisRequest(body["input"], control=body["instructions"], **EXTRA))
+    assert plain.size != want.size or not np.array_equal(plain, want)  # the spoken text differs
 
 
 def test_the_client_raises_its_own_error_classes(client):

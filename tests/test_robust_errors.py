@@ -132,7 +132,7 @@ def test_every_request_leaves_one_log_line(app, client, caplog):
     client.post("/voxcpm/stream", json={"text": "   ", "mode": "design"})
     client.post("/voxcpm/stream", json={"text": TEXT, "mode": "cloning", "cfg_value": 99.0})
     client.post("/voxcpm/stream", json={"text": TEXT, "cfg": 3})
-    client.post("/voxcpm/stream", content=b"x" * 70_000)
+    client.post("/voxcpm/stream", content=b"x" * 300_000)  # over MAX_JSON_BYTES
     _disconnect_after_first_bytes(app, {"text": "Hi there.", "seed": 8, "min_len": 300, "max_len": 300,
                                         "request_id": "log-line-cancel"})
     lines = _lines(caplog)

@@ -187,8 +187,8 @@ REQUESTS = [
     ({"text": " \u200b\x00\u0301\u202e\u3000"}, "text is empty"),  # all of them at once
     ({"text": TEXT, "mode": "ultimate", "reference_id": "CLIP", "prompt_text": "\u200b\u0301"},
      "needs the exact transcript"),
-    ({"text": "x" * 2001}, "the text has 2001 characters; the limit is 2000"),
-    ({"text": TEXT, "control": "y" * 2001}, "the limit is 2000"),
+    ({"text": "x" * 20001}, "the text has 20001 characters; the limit is 20000"),
+    ({"text": TEXT, "control": "y" * 20001}, "the limit is 20000"),
     ({"text": "caf\ud800"}, "not valid Unicode"),
     ({"text": TEXT, "mode": "ultimate", "prompt_text": "Hello."}, "needs a reference clip"),
     ({"text": TEXT, "mode": "ultimate", "reference_id": "CLIP"}, "needs the exact transcript"),

@@ -23,7 +23,7 @@ log = logging.getLogger("voxcpm.ui")
 
 # The order in which the Generate button hands the form's values to window.voxcpm.generate.
 FIELDS = ["mode", "text", "description", "clone_ref", "clone_style", "ultimate_ref", "ultimate_transcript",
-          "cfg_value", "inference_timesteps", "seed", "random_seed", "max_len"]
+          "cfg_value", "inference_timesteps", "seed", "random_seed", "max_len", "normalize"]
 
 INTRO = """# VoxCPM2 streaming demo
 Speech starts playing while it is generated: the audio streams as raw PCM into a gapless
@@ -31,7 +31,7 @@ AudioWorklet player, and the panel on the right shows how fast it came."""
 
 
 def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, notice: str | None = None,
-                 max_text_chars: int = 2000) -> gr.Blocks:
+                 max_text_chars: int = 20000) -> gr.Blocks:
     # Clips uploaded or recorded through the page are copied into the engine's own store at once;
     # Gradio's files of them are swept hourly instead of piling up in its temp folder.
     with gr.Blocks(title="VoxCPM2 streaming demo", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
@@ -56,6 +56,9 @@ def _form(clips: UploadStore, max_text_chars: int) -> dict:
     form = {"mode": gr.Textbox("design", visible="hidden", elem_id="vox-mode")}
     form["text"] = gr.Textbox(label="Text to speak", lines=3, max_length=max_text_chars, elem_id="vox-text",
                               placeholder="What should be said?")
+    # Off by default, as in the official app; long texts are split into sentences either way.
+    form["normalize"] = gr.Checkbox(False, label="Read numbers, dates and units as words (text normalization)",
+                                    elem_id="vox-normalize")
     with gr.Tabs(elem_id="vox-modes"):
         _design_tab(form)
         _cloning_tab(form, clips)

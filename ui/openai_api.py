@@ -69,7 +69,7 @@ class SpeechBody(BaseModel):
     cfg_value: float = 2.0
     inference_timesteps: int = 10
     max_len: int = 4096
-    normalize: bool | None = None
+    normalize: bool = False
 
 
 def parse_speech(raw, library=None) -> tuple[SpeechBody, StreamBody]:
@@ -94,13 +94,9 @@ def to_stream_body(speech: SpeechBody, library=None) -> StreamBody:
     if blank(voice):
         raise InputError(f"voice is required: the name of a saved voice (GET /v1/audio/voices), or {DESIGN!r} "
                          "to design one from `instructions`")
-    extra = {}
-    if speech.normalize is not None:
-        if "normalize" not in StreamBody.model_fields:
-            raise InputError("normalize is not available on this server: leave it out")
-        extra["normalize"] = speech.normalize
     common = dict(text=speech.input, cfg_value=speech.cfg_value, inference_timesteps=speech.inference_timesteps,
-                  max_len=speech.max_len, seed=speech.seed, control=speech.instructions, **extra)
+                  max_len=speech.max_len, seed=speech.seed, control=speech.instructions,
+                  normalize=speech.normalize)
     if voice.strip().casefold() == DESIGN:
         return StreamBody(mode="design", **common)
     if library is None:

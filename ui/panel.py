@@ -21,6 +21,8 @@ METRICS = [
     ("buffer", "Buffer", "audio waiting in the player's jitter buffer"),
     ("underruns", "Underruns", "times the player ran dry after it had started (0 means no gap)"),
     ("seed", "Seed used", "the seed this run used; turn off the random seed and enter it to repeat it"),
+    ("retries", "Retries", "segments of a long text generated again because they ran on without stopping "
+                           "(the seed each segment kept is in the job status)"),
 ]
 
 
@@ -37,6 +39,11 @@ def panel_html(sample_rate: int, prebuffer_ms: float) -> str:
   </div>
   <div class="vox-speed-label" data-field="speedlabel">generation speed: –</div>
   <div class="vox-metrics">{rows}</div>
+  <div class="vox-spoken">
+    <div><span class="vox-name">Now speaking</span> <span data-field="segment_label"></span></div>
+    <div class="vox-now" data-field="now_speaking"></div>
+    <details><summary>Text as spoken</summary><div data-field="spoken_text"></div></details>
+  </div>
   <div class="vox-result" data-field="result" hidden>
     <div class="vox-result-title">Replay or download (does not play by itself)</div>
     <audio controls preload="none"></audio>

@@ -26,7 +26,7 @@ from .uploads import StoreFull, client_key, too_large
 
 log = logging.getLogger("voxcpm.http")
 POLL_S = 0.05  # how often a waiting route looks for a closed connection and new audio
-MAX_JSON_BYTES = 64 * 1024
+MAX_JSON_BYTES = 256 * 1024  # 20,000 CJK characters escaped as \uXXXX, and room to spare
 
 
 class HTTPError(Exception):

@@ -33,6 +33,7 @@ class StreamBody(BaseModel):
     seed: int | None = None
     request_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
     voice: str | None = Field(default=None, max_length=200)  # a saved voice (cloning modes), instead of reference_id
+    normalize: bool = False  # numbers, dates and units read as words (inference/normalize.py)
 
 
 def parse_body(raw) -> StreamBody:
@@ -68,7 +69,7 @@ def to_request(body: StreamBody, clips, max_text_chars: int, voices=None) -> Syn
     control = None if blank(body.control) else body.control.strip()
     seed = body.seed if body.seed is not None else secrets.randbelow(RANDOM_SEED_LIMIT)
     common = dict(text=body.text, cfg_value=body.cfg_value, inference_timesteps=body.inference_timesteps,
-                  min_len=body.min_len, max_len=body.max_len, seed=seed)
+                  min_len=body.min_len, max_len=body.max_len, seed=seed, normalize=body.normalize)
     if body.mode == "design":
         _refuse(body.reference_id, "a reference clip is not used in voice design: pick a cloning mode")
         _refuse(body.voice, "a saved voice is not used in voice design: pick a cloning mode")

@@ -79,7 +79,7 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
     # One engine keeps its plain worker: nothing to route, and one thread fewer.
     worker = EngineWorker(engines[0], **options) if len(engines) == 1 else WorkerPool(engines, **options)
     engine = engines[0]  # the limits and rates below are the same on every GPU
-    max_chars = int(getattr(engine, "max_text_chars", 2000))
+    max_chars = int(getattr(engine, "max_text_chars", 20000))
     clips = UploadStore(ttl_s=settings.upload_ttl_s, max_seconds=float(getattr(engine, "max_audio_seconds", 60.0)),
                         max_bytes=settings.max_upload_mb * 2**20, target_rate=_input_rate(engine),
                         max_per_client=settings.clips_per_client)

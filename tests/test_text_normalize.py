@@ -1,0 +1,102 @@
+"""Normalization against the official normalizer, segmentation, and the control prefix."""
+from __future__ import annotations
+
+import pytest
+
+from inference import SynthesisRequest
+from inference.normalize import normalize
+from inference.prompt import speech_text
+from inference.segments import SEGMENT_WEIGHT, split_segments, split_sentences, weight
+from inference.spoken import SpokenText
+from tests.official import official_text_normalizer
+
+# (what it covers, text): each must come out exactly as the official normalizer gives it.
+CASES = [
+    ("en number with grouping", "I paid 1,250 dollars."),
+    ("en currency", "It costs $5.99 each."),
+    ("en decimal and unit", "It is 3.14 meters and 2.5 kg."),
+    ("en date", "We met on Jan 5, 2024."),
+    ("en time", "The meeting is at 3:30pm."),
+    ("en percentage", "Prices rose 15% this year."),
+    ("en units", "He ran 10 km in 45 min."),
+    ("en abbreviation", "Dr. Smith lives on Baker St."),
+    ("en ordinals", "The 1st and 2nd place."),
+    ("en year", "He was born in 1990."),
+    ("en euro", "It was only €20."),
+    ("en phone-like", "Call me at 555-1234."),
+    ("en markdown heading and link", "## Title: see [the docs](http://example.com) now."),
+    ("en markdown list", "- first item\n- second item"),
+    ("en html", "Press <b>Enter</b> now."),
+    ("zh integer", "我花了1250元。"),
+    ("zh date and time", "2024年1月5日下午3:30开会。"),
+    ("zh percentage and decimal", "增长了50%，约3.5公斤。"),
+    ("zh negative temperature and square metres", "温度是-5℃，面积10m²。"),
+    ("zh arithmetic", "550 + 320 = 870 千卡。"),
+    ("zh hyphen before digit", "x-2等于多少？"),
+    ("zh mixed script", "我用iPhone 15 Pro拍的。"),
+    ("zh brackets", "（括号）【重点】——结束"),
+    ("zh emoji", "今天很开心😀！"),
+    ("zh curly quotes", "他说“你好”。"),
+]
+
+
+@pytest.fixture(scope="module")
+def official():
+    return official_text_normalizer()
+
+
+@pytest.mark.parametrize("what, text", CASES, ids=[c[0] for c in CASES])
+def test_normalization_matches_the_official(official, what, text):
+    assert normalize(text) == official.normalize(text), what
+
+
+def test_numbers_are_words():
+    assert normalize("1,250") != "1,250" and not any(ch.isdigit() for ch in normalize("I have 1,250 cats."))
+
+
+def test_where_the_official_fails_ours_still_reads():
+    # WeText's English grammar asserts on the double space an emoji leaves behind.
+    assert normalize("Great job 😀 team, 3 wins!") == "Great job team, three wins!"
+
+
+def test_control_brackets_are_stripped_before_wrapping():
+    req = SynthesisRequest(text="Hello.", control="((happy)) （calm）")
+    assert speech_text(req) == "(happy calm)Hello."
+
+
+ENGLISH = "Dr. Smith paid $5 on Jan. 5. He left!  Then what? OK. " * 40
+CHINESE = "今天天气很好。我们去公园吧！你觉得呢？好的，走吧。" * 40
+MIXED = "Hello world. 你好世界。Mixed text here! 对吧？Yes." * 40
+
+
+def test_sentences_in_english_chinese_and_mixed():
+    assert split_sentences("Dr. Smith left at 5. He came back!  Then what?") == [
+        "Dr. Smith left at 5.", " He came back!", "  Then what?"]
+    assert split_sentences("今天天气很好。我们去公园吧！你觉得呢？好的") == ["今天天气很好。", "我们去公园吧！", "你觉得呢？", "好的"]
+    assert split_sentences("Hello world. 你好世界。Mixed text here! Yes.") == [
+        "Hello world.", " 你好世界。", "Mixed text here!", " Yes."]
+
+
+@pytest.mark.parametrize("text", [ENGLISH, CHINESE, MIXED, "x" * 2000, "word " * 700, "，".join(["很长的一句话"] * 300)],
+                         ids=["english", "chinese", "mixed", "no-break", "no-punctuation", "commas-only"])
+@pytest.mark.parametrize("limit", [40, SEGMENT_WEIGHT])
+def test_segments_are_bounded_and_lose_nothing(text, limit):
+    segments = split_segments(text, limit)
+    assert "".join(segments) == text
+    assert all(weight(s) <= limit for s in segments), max(map(weight, segments))
+    assert all(s.strip() for s in segments)
+
+
+def test_a_segment_ends_at_a_sentence_end_when_one_fits():
+    segments = split_segments(ENGLISH, 120)
+    assert all(s.rstrip()[-1] in ".!?" for s in segments[:-1])
+    segments = split_segments(CHINESE, 60)
+    assert all(s[-1] in "。！？" for s in segments[:-1])
+
+
+def test_spoken_text_normalizes_every_segment_in_order():
+    spoken = SpokenText("I paid $5 on Jan 5. " * 40, normalize=True, segment_weight=60)
+    texts = [spoken.segment(k) for k in range(len(spoken))]
+    assert len(texts) > 5 and all("five" in t for t in texts) and not any(ch.isdigit() for ch in "".join(texts))
+    assert all(t.startswith(" ") for t in texts[1:]), "the space between two segments is kept"
+    assert spoken.ready() == texts
