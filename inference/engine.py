@@ -24,6 +24,7 @@ from .runner import BatchRunner, Join
 from .segments import SEGMENT_WEIGHT
 from .spoken import SpokenText
 from .stream import Stream
+from .vad import trim_silence
 
 log = logging.getLogger("voxcpm.engine")
 
@@ -296,21 +297,24 @@ class Engine:
         return max(1, min(int(prompt.target_tokens * 6 + 10), req.max_len, room))
 
     @torch.inference_mode()
-    def encode_audio(self, source, side: str, label: str = "audio") -> torch.Tensor:
-        """An audio clip -> its latent patches [n, P, D] (float32, on the host). A ReferenceClip is
-        encoded once per side: later requests with it reuse the patches (inference/reference.py)."""
+    def encode_audio(self, source, side: str, label: str = "audio", trim: bool = False) -> torch.Tensor:
+        """An audio clip -> its latent patches [n, P, D] (float32, on the host); `trim` cuts the
+        silence at its ends first (inference/vad.py). A ReferenceClip is encoded once per side and
+        trim: later requests with it reuse the patches (inference/reference.py)."""
         if not isinstance(source, ReferenceClip):
-            return self._encode(source, side, label)
-        key = (self.encoder_identity, side)
+            return self._encode(source, side, label, trim)
+        key = (self.encoder_identity, f"{side}-trimmed" if trim else side)
         patches = source.latents(key)
         if patches is None:
-            patches = self._encode(source.samples(), side, label)
+            patches = self._encode(source.samples(), side, label, trim)
             source.remember(key, patches)
         return patches
 
-    def _encode(self, source, side: str, label: str) -> torch.Tensor:
+    def _encode(self, source, side: str, label: str, trim: bool) -> torch.Tensor:
         rate = self.cfg.vae.sample_rate
         audio = load_audio(source, target_rate=rate, max_seconds=self.max_audio_seconds, label=label)
+        if trim:
+            audio = trim_silence(audio, rate, label)
         audio = pad_to_multiple(audio, self.cfg.prompt_pad_samples, side)
         wave = torch.from_numpy(audio).to(self.device, next(self.vae.parameters()).dtype).unsqueeze(0)
         frames = self.vae.encode(wave)[0].float()  # [D, F]

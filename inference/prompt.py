@@ -100,13 +100,15 @@ def check_mode(req: SynthesisRequest):
         raise InputError("ultimate cloning needs the clip as well as its transcript: give prompt_audio")
 
 
-def encode_voice(req: SynthesisRequest, encode_audio: Callable[[object, str, str], torch.Tensor]) -> Voice:
-    """encode_audio(source, pad_side, label) -> [n, P, D] patches of that clip."""
+def encode_voice(req: SynthesisRequest, encode_audio: Callable[..., torch.Tensor]) -> Voice:
+    """encode_audio(source, pad_side, label, trim=) -> [n, P, D] patches of that clip."""
     check_mode(req)
-    reference = None if req.reference_audio is None else encode_audio(req.reference_audio, "right", "reference audio")
+    trim = req.trim_silence
+    reference = None if req.reference_audio is None else encode_audio(req.reference_audio, "right",
+                                                                       "reference audio", trim=trim)
     if req.prompt_audio is None:
         return Voice(reference, "", None)
-    return Voice(reference, req.prompt_text, encode_audio(req.prompt_audio, "left", "prompt audio"))
+    return Voice(reference, req.prompt_text, encode_audio(req.prompt_audio, "left", "prompt audio", trim=trim))
 
 
 def voice_prompt(voice: Voice, text: str, tokenize: Callable[[str], list[int]], patch_shape: tuple[int, int],
@@ -130,6 +132,6 @@ def voice_prompt(voice: Voice, text: str, tokenize: Callable[[str], list[int]], 
 
 
 def build_prompt(req: SynthesisRequest, tokenize: Callable[[str], list[int]],
-                 encode_audio: Callable[[object, str, str], torch.Tensor], patch_shape: tuple[int, int]) -> Prompt:
+                 encode_audio: Callable[..., torch.Tensor], patch_shape: tuple[int, int]) -> Prompt:
     """The whole request as one prompt (its first and only segment)."""
     return voice_prompt(encode_voice(req, encode_audio), speech_text(req), tokenize, patch_shape)

@@ -33,6 +33,8 @@ class SynthesisRequest:
     # Speak numbers, dates, units and symbols as words (inference/normalize.py); off by default,
     # as in the official app.
     normalize: bool = False
+    # Cut the silence at both ends of the reference and prompt clips (inference/vad.py); off by default.
+    trim_silence: bool = False
 
     def __post_init__(self):
         _check(isinstance(self.text, str) and has_content(self.text),
@@ -49,6 +51,7 @@ class SynthesisRequest:
         _check(_is_int(self.max_len) and 1 <= self.max_len <= MAX_PATCHES,
                f"max_len {self.max_len!r} is out of range: use a whole number of patches from 1 to {MAX_PATCHES}")
         _check(isinstance(self.normalize, bool), f"normalize must be true or false, got {self.normalize!r}")
+        _check(isinstance(self.trim_silence, bool), f"trim_silence must be true or false, got {self.trim_silence!r}")
         _check(self.min_len <= self.max_len, f"min_len ({self.min_len}) must not exceed max_len ({self.max_len})")
         _check(self.seed is None or (_is_int(self.seed) and 0 <= self.seed <= MAX_SEED),
                f"seed {self.seed!r} is out of range: use a whole number from 0 to {MAX_SEED}, or none")
