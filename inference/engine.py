@@ -141,6 +141,7 @@ class Engine:
         stream = Stream(len(prompt), req.min_len, min(cap, noise.shape[0]),
                         DecodeStep.iterations(req.inference_timesteps))
         stream.row = heapq.heappop(self._free)
+        stream.decode_context = prompt.decode_context  # for the offline render of its latents
         stream.join = Join(stream.row, prompt, noise, req.inference_timesteps, float(req.cfg_value))
         self._joining.append(stream)
         return stream

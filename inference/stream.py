@@ -17,6 +17,7 @@ class Stream:
         self.done = False
         self.error: BaseException | None = None
         self.join = None  # the runner's Join until the stream has been admitted
+        self.decode_context = None  # [C, P, D] patches the VAE decoder was warmed on (continuation)
         self._cancel = threading.Event()
 
     def cancel(self):

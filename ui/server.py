@@ -11,6 +11,7 @@ import gradio as gr
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from inference.latent_store import LatentStore
 from inference.pool import WorkerPool
 from inference.worker import EngineWorker
 
@@ -47,12 +48,14 @@ class AppSettings:
     stall_timeout_s: float = 30.0  # a client that reads none of its response for this long is cut off
     send_buffer_bytes: int = 256 * 1024  # the kernel's send buffer per connection (ui/connections.py)
     keep_finished: int = 256  # finished requests whose status (metrics) can still be asked for
+    latents_mb: int = 64  # finished requests' latents kept for their offline render (inference/latent_store.py)
+    latents_ttl_s: float = 1800.0  # ... and for how long
 
 
 def _asset_version() -> str:
     # Browsers cache modules hard; a content hash in the URL makes a new deploy load the new player.
     digest = hashlib.sha256()
-    for path in sorted(STATIC.glob("*")):
+    for path in sorted(p for p in STATIC.rglob("*") if p.is_file()):  # vendor/ holds folders
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -67,8 +70,9 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
     workers each warm up their engine on their own thread, in turn (Engine.warmup's lock)."""
     settings = settings or AppSettings()
     engines = list(engine) if isinstance(engine, (list, tuple)) else [engine]
+    latents = LatentStore(max_bytes=settings.latents_mb * 2**20, ttl_s=settings.latents_ttl_s)
     options = dict(max_queue=settings.max_queue, warm_up=settings.warm_up, max_backlog_s=settings.max_backlog_s,
-                   keep_finished=settings.keep_finished, max_unread_s=settings.max_unread_s)
+                   keep_finished=settings.keep_finished, max_unread_s=settings.max_unread_s, latents=latents)
     # One engine keeps its plain worker: nothing to route, and one thread fewer.
     worker = EngineWorker(engines[0], **options) if len(engines) == 1 else WorkerPool(engines, **options)
     engine = engines[0]  # the limits and rates below are the same on every GPU
@@ -84,6 +88,7 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.worker, app.state.clips, app.state.max_text_chars = worker, clips, max_chars
+    app.state.latents = latents
     app.state.settings = settings  # ui/connections.server_config reads the connection limits
     app.include_router(router, prefix="/voxcpm")
     app.mount("/voxcpm/static", StaticFiles(directory=STATIC), name="voxcpm-static")
