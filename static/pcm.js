@@ -61,3 +61,28 @@ export function wavBlob(chunks, sampleRate) {
   });
   return new Blob([header.buffer, ...body], { type: 'audio/wav' });
 }
+
+// The int16 mono samples and rate of a PCM WAV, walking its RIFF chunks (a LIST/INFO chunk may
+// come before or after the data, as libsndfile writes it).
+export function readWav(buffer) {
+  const view = new DataView(buffer);
+  const tag = (at) => String.fromCharCode(...new Uint8Array(buffer, at, 4));
+  if (buffer.byteLength < 12 || tag(0) !== 'RIFF' || tag(8) !== 'WAVE') throw new Error('not a WAV file');
+  let rate = null;
+  for (let at = 12; at + 8 <= buffer.byteLength;) {
+    const size = view.getUint32(at + 4, true);
+    if (tag(at) === 'fmt ') {
+      if (view.getUint16(at + 8, true) !== 1 || view.getUint16(at + 10, true) !== 1 || view.getUint16(at + 22, true) !== 16) {
+        throw new Error('only 16-bit mono PCM WAV is read here');
+      }
+      rate = view.getUint32(at + 12, true);
+    } else if (tag(at) === 'data') {
+      const n = Math.floor(Math.min(size, buffer.byteLength - at - 8) / 2);
+      const pcm = new Int16Array(n);
+      for (let i = 0; i < n; i++) pcm[i] = view.getInt16(at + 8 + 2 * i, true);
+      return { rate, pcm };
+    }
+    at += 8 + size + (size % 2);
+  }
+  throw new Error('the WAV file has no data chunk');
+}

@@ -52,14 +52,17 @@ def test_a_truncated_body_is_refused(cut):
         read_frames(body[:-cut])
 
 
-@pytest.mark.parametrize("body, problem", [
+MALFORMED = [
     (b"A\x01\0\0" + b"\0\0\0\0", "bad frame header at byte 0"),  # reserved bytes not zero
     (HEADER.pack(b"A", b"\0\0\0", MAX_PAYLOAD + 1), "bad frame header"),  # oversized: refused from the header
     (frame(AUDIO, b"\x01\x02\x03"), "half a sample"),
     (frame(META, b"[1, 2]"), "M frame at byte 0 is not a JSON object"),
     (frame(META, b"\xff\xfe"), "not a JSON object"),
     (json_frame(META, {"a": 1}) + frame(STATUS, b"{"), f"S frame at byte {HEADER.size + 7} is not"),
-])
+]
+
+
+@pytest.mark.parametrize("body, problem", MALFORMED)
 def test_malformed_frames_are_refused_saying_where(body, problem):
     with pytest.raises(FrameError, match=problem):
         read_frames(body)

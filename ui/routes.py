@@ -103,7 +103,7 @@ async def pcm_stream(job: Job, first):
         job.discard()  # stops a live job within one patch; drops audio a finished one still holds
 
 
-async def framed_stream(job: Job, first, seed: int):
+async def framed_stream(job: Job, first, status: dict):
     """Each patch as a metadata frame and an audio frame, then the final status (ui/frames.py)."""
     try:
         event = ("chunk", first)
@@ -112,7 +112,7 @@ async def framed_stream(job: Job, first, seed: int):
             yield (frames.json_frame(frames.META, frames.chunk_meta(delivery, job))
                    + frames.frame(frames.AUDIO, to_pcm(delivery.chunk.audio)))
             event = await next_event(job, None)
-        yield frames.json_frame(frames.STATUS, frames.final_status(job, seed=seed))
+        yield frames.json_frame(frames.STATUS, frames.final_status(job, **status))
     finally:
         job.discard()
 
@@ -158,7 +158,8 @@ async def stream(request: Request):
         "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
     }
     if framed:
-        return StreamingResponse(framed_stream(job, value, req.seed), media_type=frames.MEDIA_TYPE, headers=headers)
+        status = dict(seed=req.seed, **state.build)  # job-level facts for the final status frame
+        return StreamingResponse(framed_stream(job, value, status), media_type=frames.MEDIA_TYPE, headers=headers)
     # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
     media = f"audio/pcm;rate={rate};channels=1;format=s16le"
     return StreamingResponse(pcm_stream(job, value), media_type=media, headers=headers)

@@ -50,6 +50,8 @@ class AppSettings:
     keep_finished: int = 256  # finished requests whose status (metrics) can still be asked for
     latents_mb: int = 64  # finished requests' latents kept for their offline render (inference/latent_store.py)
     latents_ttl_s: float = 1800.0  # ... and for how long
+    model_id: str = "tiny random model"  # what each take records as its model (app.py sets them)
+    model_revision: str | None = None
 
 
 def _asset_version() -> str:
@@ -89,6 +91,7 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.worker, app.state.clips, app.state.max_text_chars = worker, clips, max_chars
     app.state.latents = latents
+    app.state.build = {"model": settings.model_id, "revision": settings.model_revision, "app_version": _asset_version()}
     app.state.settings = settings  # ui/connections.server_config reads the connection limits
     app.include_router(router, prefix="/voxcpm")
     app.mount("/voxcpm/static", StaticFiles(directory=STATIC), name="voxcpm-static")
@@ -98,7 +101,7 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
     gr.mount_gradio_app(
         app, demo, path="/", css_paths=[STATIC / "app.css"], head=_head(worker.sample_rate, settings.prebuffer_ms),
         allowed_paths=[str(ASSETS)], max_file_size=f"{settings.max_upload_mb}mb", show_error=False, ssr_mode=False,
-        footer_links=["api", "gradio"], run_history=False,
+        footer_links=["gradio"], run_history=False,  # Gradio's API page lists none of our routes: see ui/workbench.py
     )
     # Gradio checks that a file named in an event's input was uploaded by a user, but skips the
     # check until the Blocks has "launched", which mount_gradio_app never marks: without this any
