@@ -82,6 +82,9 @@ export class Panel {
     const audio = box.querySelector('audio');
     audio.autoplay = false; // the utterance has just played live: replay only on request
     audio.src = url;
+    // The browser's own control rounds to whole seconds (0:00 for a sub-second take): say it exactly.
+    const show = () => this.set('replay_time', `${audio.currentTime.toFixed(2)} s of ${(audio.duration || 0).toFixed(2)} s`);
+    audio.ontimeupdate = audio.onloadedmetadata = show;
     const link = box.querySelector('a');
     link.href = url;
     link.download = filename;

@@ -31,7 +31,8 @@ export class WaveView {
     this.el = (name) => root.querySelector(`[data-wb="${name}"]`);
     this.regions = RegionsPlugin.create();
     this.a = surface(this.el('wave-a'), { plugins: [this.regions,
-      TimelinePlugin.create({ container: this.el('timeline') }),
+      TimelinePlugin.create({ container: this.el('timeline'), timeInterval: 0.04, primaryLabelInterval: 0.32,
+        secondaryLabelInterval: 0.16 }), // a tick every 40 ms, a label every patch (160 ms)
       SpectrogramPlugin.create({ container: this.el('spectrogram'), labels: true, height: 128, fftSamples: 512,
         frequencyMax: 24000 })] });
     this.b = surface(this.el('wave-b'), { height: 64, waveColor: '#7b8794', progressColor: '#3e4c59' });

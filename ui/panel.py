@@ -40,6 +40,7 @@ def panel_html(sample_rate: int, prebuffer_ms: float) -> str:
   <div class="vox-result" data-field="result" hidden>
     <div class="vox-result-title">Replay or download (does not play by itself)</div>
     <audio controls preload="metadata" aria-label="Replay of the last take"></audio>
+    <div class="vox-replay-time" data-field="replay_time" aria-label="Replay position"></div>
     <div><a class="vox-download" download>Download WAV</a> <span data-field="result_note"></span></div>
   </div>
   <div class="vox-footnote">Playback: AudioWorklet at {int(sample_rate)} Hz, prebuffer {float(prebuffer_ms):g} ms.</div>
