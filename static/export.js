@@ -1,6 +1,7 @@
 // What a take leaves the page as: a JSON report, a curl command that asks the server for the same
 // samples, a WAV whose RIFF INFO chunk carries the settings, and a zip bundle of it all.
 
+import { wavBlob } from './pcm.js';
 import { zipSync, strToU8 } from './vendor/fflate/fflate.esm.js';
 
 const SOFTWARE = 'VoxCPM2 streaming demo';
@@ -54,39 +55,19 @@ function infoChunk(fields) {
 
 // A 16-bit mono WAV of the samples, with title, software, date and the take's report (JSON) as
 // the comment in a LIST/INFO chunk, which libsndfile (soundfile) and most editors read.
-export function wavWithInfo(pcm, sampleRate, take, origin) {
+export function wavWithInfo(pcm, sampleRate, take) {
   const info = infoChunk({
     INAM: `VoxCPM2 take ${take.n} (${take.settings.mode})`, ISFT: SOFTWARE, ICRD: take.created,
     ICMT: JSON.stringify({ settings: take.settings, figures: take.figures, job: take.id, reproduce: reproBody(take) }),
   });
-  const infoBytes = info.reduce((n, p) => n + p.length, 0);
-  const dataBytes = pcm.length * 2;
-  const header = new DataView(new ArrayBuffer(44));
-  const text = (offset, s) => [...s].forEach((ch, i) => header.setUint8(offset + i, ch.charCodeAt(0)));
-  text(0, 'RIFF');
-  header.setUint32(4, 36 + dataBytes + infoBytes, true);
-  text(8, 'WAVE');
-  text(12, 'fmt ');
-  header.setUint32(16, 16, true);
-  header.setUint16(20, 1, true); // PCM
-  header.setUint16(22, 1, true); // mono
-  header.setUint32(24, sampleRate, true);
-  header.setUint32(28, sampleRate * 2, true);
-  header.setUint16(32, 2, true);
-  header.setUint16(34, 16, true);
-  text(36, 'data');
-  header.setUint32(40, dataBytes, true);
-  const body = new Uint8Array(dataBytes);
-  const view = new DataView(body.buffer);
-  for (let i = 0; i < pcm.length; i++) view.setInt16(2 * i, pcm[i], true);
-  return new Blob([header.buffer, body, ...info], { type: 'audio/wav' });
+  return wavBlob([pcm], sampleRate, info);
 }
 
 // The zip bundle: streamed WAV, offline WAV (when the server still holds the latents), the
 // report as JSON, and the notes typed for this take.
 export async function bundle(take, origin, offlineWav) {
   const files = {
-    [fileName(take, '-stream.wav')]: new Uint8Array(await wavWithInfo(new Int16Array(take.pcm), take.sampleRate, take, origin).arrayBuffer()),
+    [fileName(take, '-stream.wav')]: new Uint8Array(await wavWithInfo(new Int16Array(take.pcm), take.sampleRate, take).arrayBuffer()),
     [fileName(take, '.json')]: strToU8(JSON.stringify(report(take, origin), null, 2)),
     [fileName(take, '-notes.txt')]: strToU8(take.notes || ''),
   };

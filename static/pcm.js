@@ -36,13 +36,15 @@ export function toFloat32(int16) {
   return out;
 }
 
-// A 16-bit mono WAV holding exactly the given chunks, for download and for replay.
-export function wavBlob(chunks, sampleRate) {
+// A 16-bit mono WAV holding exactly the given chunks, for download and for replay; `extra`: whole
+// RIFF chunks (bytes) to append after the data, e.g. a LIST/INFO chunk of metadata.
+export function wavBlob(chunks, sampleRate, extra = []) {
   const samples = chunks.reduce((n, c) => n + c.length, 0);
+  const extraBytes = extra.reduce((n, c) => n + c.length, 0);
   const header = new DataView(new ArrayBuffer(44));
   const text = (offset, s) => [...s].forEach((ch, i) => header.setUint8(offset + i, ch.charCodeAt(0)));
   text(0, 'RIFF');
-  header.setUint32(4, 36 + samples * 2, true);
+  header.setUint32(4, 36 + samples * 2 + extraBytes, true);
   text(8, 'WAVE');
   text(12, 'fmt ');
   header.setUint32(16, 16, true);
@@ -59,7 +61,7 @@ export function wavBlob(chunks, sampleRate) {
     c.forEach((v, i) => bytes.setInt16(2 * i, v, true));
     return bytes.buffer;
   });
-  return new Blob([header.buffer, ...body], { type: 'audio/wav' });
+  return new Blob([header.buffer, ...body, ...extra], { type: 'audio/wav' });
 }
 
 // The int16 mono samples and rate of a PCM WAV, walking its RIFF chunks (a LIST/INFO chunk may

@@ -70,7 +70,7 @@ export class Workbench {
     on('clear', async () => { await this.store.clear(); this.takes = []; this.selected = null; this.render(); });
     on('copy', () => this.copy());
     on('wav', async () => this.download(wavWithInfo(new Int16Array(this.selected.pcm), this.selected.sampleRate,
-      this.selected, location.origin), fileName(this.selected, '.wav')));
+      this.selected), fileName(this.selected, '.wav')));
     on('bundle', async () => this.download(await bundle(this.selected, location.origin, (await this.offlineOf(this.selected, true))?.wav),
       fileName(this.selected, '.zip')));
     this.el('b-source').addEventListener('change', () => this.compare().catch((e) => this.say(String(e.message || e))));

@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 import random
 
-import httpx
 import numpy as np
 import pytest
 
 from inference import SynthesisRequest
-from ui import AppSettings
 from ui.frames import AUDIO, HEADER, MAX_PAYLOAD, MEDIA_TYPE, META, STATUS, FrameError, FrameReader, frame, \
     json_frame, read_frames
 
-from .app_helpers import assert_same_audio, expected_pcm, pcm_of, serve
+from .app_helpers import assert_same_audio, expected_pcm, pcm_of
+from .test_http import app, client  # noqa: F401 - the same served app
 
 TEXT = "Hello world, this is a test."
 
@@ -71,14 +70,6 @@ def test_malformed_frames_are_refused_saying_where(body, problem):
 def test_the_writer_refuses_an_oversized_payload():
     with pytest.raises(FrameError, match="limit"):
         frame(AUDIO, bytes(MAX_PAYLOAD + 2))
-
-
-@pytest.fixture(scope="module")
-def client():
-    running = serve(AppSettings(max_queue=2))
-    with httpx.Client(base_url=running.url, timeout=120) as c:
-        yield c
-    running.stop()
 
 
 def test_framed_route_carries_the_samples_boundaries_and_status(client):

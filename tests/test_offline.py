@@ -8,17 +8,14 @@ import json
 import threading
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 import soundfile as sf
 
 from inference.latent_store import LatentStore
-from ui import AppSettings
 from ui.frames import AUDIO, MEDIA_TYPE, read_frames
 
-from .app_helpers import serve
-from .test_http import VOICE, VOICE_TEXT, upload
+from .test_http import VOICE, VOICE_TEXT, app, client, upload  # noqa: F401 - the same served app
 
 TEXT = "Hello world, this is a test."
 
@@ -46,18 +43,9 @@ def test_store_keeps_within_its_cap_and_ttl():
     assert store.get("b") is None and store.get("c") is None and len(store) == 0 and store.nbytes == 0
 
 
-@pytest.fixture(scope="module")
-def app():
+@pytest.fixture(scope="module", autouse=True)
+def fresh_figures():
     (ARTIFACTS / "ab-figures.txt").unlink(missing_ok=True)
-    running = serve(AppSettings(max_queue=2))
-    yield running
-    running.stop()
-
-
-@pytest.fixture(scope="module")
-def client(app):
-    with httpx.Client(base_url=app.url, timeout=120) as c:
-        yield c
 
 
 def framed(client, **body) -> tuple[str, np.ndarray]:
