@@ -70,6 +70,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-upload-mb", type=int, default=25, help="largest uploaded file (default: %(default)s)")
     p.add_argument("--upload-ttl-min", type=float, default=30.0,
                    help="minutes an uploaded clip is kept (default: %(default)s)")
+    p.add_argument("--data-dir", default=None,
+                   help="folder for the voice library (default: $VOXCPM_DATA_DIR, else a Space's persistent /data, "
+                        "else the user's data folder, e.g. ~/.local/share/voxcpm2-demo)")
+    p.add_argument("--max-voices", type=int, default=100, help="most voices the library holds (default: %(default)s)")
+    p.add_argument("--max-library-mb", type=int, default=500,
+                   help="most disk space the library may use (default: %(default)s)")
     p.add_argument("--prebuffer-ms", type=float, default=80.0,
                    help="audio the player holds before it starts (default: %(default)s)")
     p.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS,
@@ -111,6 +117,25 @@ def resolve_port(args) -> int:
 def page_url(host: str, port: int) -> str:
     shown = "127.0.0.1" if host == "0.0.0.0" else "[::1]" if host == "::" else host
     return f"http://[{shown}]:{port}" if ":" in shown and not shown.startswith("[") else f"http://{shown}:{port}"
+
+
+def library_settings(args, host: str, log) -> dict:
+    """Where the voice library lives, and whether requests may change it: only token holders when
+    others can reach the server (without a token, anyone could delete everyone's voices)."""
+    from ui.data_dir import resolve_data_dir
+    from ui.hosts import is_loopback
+
+    folder, why = resolve_data_dir(args.data_dir)
+    try:
+        (folder / "voices").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StartupError(f"cannot create the voice library's folder {folder / 'voices'} ({exc.strerror}).\n"
+                           "To fix: pass --data-dir with a folder this user can write.") from None
+    writable = bool(args.token) or is_loopback(host)
+    log.info("voice library in %s (%s)%s", folder / "voices", why,
+             "" if writable else "; read-only: set --token so that token holders can change it")
+    return dict(data_dir=str(folder), max_voices=args.max_voices, max_library_mb=args.max_library_mb,
+                library_writable=writable)
 
 
 def checkpoint_source(args, cleanup: contextlib.ExitStack) -> tuple[str, bool]:
@@ -199,7 +224,8 @@ def serve(args, cleanup: contextlib.ExitStack):
     settings = AppSettings(max_queue=args.max_queue, prebuffer_ms=args.prebuffer_ms, warm_up=True,
                            notice=RANDOM_NOTICE if args.random_weights else None, token=args.token,
                            allowed_hosts=allowed_hosts_for(host, args.allowed_hosts.split(",")),
-                           max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60)
+                           max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60,
+                           **library_settings(args, host, log))
     logging.getLogger("voxcpm.engine").addFilter(EngineWarmupLine())
     phases = Phases()
     gate = LoadingGate(phases)

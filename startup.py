@@ -28,7 +28,8 @@ class StartupError(Exception):
 def check_limits(args) -> None:
     """The numeric options: an impossible value would otherwise surface as odd refusals later."""
     whole = {"--max-queue": args.max_queue, "--max-text-chars": args.max_text_chars,
-             "--max-upload-mb": args.max_upload_mb}
+             "--max-upload-mb": args.max_upload_mb, "--max-voices": getattr(args, "max_voices", 1),
+             "--max-library-mb": getattr(args, "max_library_mb", 1)}
     for flag, value in whole.items():
         if value < 1:
             raise StartupError(f"{flag} is {value}; it must be 1 or more.")

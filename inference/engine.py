@@ -17,6 +17,7 @@ from .compiled import compile_step_functions
 from .decode_step import DecodeStep, patches_to_frames, plan_rows
 from .loader import LoadedModel, load_checkpoint
 from .prompt import Prompt, build_prompt
+from .reference import ReferenceClip, encoder_identity
 from .request import AudioChunk, SynthesisRequest, initial_noise
 from .runner import BatchRunner, Join
 from .stream import Stream
@@ -61,6 +62,8 @@ class Engine:
             compile_step_functions(self.model, self.vae)
         self.runner = BatchRunner(self.model, self.vae, self.rows)
         self.cuda_graphs = cuda_graphs and on_gpu
+        # What encoded patches depend on: a ReferenceClip's memo from another checkpoint is not used.
+        self.encoder_identity = encoder_identity(self.vae, self.cfg.vae.sample_rate, self.cfg.prompt_pad_samples)
         self.warmup_seconds: float | None = None
         self._free = list(range(self.rows))  # a heap: the lowest free row first keeps buckets small
         self._joining: list[Stream] = []
@@ -267,7 +270,18 @@ class Engine:
 
     @torch.inference_mode()
     def encode_audio(self, source, side: str, label: str = "audio") -> torch.Tensor:
-        """An audio clip -> its latent patches [n, P, D] (float32, on the host)."""
+        """An audio clip -> its latent patches [n, P, D] (float32, on the host). A ReferenceClip is
+        encoded once per side: later requests with it reuse the patches (inference/reference.py)."""
+        if not isinstance(source, ReferenceClip):
+            return self._encode(source, side, label)
+        key = (self.encoder_identity, side)
+        patches = source.latents(key)
+        if patches is None:
+            patches = self._encode(source.samples(), side, label)
+            source.remember(key, patches)
+        return patches
+
+    def _encode(self, source, side: str, label: str) -> torch.Tensor:
         rate = self.cfg.vae.sample_rate
         audio = load_audio(source, target_rate=rate, max_seconds=self.max_audio_seconds, label=label)
         audio = pad_to_multiple(audio, self.cfg.prompt_pad_samples, side)

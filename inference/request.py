@@ -19,7 +19,7 @@ MAX_PATCHES = 2**16  # about 2.9 hours of audio: far above any cache, so only no
 class SynthesisRequest:
     text: str
     control: str | None = None
-    reference_audio: Any = None  # a path, or (sample_rate, numpy array) as Gradio gives it
+    reference_audio: Any = None  # a path, (sample_rate, numpy array) as Gradio gives it, or a ReferenceClip
     prompt_audio: Any = None
     prompt_text: str | None = None
     cfg_value: float = 2.0

@@ -6,6 +6,8 @@
 import { FrameParser, MEDIA_TYPE } from './frames.js';
 import { Panel } from './panel.js';
 import { toFloat32, wavBlob } from './pcm.js';
+import { errorText } from './http.js';
+import './voices.js'; // the voice library; window.voxcpmVoices.picked(mode) names a saved voice
 import { Workbench } from './workbench.js';
 
 const API = new URL('../', import.meta.url); // .../voxcpm/, wherever the app is mounted
@@ -142,6 +144,8 @@ class VoxApp {
     if (form.mode === 'design') body.control = text(form.description);
     if (form.mode === 'cloning') Object.assign(body, { reference_id: text(form.clone_ref), control: text(form.clone_style) });
     if (form.mode === 'ultimate') Object.assign(body, { reference_id: text(form.ultimate_ref), prompt_text: text(form.ultimate_transcript) });
+    const voice = form.mode !== 'design' && window.voxcpmVoices ? window.voxcpmVoices.picked(form.mode) : '';
+    if (voice) Object.assign(body, { voice, reference_id: null }); // a saved voice instead of the clip
     return body;
   }
 
@@ -334,14 +338,6 @@ class VoxApp {
 function clipName(form) {
   const value = form.mode === 'cloning' ? form.clone_audio : form.mode === 'ultimate' ? form.ultimate_audio : null;
   return value ? (value.orig_name || (value.path || '').split('/').pop() || null) : null;
-}
-
-async function errorText(response) {
-  try {
-    const data = await response.json();
-    if (data && data.error) return data.error;
-  } catch (err) { /* not JSON */ }
-  return `the server answered ${response.status}`;
 }
 
 window.voxcpm = new VoxApp();

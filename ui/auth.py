@@ -79,7 +79,10 @@ class TokenGate:
     async def _refuse(self, scope, send):
         accept = dict(scope.get("headers", [])).get(b"accept", b"").decode("latin-1")
         wants_page = scope.get("method") == "GET" and "text/html" in accept
-        body = PAGE.encode() if wants_page else json.dumps({"error": REFUSED}).encode()
+        error = REFUSED
+        if scope["path"].startswith("/v1/"):  # OpenAI clients read {"error": {"message", "type", ...}}
+            error = {"message": REFUSED, "type": "authentication_error", "param": None, "code": "invalid_api_key"}
+        body = PAGE.encode() if wants_page else json.dumps({"error": error}).encode()
         kind = b"text/html; charset=utf-8" if wants_page else b"application/json"
         headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode()),
                    (b"www-authenticate", b'Bearer realm="voxcpm"'), (b"cache-control", b"no-store")]

@@ -18,6 +18,7 @@ from .examples import cloning_examples, design_examples, ultimate_examples
 from .panel import panel_html
 from .workbench import http_routes_html, workbench_html
 from .uploads import UploadStore, client_key, read_uploaded_file
+from .voice_panel import VOICE_PICKER, voice_panel_html
 
 log = logging.getLogger("voxcpm.ui")
 
@@ -63,6 +64,8 @@ def _form(clips: UploadStore, max_text_chars: int) -> dict:
         _design_tab(form)
         _cloning_tab(form, clips)
         _ultimate_tab(form, clips)
+    with gr.Accordion("Voice library", open=False, elem_id="vox-voice-library"):
+        gr.HTML(voice_panel_html(), elem_id="vox-voices-box")
     form.update(_advanced())
     return form
 
@@ -82,6 +85,7 @@ def _design_tab(form: dict):
 
 def _cloning_tab(form: dict, clips: UploadStore):
     with gr.Tab("Controllable cloning", id="cloning", elem_id="vox-tab-cloning") as tab:
+        gr.HTML(VOICE_PICKER.format(mode="cloning"), elem_id="vox-cloning-voice")
         audio, form["clone_ref"] = _clip_input(clips, "clone")
         form["clone_audio"] = audio  # its file name goes into the take's settings
         form["clone_style"] = gr.Textbox(label="Style instruction (optional)", elem_id="vox-clone-style",
@@ -93,6 +97,7 @@ def _cloning_tab(form: dict, clips: UploadStore):
 def _ultimate_tab(form: dict, clips: UploadStore):
     with gr.Tab("Ultimate cloning", id="ultimate", elem_id="vox-tab-ultimate") as tab:
         gr.Markdown("Continues straight on from the clip: give its exact transcript. No style instruction here.")
+        gr.HTML(VOICE_PICKER.format(mode="ultimate"), elem_id="vox-ultimate-voice")
         audio, form["ultimate_ref"] = _clip_input(clips, "ultimate")
         form["ultimate_audio"] = audio
         form["ultimate_transcript"] = gr.Textbox(label="Exact transcript of the clip", lines=2,

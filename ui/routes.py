@@ -42,23 +42,29 @@ def error_response(status: int, message: str, headers: dict | None = None) -> JS
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def guarded(handler):
-    """Input errors become 4xx JSON; anything else a generic 500 (the traceback stays in the log)."""
-    @functools.wraps(handler)
-    async def wrapper(*args, **kwargs):
-        try:
-            return await handler(*args, **kwargs)
-        except HTTPError as exc:
-            return error_response(exc.status, exc.message, exc.headers)
-        except InputError as exc:
-            return error_response(400, str(exc))
-        except ClientDisconnect:  # the client left mid-request: nothing failed here, and nobody reads this
-            log.info("client left during %s before its request was complete", handler.__name__)
-            return error_response(499, "the client closed the connection")
-        except Exception:
-            log.exception("route %s failed", handler.__name__)
-            return error_response(500, "internal error on the server; it has been logged")
-    return wrapper
+def errors_as(respond):
+    """A route decorator: input errors become 4xx answers made by `respond(status, message,
+    headers)`; anything else a generic 500 (the traceback stays in the log)."""
+    def decorate(handler):
+        @functools.wraps(handler)
+        async def wrapper(*args, **kwargs):
+            try:
+                return await handler(*args, **kwargs)
+            except HTTPError as exc:
+                return respond(exc.status, exc.message, exc.headers)
+            except InputError as exc:
+                return respond(getattr(exc, "status", 400), str(exc), None)
+            except ClientDisconnect:  # the client left mid-request: nothing failed here, and nobody reads this
+                log.info("client left during %s before its request was complete", handler.__name__)
+                return respond(499, "the client closed the connection", None)
+            except Exception:
+                log.exception("route %s failed", handler.__name__)
+                return respond(500, "internal error on the server; it has been logged", None)
+        return wrapper
+    return decorate
+
+
+guarded = errors_as(error_response)
 
 
 def to_pcm(audio: np.ndarray) -> bytes:
@@ -142,15 +148,7 @@ async def stream(request: Request):
     state = _state(request)
     framed = wants_frames(request)
     job, req, body = await _submit(request, state)
-    event = await next_event(job, request)
-    if event is None:
-        return error_response(499, "the client closed the connection")
-    kind, value = event
-    if kind == "error":
-        status = {"input_error": 400, "out_of_memory": 503}.get(job.outcome, 500)
-        return error_response(status, value, {"Retry-After": "5"} if status == 503 else None)
-    if kind == "end":
-        return error_response(409 if job.cancelled else 500, "the request ended before any audio")
+    first = await first_audio(job, request)
     rate = state.worker.sample_rate
     headers = {
         "X-Sample-Rate": str(rate), "X-Channels": "1", "X-Sample-Format": "s16le",
@@ -159,19 +157,39 @@ async def stream(request: Request):
     }
     if framed:
         status = dict(seed=req.seed, **state.build)  # job-level facts for the final status frame
-        return StreamingResponse(framed_stream(job, value, status), media_type=frames.MEDIA_TYPE, headers=headers)
+        return StreamingResponse(framed_stream(job, first, status), media_type=frames.MEDIA_TYPE, headers=headers)
     # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
     media = f"audio/pcm;rate={rate};channels=1;format=s16le"
-    return StreamingResponse(pcm_stream(job, value), media_type=media, headers=headers)
+    return StreamingResponse(pcm_stream(job, first), media_type=media, headers=headers)
 
 
-async def _submit(request: Request, state):
-    """Parse, check and queue; a refusal here gets its own log line, as a finished job does."""
+async def first_audio(job: Job, request: Request):
+    """The job's first Delivery (inference/job.py), or the HTTPError that says why there is none (sent before any audio)."""
+    event = await next_event(job, request)
+    if event is None:
+        raise HTTPError(499, "the client closed the connection")
+    kind, value = event
+    if kind == "error":
+        status = {"input_error": 400, "out_of_memory": 503}.get(job.outcome, 500)
+        raise HTTPError(status, value, {"Retry-After": "5"} if status == 503 else None)
+    if kind == "end":
+        raise HTTPError(409 if job.cancelled else 500, "the request ended before any audio")
+    return value
+
+
+async def _submit(request: Request, state, parse=None):
+    """Parse, check and queue; a refusal here gets its own log line, as a finished job does.
+    parse(json) -> StreamBody: the route's own body format (default: the page's), run off the event loop."""
     body = None
     try:
-        raw = await read_limited(request, MAX_JSON_BYTES, "request body")
-        body = parse_body(_json(raw))
-        req = to_request(body, state.clips, state.max_text_chars)
+        data = _json(await read_limited(request, MAX_JSON_BYTES, "request body"))
+
+        def prepare():
+            nonlocal body
+            body = (parse or parse_body)(data)
+            return to_request(body, state.clips, state.max_text_chars, getattr(state, "voice_lookup", None))
+        # Off the event loop: a saved voice is looked up, and its patches may be read from the disk.
+        req = await anyio.to_thread.run_sync(prepare)
         return state.worker.submit(req, job_id=body.request_id), req, body
     except QueueFullError as exc:
         _log_refusal(body, 503, "busy")

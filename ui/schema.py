@@ -32,6 +32,7 @@ class StreamBody(BaseModel):
     max_len: int = 4096
     seed: int | None = None
     request_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
+    voice: str | None = Field(default=None, max_length=200)  # a saved voice (cloning modes), instead of reference_id
 
 
 def parse_body(raw) -> StreamBody:
@@ -57,8 +58,10 @@ def blank(value: str | None) -> bool:
     return value is None or not has_content(value)
 
 
-def to_request(body: StreamBody, clips, max_text_chars: int) -> SynthesisRequest:
-    """Map the page's modes onto the engine's request; `clips` resolves upload ids."""
+def to_request(body: StreamBody, clips, max_text_chars: int, voices=None) -> SynthesisRequest:
+    """Map the page's modes onto the engine's request; `clips` resolves upload ids, `voices(name)`
+    saved voices as (Voice, ReferenceClip) (ui/voice_store.py; None: no library). May read the
+    disk (a saved voice's patches): call it off the event loop."""
     for name, value in (("text", body.text), ("voice description or style instruction", body.control),
                         ("transcript", body.prompt_text)):
         _check_text(name, value, max_text_chars)
@@ -68,20 +71,35 @@ def to_request(body: StreamBody, clips, max_text_chars: int) -> SynthesisRequest
                   min_len=body.min_len, max_len=body.max_len, seed=seed)
     if body.mode == "design":
         _refuse(body.reference_id, "a reference clip is not used in voice design: pick a cloning mode")
+        _refuse(body.voice, "a saved voice is not used in voice design: pick a cloning mode")
         _refuse(body.prompt_text, "a transcript is only used in ultimate cloning")
         return SynthesisRequest(control=control, **common)
-    if blank(body.reference_id):
-        raise InputError("this mode needs a reference clip: upload or record one first "
-                         "(after an upload, wait for 'Reference ready')")
-    clip = clips.get(body.reference_id).as_engine_input()
+    clip, saved_transcript = _clone_source(body, clips, voices)
     if body.mode == "cloning":
         _refuse(body.prompt_text, "a transcript is only used in ultimate cloning")
         return SynthesisRequest(control=control, reference_audio=clip, **common)
-    if blank(body.prompt_text):
-        raise InputError("ultimate cloning needs the exact transcript of the reference clip")
+    transcript = saved_transcript if blank(body.prompt_text) else body.prompt_text
+    if blank(transcript):
+        raise InputError("ultimate cloning needs the exact transcript of the reference clip"
+                         + (f": the saved voice {body.voice!r} has none, so type it, or use controllable cloning"
+                            if not blank(body.voice) else ""))
     # Control is passed on so that SynthesisRequest refuses it with its own message (it would be read aloud).
     return SynthesisRequest(control=control, reference_audio=clip, prompt_audio=clip,
-                            prompt_text=body.prompt_text.strip(), **common)
+                            prompt_text=transcript.strip(), **common)
+
+
+def _clone_source(body: StreamBody, clips, voices):
+    """The clip to clone and the transcript saved with it: a saved voice, or an uploaded clip."""
+    if not blank(body.voice):
+        _refuse(body.reference_id, "give a saved voice or an uploaded clip, not both")
+        if voices is None:
+            raise InputError("this server keeps no voice library: upload or record a clip instead")
+        voice, clip = voices(body.voice)
+        return clip, voice.transcript
+    if blank(body.reference_id):
+        raise InputError("this mode needs a reference clip: upload or record one, or pick a saved voice "
+                         "(after an upload, wait for 'Reference ready')")
+    return clips.get(body.reference_id).as_engine_input(), None
 
 
 def _check_text(name: str, value: str | None, limit: int):

@@ -20,8 +20,11 @@ from .events import KnownEvents
 from .hosts import HostGuard
 from .limits import RequestLimits
 from .layout import build_blocks
+from .openai_api import openai_router
 from .routes import router
 from .uploads import UploadStore
+from .voice_routes import voice_lookup, voice_router
+from .voice_store import VoiceLibrary
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "static"
@@ -52,6 +55,10 @@ class AppSettings:
     latents_ttl_s: float = 1800.0  # ... and for how long
     model_id: str = "tiny random model"  # what each take records as its model (app.py sets them)
     model_revision: str | None = None
+    data_dir: str | None = None  # the voice library lives in DATA_DIR/voices (ui/data_dir.py); None: no library
+    max_voices: int = 100
+    max_library_mb: int = 500
+    library_writable: bool = True  # app.py: False when others can reach the server without a token
 
 
 def _asset_version() -> str:
@@ -83,17 +90,26 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
                         max_bytes=settings.max_upload_mb * 2**20, target_rate=_input_rate(engine),
                         max_per_client=settings.clips_per_client)
 
+    voices = _library(settings, engine)
+
     @contextlib.asynccontextmanager
     async def lifespan(_app):
         yield
         worker.close()  # on shutdown: cancel what is queued, finish the current patch, end the thread
+        if voices is not None:
+            voices.close()
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.worker, app.state.clips, app.state.max_text_chars = worker, clips, max_chars
     app.state.latents = latents
     app.state.build = {"model": settings.model_id, "revision": settings.model_revision, "app_version": _asset_version()}
     app.state.settings = settings  # ui/connections.server_config reads the connection limits
+    app.state.voices, app.state.library_writable = voices, settings.library_writable
+    app.state.encoder_identity = getattr(engine, "encoder_identity", "none")
+    app.state.voice_lookup = voice_lookup(app.state)
     app.include_router(router, prefix="/voxcpm")
+    app.include_router(voice_router, prefix="/voxcpm/voices")
+    app.include_router(openai_router, prefix="/v1")
     app.mount("/voxcpm/static", StaticFiles(directory=STATIC), name="voxcpm-static")
     demo = build_blocks(clips, sample_rate=worker.sample_rate, prebuffer_ms=settings.prebuffer_ms,
                         notice=settings.notice, max_text_chars=max_chars)
@@ -101,7 +117,9 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
     gr.mount_gradio_app(
         app, demo, path="/", css_paths=[STATIC / "app.css"], head=_head(worker.sample_rate, settings.prebuffer_ms),
         allowed_paths=[str(ASSETS)], max_file_size=f"{settings.max_upload_mb}mb", show_error=False, ssr_mode=False,
-        footer_links=["gradio"], run_history=False,  # Gradio's API page lists none of our routes: see ui/workbench.py
+        # Gradio's "Use via API" page lists only Gradio events, none of which generate audio: the
+        # real API is named in the page's "Use via HTTP" list (ui/workbench.py) and voice library.
+        footer_links=["gradio"], run_history=False,
     )
     # Gradio checks that a file named in an event's input was uploaded by a user, but skips the
     # check until the Blocks has "launched", which mount_gradio_app never marks: without this any
@@ -122,6 +140,13 @@ def _guard(app: FastAPI, settings: AppSettings):
     if settings.token:
         app.add_middleware(TokenGate, token=settings.token)
     app.add_middleware(HostGuard, allowed_hosts=settings.allowed_hosts)
+
+
+def _library(settings: AppSettings, engine) -> VoiceLibrary | None:
+    if settings.data_dir is None:
+        return None
+    return VoiceLibrary(Path(settings.data_dir) / "voices", sample_rate=_input_rate(engine),
+                        max_voices=settings.max_voices, max_bytes=settings.max_library_mb * 2**20)
 
 
 def _input_rate(engine) -> int:

@@ -23,6 +23,7 @@ import soundfile as sf
 
 from inference.audio_input import MAX_CHANNELS, MAX_RATE, MIN_RATE, decode_mono, resample
 from inference.errors import InputError
+from inference.reference import ReferenceClip
 
 log = logging.getLogger("voxcpm.uploads")
 FORMATS = "WAV, FLAC, OGG or MP3"
@@ -44,13 +45,18 @@ class Clip:
     source_rate: int = 0
     source_channels: int = 1
     client: str | None = None  # whose share it counts against (client_key)
+    reference: ReferenceClip | None = None  # the audio with its encoded patches (inference/reference.py)
 
     @property
     def seconds(self) -> float:
         return self.audio.shape[0] / self.sample_rate
 
-    def as_engine_input(self) -> tuple[int, np.ndarray]:
-        return self.sample_rate, self.audio
+    def __post_init__(self):
+        # One ReferenceClip for the clip's lifetime: it is encoded once, however often it is used.
+        self.reference = ReferenceClip(self.sample_rate, self.audio)
+
+    def as_engine_input(self) -> ReferenceClip:
+        return self.reference
 
 
 def read_mono(data: bytes, max_seconds: float, max_decoded_bytes: int = MAX_DECODED_BYTES) -> tuple[int, int, np.ndarray]:
