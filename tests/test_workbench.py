@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import shutil
 import subprocess
 import time
 import zipfile
@@ -27,12 +25,8 @@ from .app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, serve, set_max_le
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 PATCH = 7680
-
-if not os.environ.get("CI"):
-    pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-    if not shutil.which(CHROMIUM):
-        pytest.skip("apt-get install chromium", allow_module_level=True)
-from playwright.sync_api import sync_playwright  # noqa: E402
+# test_browser skips (outside CI) without Playwright or Chromium, as this module must.
+from .test_browser import sync_playwright  # noqa: E402
 
 
 @pytest.fixture(scope="module")
