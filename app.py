@@ -170,6 +170,10 @@ def load(args, settings, source: str, is_hub: bool, devices: list[str], dtype: s
                 raise
             raise startup.hub_failure(args.model, exc) from exc
         phases.end()
+    settings.model_id = "tiny random model" if args.random_weights else args.model
+    # A hub download sits in .../snapshots/<commit>/: that commit is the checkpoint's revision.
+    parts = os.path.normpath(source).split(os.sep)
+    settings.model_revision = parts[-1] if len(parts) > 1 and parts[-2] == "snapshots" else None
     engines = []
     for device in devices:  # one after the other: reading the checkpoint is the slow part
         log.info("loading %s on %s in %s", source, device, dtype)

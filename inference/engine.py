@@ -147,6 +147,7 @@ class Engine:
             plan.close()
             raise EngineFull(f"all {self.rows} streams are in use: wait for one to end")
         stream.plan, stream.row = plan, heapq.heappop(self._free)
+        stream.decode_context = plan.start.prompt.decode_context  # for the offline render of its latents
         self._enter(stream, plan.start)
         return stream
 

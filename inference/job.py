@@ -6,6 +6,16 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Delivery:
+    """One patch as its consumer gets it: the engine's chunk (audio as float32), where its first
+    sample falls in the utterance, and when the worker handed it over."""
+    chunk: Any  # inference.request.AudioChunk
+    offset: int  # samples of this job delivered before this chunk
+    server_s: float  # seconds from the job leaving the queue to this hand-over
 
 
 class JobFailed(RuntimeError):
@@ -54,6 +64,8 @@ class Job:
         self.text_report = None  # a long text's progress (continuation.Report), from the worker
         self.segment_ends: list[int] = []  # samples delivered when each segment's audio ended
         self.retries_logged = 0
+        self.patches: list = []  # the latents delivered, until the worker files them (LatentStore)
+        self.decode_context = None  # the patches the stream's decoder was warmed on, if any
 
     @property
     def position(self) -> int:
@@ -81,7 +93,7 @@ class Job:
         return self._events.qsize()
 
     def next_event(self, timeout: float | None = None):
-        """('chunk', array) | ('end', None) | ('error', message); None when nothing came in time."""
+        """('chunk', Delivery) | ('end', None) | ('error', message); None when nothing came in time."""
         if self._ended:
             return ("end", None)
         try:
@@ -98,7 +110,7 @@ class Job:
             while True:
                 kind, value = self.next_event()
                 if kind == "chunk":
-                    yield value
+                    yield value.chunk.audio
                 elif kind == "error":
                     raise JobFailed(value)
                 else:

@@ -119,6 +119,14 @@ class WorkerPool:
             raise QueueFullError("No GPU is serving requests; the server log says why.")
         raise QueueFullError(f"The server is busy: {self.waiting} requests are already waiting. Try again shortly.")
 
+    def call(self, fn):
+        """fn(engine) on one serving GPU's worker thread (every engine holds the same weights)."""
+        with self._lock:
+            choices = self._choices()
+        if not choices:
+            raise QueueFullError("No GPU is serving requests; the server log says why.")
+        return choices[0].worker.call(fn)
+
     def get(self, job_id: str) -> Job | None:
         for member in self._members:
             if (job := member.worker.get(job_id)) is not None:

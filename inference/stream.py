@@ -19,6 +19,7 @@ class Stream:
         self.join = None  # the runner's Join until the stream has been admitted
         self.plan = None  # its Continuation: the segments of its text (inference/continuation.py)
         self.generation = 0  # counts (re)admissions: a patch launched before one is not this segment's
+        self.decode_context = None  # [C, P, D] patches the VAE decoder was warmed on (continuation)
         self._cancel = threading.Event()
 
     def cancel(self):

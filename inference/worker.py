@@ -11,6 +11,7 @@ does.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import gc
 import itertools
 import logging
@@ -25,7 +26,8 @@ import torch
 from .backlog import UnreadBudget
 from .cuda_graphs import CAPTURE_LOCK
 from .errors import InputError
-from .job import Job
+from .job import Delivery, Job
+from .latent_store import LatentStore
 
 log = logging.getLogger("voxcpm.worker")
 
@@ -64,11 +66,12 @@ class EngineWorker:
     """Runs jobs, many at once, on a daemon thread that alone calls the engine."""
 
     def __init__(self, engine, max_queue: int = 16, keep_finished: int = 256, warm_up: bool = False,
-                 max_backlog_s: float = 120.0, max_unread_s: float = 240.0):
+                 max_backlog_s: float = 120.0, max_unread_s: float = 240.0, latents: LatentStore | None = None):
         """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs
         are captured by the thread that replays them. max_backlog_s: audio a job may hold unread
         before it is stopped, so that a client that stops reading cannot pile up memory;
-        max_unread_s: the same for all jobs together."""
+        max_unread_s: the same for all jobs together. latents: where finished jobs' latents are
+        kept for their offline render (none kept without it)."""
         self.engine = engine
         self.max_backlog_s = max_backlog_s
         self.unread = UnreadBudget(self, max_backlog_s, max_unread_s)
@@ -79,6 +82,8 @@ class EngineWorker:
         self._keep_finished = keep_finished
         self._lock = threading.Condition()
         self._running: dict[Job, object] = {}  # job -> its engine Stream
+        self._calls: collections.deque = collections.deque()  # (fn, future) to run on this thread
+        self.latents = latents
         self._served = itertools.count(1)
         self._closed = False
         self._warm_up = warm_up
@@ -107,6 +112,17 @@ class EngineWorker:
     def get(self, job_id: str) -> Job | None:
         with self._lock:
             return self._jobs.get(job_id)
+
+    def call(self, fn) -> concurrent.futures.Future:
+        """Runs fn(engine) on this worker's thread between two steps (the thread that owns the
+        engine), e.g. an offline decode; the future holds its result or its exception."""
+        future = concurrent.futures.Future()
+        with self._lock:
+            if self._closed:
+                raise QueueFullError("The server is shutting down.")
+            self._calls.append((fn, future))
+            self._lock.notify()
+        return future
 
     def position(self, job: Job) -> int:
         with self._lock:
@@ -174,11 +190,14 @@ class EngineWorker:
         self.ready.set()
         while True:
             with self._lock:
-                while not self._waiting and not self._running and not self._closed:
+                while not self._waiting and not self._running and not self._calls and not self._closed:
                     self._lock.wait()
                 if self._closed:
+                    self._refuse_calls()
                     return
                 joining = self._take_waiting()
+                calls, self._calls = self._calls, collections.deque()
+            self._run_calls(calls)
             try:
                 for job in joining:
                     self._start(job)
@@ -192,6 +211,22 @@ class EngineWorker:
                 for job in joining:
                     if job.state == "running":
                         self._fail(job, exc)
+
+    def _run_calls(self, calls):
+        for fn, future in calls:
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(self.engine))
+            except Exception as exc:  # the caller gets it; the loop goes on
+                future.set_exception(exc)
+
+    def _refuse_calls(self):
+        with self._lock:
+            calls, self._calls = self._calls, collections.deque()
+        for _, future in calls:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(QueueFullError("The server is shutting down."))
 
     def _take_waiting(self) -> list[Job]:
         """Waiting jobs, oldest first, for the engine's free rows (called with the lock held)."""
@@ -212,6 +247,7 @@ class EngineWorker:
         except Exception as exc:
             self._fail(job, exc)
             return
+        job.decode_context = getattr(stream, "decode_context", None)
         with self._lock:
             self._running[job] = stream
 
@@ -237,16 +273,19 @@ class EngineWorker:
         self._report_text(job, stream)
         while stream.chunks:
             chunk = stream.chunks.popleft()
-            audio = np.asarray(chunk.audio, dtype=np.float32)
+            chunk.audio = audio = np.asarray(chunk.audio, dtype=np.float32)
+            now = time.perf_counter()
             ends = job.segment_ends
             while len(ends) <= chunk.segment:
                 ends.append(job.metrics.samples)
             if job.metrics.first_chunk_at is None:
-                job.metrics.first_chunk_at = time.perf_counter()
+                job.metrics.first_chunk_at = now
+            delivery = Delivery(chunk, job.metrics.samples, now - job.metrics.started_at)
             job.metrics.patches += 1
             job.metrics.samples += audio.shape[0]
             ends[chunk.segment] = job.metrics.samples
-            job._emit("chunk", audio)
+            job.patches.append(chunk.latents)
+            job._emit("chunk", delivery)
             if (why := self.unread.check(job, audio.shape[0])) is not None:
                 raise FellBehind(why)
 
@@ -285,6 +324,9 @@ class EngineWorker:
             self._running.pop(job, None)
         job.metrics.finished_at = time.perf_counter()
         job.request = None
+        if self.latents is not None and state != "failed":  # a stopped take has an offline render too
+            self.latents.keep(job.id, job.patches, job.decode_context)
+        job.patches, job.decode_context = [], None
         if state == "cancelled":
             job._drain()  # nobody wants the audio of a cancelled job; finished jobs are kept a while
         job.state = state

@@ -1,11 +1,14 @@
-// Page side of the player: sends one request to the PCM route, feeds the AudioWorklet as bytes
-// arrive, keeps the exact samples for the WAV, and drives the metrics panel.
+// Page side of the player: sends one request to the stream route (framed: ui/frames.py), feeds
+// the AudioWorklet as frames arrive, keeps the exact samples and chunk boundaries for the WAV and
+// the listening-QA workbench, and drives the metrics panel.
 // Gradio's buttons call window.voxcpm.generate / stop (see ui/layout.py).
 
+import { FrameParser, MEDIA_TYPE } from './frames.js';
 import { Panel } from './panel.js';
-import { PcmDecoder, toFloat32, wavBlob } from './pcm.js';
+import { toFloat32, wavBlob } from './pcm.js';
 import { errorText } from './http.js';
 import './voices.js'; // the voice library; window.voxcpmVoices.picked(mode) names a saved voice
+import { Workbench } from './workbench.js';
 
 const API = new URL('../', import.meta.url); // .../voxcpm/, wherever the app is mounted
 const POLL_MS = 200;
@@ -17,9 +20,12 @@ class Run {
     this.sampleRate = rate;
     this.t0 = performance.now();
     this.controller = new AbortController();
-    this.chunks = []; // Int16Array per read: the WAV is built from exactly these
+    this.chunks = []; // Int16Array per patch: the WAV is built from exactly these
     this.samples = 0;
-    this.reads = 0;
+    this.reads = 0; // network reads, for the record: patches are what Chunks counts
+    this.boundaries = []; // per patch: {index, offset, samples, server_ms, client_ms} from its metadata frame
+    this.underrunTimes = []; // {at: samples played when the player ran dry, gapMs}
+    this.final = null; // the status frame: outcome and server figures
     this.played = 0;
     this.buffered = 0;
     this.underruns = 0;
@@ -38,6 +44,17 @@ class Run {
     if (!this.samples) return null;
     return ((this.lastByteAt ?? performance.now()) - this.t0) / 1000 / (this.samples / this.sampleRate);
   }
+
+  // The server's RTF from the last metadata frame's clock, until the status frame gives the final one.
+  serverRtf() {
+    if (this.final && this.final.rtf != null) return this.final.rtf;
+    const last = this.boundaries[this.boundaries.length - 1];
+    return last ? last.server_ms / 1000 / ((last.offset + last.samples) / this.sampleRate) : null;
+  }
+
+  gapMs() {
+    return this.underrunTimes.reduce((sum, u) => sum + (u.gapMs || 0), 0);
+  }
 }
 
 class VoxApp {
@@ -46,6 +63,7 @@ class VoxApp {
     this.node = null;
     this.run = null;
     this.panel = new Panel(null);
+    this.workbench = new Workbench(this);
   }
 
   // The server writes the model's rate and the prebuffer into this module's URL (ui/server.py);
@@ -91,13 +109,18 @@ class VoxApp {
     const run = this.run;
     if (!run || msg.id !== run.id) return; // a report from before the last reset
     Object.assign(run, { played: msg.played, buffered: msg.buffered, underruns: msg.underruns });
+    if (msg.type === 'underrun') run.underrunTimes.push({ at: msg.played, frame: msg.frame, gapMs: null });
+    if (msg.type === 'resumed' && run.underrunTimes.length) {
+      const last = run.underrunTimes[run.underrunTimes.length - 1];
+      last.gapMs = ((msg.frame - last.frame) / this.ctx.sampleRate) * 1000;
+    }
     if (msg.type === 'started') {
       run.audibleAt = performance.now();
       run.outputLatencyMs = ((this.ctx.outputLatency || 0) + (this.ctx.baseLatency || 0)) * 1000;
     }
     if (msg.type === 'ended') {
       run.playbackDone = true;
-      if (run.state === 'received') this.finish(run, 'finished', 'Finished: the whole utterance has played.');
+      if (run.state === 'received') this.finished(run);
     }
     this.panel.update(run);
   }
@@ -105,6 +128,7 @@ class VoxApp {
   // Called by the Generate button with the names and values of the form's inputs.
   generate(names, values) {
     const form = Object.fromEntries(names.map((name, i) => [name, values[i]]));
+    this.lastForm = form;
     this.start(form).catch((err) => console.error('voxcpm', err));
     return [];
   }
@@ -131,6 +155,7 @@ class VoxApp {
     this.abort('replaced');
     const run = new Run(rate);
     run.body = this.body(form, run); // kept on the run: what was asked is part of what it shows
+    run.clip = clipName(form);
     this.run = run;
     this.panel.clear();
     this.panel.status('Sending the request…');
@@ -146,19 +171,21 @@ class VoxApp {
     this.poll(run);
     try {
       const response = await fetch(new URL('stream', API), {
-        method: 'POST', headers: { 'Content-Type': 'application/json' },
+        method: 'POST', headers: { 'Content-Type': 'application/json', Accept: MEDIA_TYPE },
         body: JSON.stringify(run.body), signal: run.controller.signal,
       });
       if (!response.ok) return this.fail(run, await errorText(response));
       await this.read(run, response);
       this.node.port.postMessage({ type: 'end' });
-      // A failure after the first patch ends the body just as success does; the job's status
-      // (set before the body ends) says which.
-      await this.refresh(run);
-      if (run.server && run.server.state === 'failed') return this.fail(run, run.server.error);
+      // The status frame says how it ended: a failure after the first patch ends the body too.
+      run.server = run.final;
+      if (run.final.state === 'failed') {
+        this.fail(run, run.final.error);
+        return this.workbench.add(run);
+      }
       run.state = 'received';
       this.offerWav(run, '');
-      if (run.playbackDone) this.finish(run, 'finished', 'Finished: the whole utterance has played.');
+      if (run.playbackDone) this.finished(run);
       else this.panel.status('All audio received; playing the rest…');
     } catch (err) {
       if (run.state === 'stopped') return;
@@ -172,7 +199,7 @@ class VoxApp {
     run.seed = response.headers.get('X-Seed');
     run.state = 'streaming';
     this.panel.status('Streaming…');
-    const decoder = new PcmDecoder();
+    const parser = new FrameParser();
     const reader = response.body.getReader();
     for (;;) {
       const { done, value } = await reader.read();
@@ -181,38 +208,45 @@ class VoxApp {
       const now = performance.now();
       run.firstByteAt ??= now;
       run.lastByteAt = now;
-      const pcm = decoder.push(value);
       run.reads += 1;
-      if (!pcm.length) continue;
-      run.chunks.push(pcm);
-      run.samples += pcm.length;
-      const floats = toFloat32(pcm);
-      this.node.port.postMessage({ type: 'push', samples: floats }, [floats.buffer]);
+      for (const frame of parser.push(value)) this.onFrame(run, frame, now);
       this.panel.update(run);
     }
-    if (decoder.pending) console.warn('voxcpm: the stream ended on half a sample');
+    parser.finish(); // a body cut inside a frame is a failed connection, not a finished take
+    if (!run.final) throw new Error('the stream ended without its status frame');
+  }
+
+  onFrame(run, frame, now) {
+    if (frame.kind === 'meta') run.boundaries.push({ ...frame.data, client_ms: now - run.t0 });
+    if (frame.kind === 'status') run.final = frame.data;
+    if (frame.kind !== 'audio' || !frame.pcm.length) return;
+    run.chunks.push(frame.pcm);
+    run.samples += frame.pcm.length;
+    const floats = toFloat32(frame.pcm);
+    this.node.port.postMessage({ type: 'push', samples: floats }, [floats.buffer]);
   }
 
   // The server's view (queue position while waiting, then its own TTFP and RTF) through a side route.
   async poll(run) {
-    while (this.run === run) {
-      await sleep(POLL_MS); // the request is on its way; the job exists by the first poll
+    while (this.run === run && !run.final) {
+      await sleep(run.state === "sending" ? POLL_MS : 1000); // the job exists by the first poll
       await this.refresh(run);
       const server = run.server;
       if (server && run.state === 'sending') {
         this.panel.status(server.state === 'queued' ? `Waiting in the queue: position ${server.position}` : 'Generating the first patch…');
       }
-      if (server && server.state === 'failed' && run.state !== 'failed' && run.samples) this.fail(run, server.error);
       this.panel.update(run);
-      const serverLive = server && ['queued', 'running'].includes(server.state);
-      if (!serverLive && !['sending', 'streaming'].includes(run.state)) return;
+      // From the first byte on, the stream's own frames carry the server's figures and outcome;
+      // a text of several segments is still polled for its sentences (normalized as it goes).
+      if (run.state !== 'sending' && !(run.server && run.server.segment_count > 1)) return;
     }
   }
 
   async refresh(run) {
     try {
       const response = await fetch(new URL(`jobs/${run.id}`, API), { cache: 'no-store' });
-      if (response.ok) run.server = await response.json();
+      const status = response.ok ? await response.json() : null;
+      if (status && !run.final) run.server = status; // the status frame, once in, is the last word
     } catch (err) { /* kept from the last poll; the next one will tell */ }
   }
 
@@ -223,9 +257,17 @@ class VoxApp {
     this.panel.showResult(run.wavUrl, `voxcpm2-seed${run.seed}.wav`, `${seconds} s, exactly the samples streamed${note}`);
   }
 
-  finish(run, state, message) {
+  // Played to the end: green only when nothing was heard missing.
+  finished(run) {
+    const gaps = run.underruns;
+    if (!gaps) this.finish(run, 'finished', 'Finished: the whole utterance has played.');
+    else this.finish(run, 'finished', `Finished with ${gaps} gap${gaps > 1 ? 's' : ''} (${Math.round(run.gapMs())} ms)`, 'warn');
+    this.workbench.add(run);
+  }
+
+  finish(run, state, message, kind = null) {
     run.state = state;
-    this.panel.status(message, state === 'finished' ? 'ok' : 'warn');
+    this.panel.status(message, kind || (state === 'finished' ? 'ok' : 'warn'));
     this.panel.update(run);
   }
 
@@ -268,15 +310,36 @@ class VoxApp {
     this.offerWav(run, before === 'received' ? '' : ' (stopped early: only what had arrived)');
     this.panel.status('Stopped.', 'warn');
     this.panel.update(run);
+    this.workbench.add(run);
     return [];
+  }
+
+  // A take is on its way or still playing.
+  live() {
+    return Boolean(this.run && ['sending', 'streaming', 'received'].includes(this.run.state));
+  }
+
+  // A new reference clip was given: an error about the last one no longer applies.
+  clipChanged() {
+    const status = this.panel.field('status');
+    if (status && status.dataset.kind === 'error' && (!this.run || !['sending', 'streaming'].includes(this.run.state))) {
+      this.panel.status('Ready.');
+    }
   }
 
   snapshot() {
     const run = this.run;
     if (!run) return null;
     const { chunks, controller, ...rest } = run;
-    return { ...rest, clientRtf: run.clientRtf(), contextRate: this.ctx?.sampleRate, contextState: this.ctx?.state };
+    return { ...rest, clientRtf: run.clientRtf(), serverRtf: run.serverRtf(), contextRate: this.ctx?.sampleRate,
+      contextState: this.ctx?.state };
   }
+}
+
+// The reference clip's file name, as Gradio's audio component holds it (uploads and recordings).
+function clipName(form) {
+  const value = form.mode === 'cloning' ? form.clone_audio : form.mode === 'ultimate' ? form.ultimate_audio : null;
+  return value ? (value.orig_name || (value.path || '').split('/').pop() || null) : null;
 }
 
 window.voxcpm = new VoxApp();

@@ -29,7 +29,8 @@ export class Panel {
   clear() {
     for (const name of ['ttfb', 'ttfa', 'server_ttfp', 'server_rtf', 'client_rtf', 'chunks', 'audio',
       'buffer', 'underruns', 'seed', 'retries', 'segment_label', 'now_speaking', 'spoken_text']) this.set(name, dash);
-    this.speed(null);
+    this.speed('server', null);
+    this.speed('client', null);
     this.hideResult();
   }
 
@@ -38,18 +39,20 @@ export class Panel {
     const rate = run.sampleRate;
     this.set('ttfb', ms(run.firstByteAt == null ? null : run.firstByteAt - run.t0));
     this.set('ttfa', ms(run.audibleAt == null ? null : run.audibleAt - run.t0 + run.outputLatencyMs));
-    const server = run.server || {};
-    this.set('server_ttfp', ms(server.ttfp_s == null ? null : server.ttfp_s * 1000));
-    this.set('server_rtf', ratio(server.rtf));
+    const final = run.final || {};
+    const first = run.boundaries[0];
+    this.set('server_ttfp', ms(final.ttfp_s != null ? final.ttfp_s * 1000 : first ? first.server_ms : null));
+    this.set('server_rtf', ratio(run.serverRtf()));
     this.set('client_rtf', ratio(run.clientRtf()));
-    this.set('chunks', `${run.reads} reads / ${server.patches ?? dash} patches`);
+    this.set('chunks', `${run.boundaries.length} patches (${run.reads} network reads)`);
     this.set('audio', `${secs(run.samples, rate)} received, ${secs(run.played, rate)} played ` +
       `(${run.samples} / ${run.played} samples)`);
     this.set('buffer', `${Math.round((run.buffered / rate) * 1000)} ms`);
-    this.set('underruns', String(run.underruns));
+    this.set('underruns', run.underruns ? `${run.underruns} (${Math.round(run.gapMs())} ms of gaps)` : '0');
     this.set('seed', run.seed ?? dash);
-    this.spoken(server, run.played);
-    this.speed(server.rtf ?? run.clientRtf(), server.rtf != null ? 'server' : 'client');
+    this.spoken(run.final || run.server || {}, run.played);
+    this.speed('server', run.serverRtf());
+    this.speed('client', run.clientRtf());
   }
 
   // The text as the model reads it (normalized, in segments) and the segment the listener hears:
@@ -65,20 +68,26 @@ export class Panel {
     this.set('retries', String((server.retries || []).length));
   }
 
-  // Generation speed on a log scale from 0.1x to 100x real time; the mark sits at 1x.
-  speed(rtf, source) {
-    const fill = this.field('speedbar');
-    if (!fill) return;
+  // Speed on a log scale from 0.1x to 100x real time; the mark sits at 1x.
+  speed(source, rtf) {
+    const bar = this.field(`speed_${source}`);
+    if (!bar) return;
+    const fill = bar.firstElementChild;
     if (rtf == null || !isFinite(rtf) || rtf <= 0) {
       fill.style.width = '0%';
-      this.set('speedlabel', 'generation speed: –');
+      bar.setAttribute('aria-valuenow', '-1');
+      bar.setAttribute('aria-valuetext', 'not measured yet');
+      this.set(`speedlabel_${source}`, dash);
       return;
     }
     const speed = 1 / rtf;
     const pos = Math.min(1, Math.max(0, (Math.log10(speed) + 1) / 3));
     fill.style.width = `${(pos * 100).toFixed(1)}%`;
     fill.dataset.slow = speed < 1 ? 'true' : 'false';
-    this.set('speedlabel', `generation speed: ${speed.toFixed(1)}× real time (${source} RTF)`);
+    const text = `${speed.toFixed(1)}× real time`;
+    bar.setAttribute('aria-valuenow', Math.log10(speed).toFixed(2));
+    bar.setAttribute('aria-valuetext', text);
+    this.set(`speedlabel_${source}`, text);
   }
 
   showResult(url, filename, note) {
@@ -87,6 +96,9 @@ export class Panel {
     const audio = box.querySelector('audio');
     audio.autoplay = false; // the utterance has just played live: replay only on request
     audio.src = url;
+    // The browser's own control rounds to whole seconds (0:00 for a sub-second take): say it exactly.
+    const show = () => this.set('replay_time', `${audio.currentTime.toFixed(2)} s of ${(audio.duration || 0).toFixed(2)} s`);
+    audio.ontimeupdate = audio.onloadedmetadata = show;
     const link = box.querySelector('a');
     link.href = url;
     link.download = filename;

@@ -93,6 +93,7 @@ class PcmPlayer extends AudioWorkletProcessor {
     if (this.state === 'buffering' && (this.buffered >= this.prebuffer || (this.ended && this.buffered > 0))) {
       this.state = 'playing';
       this.gain = 0; // fade in at the start and after every underrun
+      if (this.underruns) this.post('resumed'); // the gap's end: the page measures how long it was
     } else if (this.state === 'buffering' && this.ended && this.buffered === 0) {
       this.finish();
     }

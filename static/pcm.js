@@ -36,13 +36,15 @@ export function toFloat32(int16) {
   return out;
 }
 
-// A 16-bit mono WAV holding exactly the given chunks, for download and for replay.
-export function wavBlob(chunks, sampleRate) {
+// A 16-bit mono WAV holding exactly the given chunks, for download and for replay; `extra`: whole
+// RIFF chunks (bytes) to append after the data, e.g. a LIST/INFO chunk of metadata.
+export function wavBlob(chunks, sampleRate, extra = []) {
   const samples = chunks.reduce((n, c) => n + c.length, 0);
+  const extraBytes = extra.reduce((n, c) => n + c.length, 0);
   const header = new DataView(new ArrayBuffer(44));
   const text = (offset, s) => [...s].forEach((ch, i) => header.setUint8(offset + i, ch.charCodeAt(0)));
   text(0, 'RIFF');
-  header.setUint32(4, 36 + samples * 2, true);
+  header.setUint32(4, 36 + samples * 2 + extraBytes, true);
   text(8, 'WAVE');
   text(12, 'fmt ');
   header.setUint32(16, 16, true);
@@ -59,5 +61,30 @@ export function wavBlob(chunks, sampleRate) {
     c.forEach((v, i) => bytes.setInt16(2 * i, v, true));
     return bytes.buffer;
   });
-  return new Blob([header.buffer, ...body], { type: 'audio/wav' });
+  return new Blob([header.buffer, ...body, ...extra], { type: 'audio/wav' });
+}
+
+// The int16 mono samples and rate of a PCM WAV, walking its RIFF chunks (a LIST/INFO chunk may
+// come before or after the data, as libsndfile writes it).
+export function readWav(buffer) {
+  const view = new DataView(buffer);
+  const tag = (at) => String.fromCharCode(...new Uint8Array(buffer, at, 4));
+  if (buffer.byteLength < 12 || tag(0) !== 'RIFF' || tag(8) !== 'WAVE') throw new Error('not a WAV file');
+  let rate = null;
+  for (let at = 12; at + 8 <= buffer.byteLength;) {
+    const size = view.getUint32(at + 4, true);
+    if (tag(at) === 'fmt ') {
+      if (view.getUint16(at + 8, true) !== 1 || view.getUint16(at + 10, true) !== 1 || view.getUint16(at + 22, true) !== 16) {
+        throw new Error('only 16-bit mono PCM WAV is read here');
+      }
+      rate = view.getUint32(at + 12, true);
+    } else if (tag(at) === 'data') {
+      const n = Math.floor(Math.min(size, buffer.byteLength - at - 8) / 2);
+      const pcm = new Int16Array(n);
+      for (let i = 0; i < n; i++) pcm[i] = view.getInt16(at + 8 + 2 * i, true);
+      return { rate, pcm };
+    }
+    at += 8 + size + (size % 2);
+  }
+  throw new Error('the WAV file has no data chunk');
 }

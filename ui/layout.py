@@ -16,6 +16,7 @@ from inference.errors import InputError
 
 from .examples import cloning_examples, design_examples, ultimate_examples
 from .panel import panel_html
+from .workbench import http_routes_html, workbench_html
 from .uploads import UploadStore, client_key, read_uploaded_file
 from .voice_panel import VOICE_PICKER, voice_panel_html
 
@@ -23,11 +24,13 @@ log = logging.getLogger("voxcpm.ui")
 
 # The order in which the Generate button hands the form's values to window.voxcpm.generate.
 FIELDS = ["mode", "text", "description", "clone_ref", "clone_style", "ultimate_ref", "ultimate_transcript",
-          "cfg_value", "inference_timesteps", "seed", "random_seed", "max_len", "normalize"]
+          "cfg_value", "inference_timesteps", "seed", "random_seed", "max_len", "clone_audio", "ultimate_audio",
+          "normalize"]
 
 INTRO = """# VoxCPM2 streaming demo
-Speech starts playing while it is generated: the audio streams as raw PCM into a gapless
-AudioWorklet player, and the panel on the right shows how fast it came."""
+Speech starts playing while it is generated: the audio streams into a gapless AudioWorklet player,
+the panel beside the form (below it on a phone) shows how fast it came, and every take is kept
+in the listening-QA workbench at the bottom of the page."""
 
 
 def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, notice: str | None = None,
@@ -42,10 +45,12 @@ def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, n
             with gr.Column(scale=3):
                 form = _form(clips, max_text_chars)
             with gr.Column(scale=2, min_width=360):
-                with gr.Row():  # beside the panel, so the buttons and what they do stay in view together
+                with gr.Row(elem_id="vox-actions"):  # beside the panel: the buttons and what they do stay in view
                     generate = gr.Button("Generate", variant="primary", elem_id="vox-generate")
                     stop = gr.Button("Stop", variant="stop", elem_id="vox-stop")
                 gr.HTML(panel_html(sample_rate, prebuffer_ms), js_on_load=None, elem_id="vox-panel-box")
+        gr.HTML(workbench_html(), js_on_load=None, elem_id="vox-workbench-box")
+        gr.HTML(http_routes_html(), js_on_load=None, elem_id="vox-http-box")
         generate.click(None, inputs=[form[name] for name in FIELDS], outputs=None,
                        js=f"(...values) => window.voxcpm.generate({json.dumps(FIELDS)}, values)")
         stop.click(None, js="() => window.voxcpm.stop()")
@@ -86,6 +91,7 @@ def _cloning_tab(form: dict, clips: UploadStore):
     with gr.Tab("Controllable cloning", id="cloning", elem_id="vox-tab-cloning") as tab:
         gr.HTML(VOICE_PICKER.format(mode="cloning"), elem_id="vox-cloning-voice")
         audio, form["clone_ref"] = _clip_input(clips, "clone")
+        form["clone_audio"] = audio  # its file name goes into the take's settings
         form["clone_style"] = gr.Textbox(label="Style instruction (optional)", elem_id="vox-clone-style",
                                          placeholder="e.g. Whispering, a little out of breath")
         gr.Examples(cloning_examples(), [form["text"], audio, form["clone_style"]], label="Examples")
@@ -97,6 +103,7 @@ def _ultimate_tab(form: dict, clips: UploadStore):
         gr.Markdown("Continues straight on from the clip: give its exact transcript. No style instruction here.")
         gr.HTML(VOICE_PICKER.format(mode="ultimate"), elem_id="vox-ultimate-voice")
         audio, form["ultimate_ref"] = _clip_input(clips, "ultimate")
+        form["ultimate_audio"] = audio
         form["ultimate_transcript"] = gr.Textbox(label="Exact transcript of the clip", lines=2,
                                                  elem_id="vox-ultimate-transcript")
         gr.Examples(ultimate_examples(), [form["text"], audio, form["ultimate_transcript"]], label="Examples")
@@ -108,8 +115,9 @@ def _clip_input(clips: UploadStore, name: str) -> tuple[gr.Audio, gr.Textbox]:
                      type="filepath", elem_id=f"vox-{name}-audio")
     clip_id = gr.Textbox(visible="hidden", elem_id=f"vox-{name}-ref")
     note = gr.Markdown(elem_id=f"vox-{name}-note")
-    # Forget the old id in the page at once, so a quick Generate cannot use the previous clip.
-    audio.change(None, outputs=clip_id, js="() => ''")
+    # Forget the old id in the page at once, so a quick Generate cannot use the previous clip; and
+    # an error the panel shows about the clip is stale once a new one is given.
+    audio.change(None, outputs=clip_id, js="() => { window.voxcpm && window.voxcpm.clipChanged(); return ''; }")
 
     def store(path: str | None, request: gr.Request) -> tuple[str, str]:
         address = request.client.host if request is not None and request.client else None

@@ -148,14 +148,14 @@ async def encoded(job: Job, first, encoder: Encoder):
     inline = encoder.fmt in ("pcm", "wav")
     feed = encoder.feed if inline else (lambda audio: anyio.to_thread.run_sync(encoder.feed, audio))
     try:
-        out = feed(first) if inline else await feed(first)
+        out = feed(first.chunk.audio) if inline else await feed(first.chunk.audio)
         while True:
             if out:
                 yield out
             event = await next_event(job, None)  # Starlette cancels this body when the client goes
             if event[0] != "chunk":
                 break
-            out = feed(event[1]) if inline else await feed(event[1])
+            out = feed(event[1].chunk.audio) if inline else await feed(event[1].chunk.audio)
         tail = encoder.finish() if inline else await anyio.to_thread.run_sync(encoder.finish)
         if tail:
             yield tail

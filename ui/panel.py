@@ -13,13 +13,15 @@ METRICS = [
     ("server_ttfp", "Server first patch", "server clock: from leaving the queue to the first patch "
                                           "decoded (no queue wait, no network)"),
     ("server_rtf", "Server RTF", "server clock: generation time ÷ audio length; below 1 is faster than "
-                                "real time (polled from the server 5 times a second)"),
+                                "real time (from the server's clock in each chunk's metadata frame)"),
     ("client_rtf", "Client RTF", "this browser's clock: time since pressing Generate ÷ audio received "
                                 "(includes queue wait and network)"),
-    ("chunks", "Chunks", "network reads received / patches the server generated (0.16 s each)"),
+    ("chunks", "Chunks", "patches received (0.16 s each, counted from the stream's frames; network reads "
+                         "in brackets)"),
     ("audio", "Audio", "received and played by the player"),
     ("buffer", "Buffer", "audio waiting in the player's jitter buffer"),
-    ("underruns", "Underruns", "times the player ran dry after it had started (0 means no gap)"),
+    ("underruns", "Underruns", "times the player ran dry after it had started, with the gaps' total length "
+                               "(0 means no gap)"),
     ("seed", "Seed used", "the seed this run used; turn off the random seed and enter it to repeat it"),
     ("retries", "Retries", "segments of a long text generated again because they ran on without stopping "
                            "(the seed each segment kept is in the job status)"),
@@ -34,10 +36,8 @@ def panel_html(sample_rate: int, prebuffer_ms: float) -> str:
     return f"""
 <div id="vox-panel">
   <div class="vox-status" data-field="status" data-kind="info" role="status" aria-live="polite">Ready.</div>
-  <div class="vox-speed" title="generation speed, log scale from 0.1× to 100× real time; the line marks 1×">
-    <div class="vox-speed-fill" data-field="speedbar"></div><div class="vox-speed-mark"></div>
-  </div>
-  <div class="vox-speed-label" data-field="speedlabel">generation speed: –</div>
+  {_speed_bar("server", "Server speed")}
+  {_speed_bar("client", "Delivery to this browser")}
   <div class="vox-metrics">{rows}</div>
   <div class="vox-spoken">
     <div><span class="vox-name">Now speaking</span> <span data-field="segment_label"></span></div>
@@ -46,8 +46,18 @@ def panel_html(sample_rate: int, prebuffer_ms: float) -> str:
   </div>
   <div class="vox-result" data-field="result" hidden>
     <div class="vox-result-title">Replay or download (does not play by itself)</div>
-    <audio controls preload="none"></audio>
+    <audio controls preload="metadata" aria-label="Replay of the last take"></audio>
+    <div class="vox-replay-time" data-field="replay_time" aria-label="Replay position"></div>
     <div><a class="vox-download" download>Download WAV</a> <span data-field="result_note"></span></div>
   </div>
   <div class="vox-footnote">Playback: AudioWorklet at {int(sample_rate)} Hz, prebuffer {float(prebuffer_ms):g} ms.</div>
 </div>"""
+
+
+def _speed_bar(source: str, label: str) -> str:
+    # A meter with its own name: screen readers announce "Server speed, 12.5x real time".
+    return f"""<div class="vox-speed-row"><span class="vox-speed-name">{label}</span>
+  <div class="vox-speed" role="meter" aria-label="{label}" aria-valuemin="-1" aria-valuemax="2" aria-valuenow="-1"
+       data-field="speed_{source}" title="speed on a log scale from 0.1x to 100x real time; the line marks 1x">
+    <div class="vox-speed-fill"></div><div class="vox-speed-mark"></div></div>
+  <span class="vox-speed-label" data-field="speedlabel_{source}">–</span></div>"""

@@ -1,4 +1,5 @@
-"""Same-origin HTTP routes: raw PCM streaming, clip uploads by id, job status for the metrics panel.
+"""Same-origin HTTP routes: PCM streaming (framed or bare), clip uploads by id, job status for the
+metrics panel, and a finished job's offline render.
 
 The page plays audio through an AudioWorklet fed by fetch(), which needs a plain byte stream, not
 Gradio's event protocol. Errors come back as 4xx JSON `{"error": ...}` before any audio is sent:
@@ -13,7 +14,7 @@ import logging
 import anyio
 import numpy as np
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from inference.errors import InputError
@@ -21,6 +22,8 @@ from inference.job import Job
 from inference.pool import gpu_status
 from inference.worker import QueueFullError
 
+from . import frames
+from .offline import render_offline
 from .schema import parse_body, to_request
 from .uploads import StoreFull, client_key, too_large
 
@@ -94,16 +97,41 @@ async def next_event(job: Job, request: Request | None):
             return None
 
 
-async def pcm_stream(job: Job, first: np.ndarray):
+async def pcm_stream(job: Job, first):
     try:
-        yield to_pcm(first)
+        yield to_pcm(first.chunk.audio)
         while True:
             event = await next_event(job, None)  # Starlette cancels this body when the client goes
             if event[0] != "chunk":
                 return
-            yield to_pcm(event[1])
+            yield to_pcm(event[1].chunk.audio)
     finally:
         job.discard()  # stops a live job within one patch; drops audio a finished one still holds
+
+
+async def framed_stream(job: Job, first, status: dict):
+    """Each patch as a metadata frame and an audio frame, then the final status (ui/frames.py)."""
+    try:
+        event = ("chunk", first)
+        while event[0] == "chunk":
+            delivery = event[1]
+            yield (frames.json_frame(frames.META, frames.chunk_meta(delivery, job))
+                   + frames.frame(frames.AUDIO, to_pcm(delivery.chunk.audio)))
+            event = await next_event(job, None)
+        yield frames.json_frame(frames.STATUS, frames.final_status(job, **status))
+    finally:
+        job.discard()
+
+
+def wants_frames(request: Request) -> bool:
+    """Framed when asked for (?format=frames, or the frames type in Accept); bare PCM otherwise,
+    so plain clients (curl, ffplay) keep getting samples only."""
+    chosen = request.query_params.get("format")
+    if chosen is not None:
+        if chosen not in ("frames", "pcm"):
+            raise HTTPError(400, f"format {chosen[:20]!r} is unknown: use format=frames or format=pcm")
+        return chosen == "frames"
+    return frames.MEDIA_TYPE in request.headers.get("accept", "")
 
 
 router = APIRouter()
@@ -118,6 +146,7 @@ def _state(request: Request):
 @guarded
 async def stream(request: Request):
     state = _state(request)
+    framed = wants_frames(request)
     job, req, body = await _submit(request, state)
     first = await first_audio(job, request)
     rate = state.worker.sample_rate
@@ -126,13 +155,16 @@ async def stream(request: Request):
         "X-Seed": str(req.seed), "X-Request-Id": job.id, "X-Mode": body.mode,
         "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
     }
+    if framed:
+        status = dict(seed=req.seed, **state.build)  # job-level facts for the final status frame
+        return StreamingResponse(framed_stream(job, first, status), media_type=frames.MEDIA_TYPE, headers=headers)
     # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
     media = f"audio/pcm;rate={rate};channels=1;format=s16le"
     return StreamingResponse(pcm_stream(job, first), media_type=media, headers=headers)
 
 
-async def first_audio(job: Job, request: Request) -> np.ndarray:
-    """The job's first chunk, or the HTTPError that says why there is none (sent before any audio)."""
+async def first_audio(job: Job, request: Request):
+    """The job's first Delivery (inference/job.py), or the HTTPError that says why there is none (sent before any audio)."""
     event = await next_event(job, request)
     if event is None:
         raise HTTPError(499, "the client closed the connection")
@@ -210,6 +242,20 @@ async def upload(request: Request):
 @guarded
 async def job_status(request: Request, job_id: str):
     return _job(request, job_id).status()
+
+
+@router.get("/jobs/{job_id}/offline.wav")
+@guarded
+async def job_offline(request: Request, job_id: str):
+    """The whole-sequence VAE decode of a finished job's latents, as WAV: the reference its stream
+    is compared with. Decoded on an engine's worker thread, awaited here without blocking."""
+    store = _state(request).latents
+    kept = store.get(job_id)
+    if kept is None:
+        raise HTTPError(404, f"no offline render for this request: the latents of finished requests are kept "
+                             f"for {store.ttl_s / 60:.0f} min (the most recent, within {store.max_bytes >> 20} MB)")
+    body = await render_offline(_state(request).worker, kept, job_id)
+    return Response(body, media_type="audio/wav", headers={"Cache-Control": "no-store"})
 
 
 @router.post("/jobs/{job_id}/cancel")

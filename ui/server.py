@@ -11,6 +11,7 @@ import gradio as gr
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from inference.latent_store import LatentStore
 from inference.pool import WorkerPool
 from inference.worker import EngineWorker
 
@@ -50,6 +51,10 @@ class AppSettings:
     stall_timeout_s: float = 30.0  # a client that reads none of its response for this long is cut off
     send_buffer_bytes: int = 256 * 1024  # the kernel's send buffer per connection (ui/connections.py)
     keep_finished: int = 256  # finished requests whose status (metrics) can still be asked for
+    latents_mb: int = 64  # finished requests' latents kept for their offline render (inference/latent_store.py)
+    latents_ttl_s: float = 1800.0  # ... and for how long
+    model_id: str = "tiny random model"  # what each take records as its model (app.py sets them)
+    model_revision: str | None = None
     data_dir: str | None = None  # the voice library lives in DATA_DIR/voices (ui/data_dir.py); None: no library
     max_voices: int = 100
     max_library_mb: int = 500
@@ -59,7 +64,7 @@ class AppSettings:
 def _asset_version() -> str:
     # Browsers cache modules hard; a content hash in the URL makes a new deploy load the new player.
     digest = hashlib.sha256()
-    for path in sorted(STATIC.glob("*")):
+    for path in sorted(p for p in STATIC.rglob("*") if p.is_file()):  # vendor/ holds folders
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -74,8 +79,9 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
     workers each warm up their engine on their own thread, in turn (Engine.warmup's lock)."""
     settings = settings or AppSettings()
     engines = list(engine) if isinstance(engine, (list, tuple)) else [engine]
+    latents = LatentStore(max_bytes=settings.latents_mb * 2**20, ttl_s=settings.latents_ttl_s)
     options = dict(max_queue=settings.max_queue, warm_up=settings.warm_up, max_backlog_s=settings.max_backlog_s,
-                   keep_finished=settings.keep_finished, max_unread_s=settings.max_unread_s)
+                   keep_finished=settings.keep_finished, max_unread_s=settings.max_unread_s, latents=latents)
     # One engine keeps its plain worker: nothing to route, and one thread fewer.
     worker = EngineWorker(engines[0], **options) if len(engines) == 1 else WorkerPool(engines, **options)
     engine = engines[0]  # the limits and rates below are the same on every GPU
@@ -95,6 +101,8 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.worker, app.state.clips, app.state.max_text_chars = worker, clips, max_chars
+    app.state.latents = latents
+    app.state.build = {"model": settings.model_id, "revision": settings.model_revision, "app_version": _asset_version()}
     app.state.settings = settings  # ui/connections.server_config reads the connection limits
     app.state.voices, app.state.library_writable = voices, settings.library_writable
     app.state.encoder_identity = getattr(engine, "encoder_identity", "none")
@@ -110,7 +118,7 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
         app, demo, path="/", css_paths=[STATIC / "app.css"], head=_head(worker.sample_rate, settings.prebuffer_ms),
         allowed_paths=[str(ASSETS)], max_file_size=f"{settings.max_upload_mb}mb", show_error=False, ssr_mode=False,
         # Gradio's "Use via API" page lists only Gradio events, none of which generate audio: the
-        # real API (/voxcpm/stream, /v1/audio/speech) is named in the page's voice library instead.
+        # real API is named in the page's "Use via HTTP" list (ui/workbench.py) and voice library.
         footer_links=["gradio"], run_history=False,
     )
     # Gradio checks that a file named in an event's input was uploaded by a user, but skips the

@@ -1,0 +1,76 @@
+"""The latents of finished requests, kept a while so that their offline render can be asked for.
+
+A take's offline render (the whole-sequence VAE decode of the same latents, `Engine.decode_whole`)
+is the reference its stream is compared with in the page's A/B. Latents are small (1 KiB per
+160 ms patch in float32, about 6 KiB per second of audio), but a server that kept every one would
+still grow without bound: entries expire after a TTL, and the oldest go first when the total
+passes a byte cap. One store serves every worker of a pool (job ids are unique across it).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class KeptLatents:
+    latents: np.ndarray  # float32 [patches, feat_dim, patch_size], as the stream's chunks carried them
+    context: np.ndarray | None  # [C, patch_size, feat_dim] the decoder was warmed on (continuation), or None
+    expires_at: float
+
+    @property
+    def nbytes(self) -> int:
+        return self.latents.nbytes + (0 if self.context is None else self.context.nbytes)
+
+
+class LatentStore:
+    def __init__(self, max_bytes: int = 64 * 2**20, ttl_s: float = 1800.0, clock=time.monotonic):
+        self.max_bytes, self.ttl_s, self._clock = max_bytes, ttl_s, clock
+        self._items: OrderedDict[str, KeptLatents] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def keep(self, job_id: str, patches: list[np.ndarray], context) -> bool:
+        """Stores a finished job's patches; False when there are none or they alone pass the cap."""
+        if not patches:
+            return False
+        context = None if context is None or len(context) == 0 else np.asarray(context, dtype=np.float32)
+        item = KeptLatents(np.stack(patches).astype(np.float32, copy=False), context, self._clock() + self.ttl_s)
+        if item.nbytes > self.max_bytes:
+            return False
+        with self._lock:
+            self._drop(job_id)
+            self._items[job_id] = item
+            self._bytes += item.nbytes
+            self._expire()
+            while self._bytes > self.max_bytes:  # the oldest make room
+                self._drop(next(iter(self._items)))
+        return True
+
+    def get(self, job_id: str) -> KeptLatents | None:
+        with self._lock:
+            self._expire()
+            return self._items.get(job_id)
+
+    @property
+    def nbytes(self) -> int:
+        with self._lock:
+            return self._bytes
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def _expire(self):
+        now = self._clock()
+        for job_id in [k for k, v in self._items.items() if v.expires_at <= now]:
+            self._drop(job_id)
+
+    def _drop(self, job_id: str):
+        item = self._items.pop(job_id, None)
+        if item is not None:
+            self._bytes -= item.nbytes

@@ -1,0 +1,56 @@
+// Numbers the listening-QA workbench shows: how abrupt each chunk boundary is, and how far two
+// renders of a take (the stream and its offline decode, or two takes) are apart. Pure functions
+// on Int16Array samples, so Node can run them as the page does.
+
+// A boundary is flagged when its jump is this many times the typical step around it: speech (and
+// any smooth signal) moves little from one sample to the next, so a patch that starts off where
+// the last one ended stands out. For Gaussian-like steps, 6x the mean |step| is about 5 sigma.
+export const FLAG_THRESHOLD = 6;
+const NEIGHBOURHOOD = 480; // samples either side (10 ms at 48 kHz) that set the typical step
+
+// For each boundary offset (the first sample of a patch, as its metadata frame said), the sample
+// jump across it relative to the mean absolute step in the neighbourhood on both sides.
+export function boundaryScores(pcm, offsets, threshold = FLAG_THRESHOLD) {
+  const out = [];
+  for (const offset of offsets) {
+    if (offset <= 0 || offset >= pcm.length) continue;
+    const jump = Math.abs(pcm[offset] - pcm[offset - 1]);
+    let sum = 0;
+    let n = 0;
+    const lo = Math.max(1, offset - NEIGHBOURHOOD);
+    const hi = Math.min(pcm.length - 1, offset + NEIGHBOURHOOD);
+    for (let i = lo; i <= hi; i++) {
+      if (i === offset) continue; // the step being judged does not judge itself
+      sum += Math.abs(pcm[i] - pcm[i - 1]);
+      n += 1;
+    }
+    const typical = n ? sum / n : 0;
+    const score = jump / Math.max(typical, 1); // one int16 step: silence does not divide by zero
+    out.push({ offset, jump, typical: Math.round(typical * 10) / 10, score: Math.round(score * 100) / 100,
+      flagged: score > threshold });
+  }
+  return out;
+}
+
+// Max absolute difference (int16 steps and full scale) and the SNR of `a` against the reference
+// `b`, over the samples both hold; lengths are reported, since a missing tail is a difference too.
+export function difference(a, b) {
+  const n = Math.min(a.length, b.length);
+  let maxAbs = 0;
+  let signal = 0;
+  let noise = 0;
+  for (let i = 0; i < n; i++) {
+    const d = a[i] - b[i];
+    maxAbs = Math.max(maxAbs, Math.abs(d));
+    signal += b[i] * b[i];
+    noise += d * d;
+  }
+  const snrDb = noise === 0 ? Infinity : 10 * Math.log10(signal / noise);
+  return { compared: n, lengthA: a.length, lengthB: b.length, maxAbs, maxAbsFs: maxAbs / 32767, snrDb };
+}
+
+export function describeDifference(d) {
+  const snr = isFinite(d.snrDb) ? `${d.snrDb.toFixed(1)} dB` : '∞ dB (identical)';
+  const lengths = d.lengthA === d.lengthB ? '' : ` (lengths differ: ${d.lengthA} vs ${d.lengthB} samples)`;
+  return `max |A−B| ${d.maxAbs} steps (${d.maxAbsFs.toExponential(1)} of full scale), SNR ${snr}${lengths}`;
+}

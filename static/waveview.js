@@ -1,0 +1,162 @@
+// One take on screen: waveform, timeline and spectrogram (wavesurfer.js, vendored), chunk
+// boundaries where the stream's frames put them (flagged ones in red), underruns where the player
+// ran dry, a play cursor, zoom, a dragged region to loop, a readout in ms and samples; and a
+// second waveform B (another take, or the offline render) that A/B switching jumps to at the same
+// position.
+
+import WaveSurfer from './vendor/wavesurfer/wavesurfer.esm.js';
+import RegionsPlugin from './vendor/wavesurfer/regions.esm.js';
+import SpectrogramPlugin from './vendor/wavesurfer/spectrogram.esm.js';
+import TimelinePlugin from './vendor/wavesurfer/timeline.esm.js';
+import { toFloat32, wavBlob } from './pcm.js';
+
+const COLORS = { wave: '#4a5fc1', progress: '#1e2a78', boundary: 'rgba(90, 90, 90, 0.55)', flagged: '#c62828',
+  underrun: '#b26a00', selection: 'rgba(74, 95, 193, 0.18)' };
+
+function surface(container, extra = {}) {
+  return WaveSurfer.create({ container, height: 96, waveColor: COLORS.wave, progressColor: COLORS.progress,
+    cursorColor: '#000', cursorWidth: 2, normalize: true, minPxPerSec: 100, dragToSeek: true, ...extra });
+}
+
+// Loads int16 samples without a decode: the samples themselves are the peaks.
+async function loadPcm(ws, pcm, rate) {
+  const url = URL.createObjectURL(wavBlob([pcm], rate));
+  await ws.load(url, [toFloat32(pcm)], pcm.length / rate);
+  return url;
+}
+
+export class WaveView {
+  constructor(root) {
+    this.root = root;
+    this.el = (name) => root.querySelector(`[data-wb="${name}"]`);
+    this.regions = RegionsPlugin.create();
+    this.a = surface(this.el('wave-a'), { plugins: [this.regions,
+      TimelinePlugin.create({ container: this.el('timeline'), timeInterval: 0.04, primaryLabelInterval: 0.32,
+        secondaryLabelInterval: 0.16 }), // a tick every 40 ms, a label every patch (160 ms)
+      SpectrogramPlugin.create({ container: this.el('spectrogram'), labels: true, height: 128, fftSamples: 512,
+        frequencyMax: 24000 })] });
+    this.b = surface(this.el('wave-b'), { height: 64, waveColor: '#7b8794', progressColor: '#3e4c59' });
+    this.active = 'A';
+    this.rate = 48000;
+    this.selection = null;
+    this.urls = [];
+    this.wire();
+  }
+
+  wire() {
+    this.regions.enableDragSelection({ color: COLORS.selection, id: 'selection' });
+    this.regions.on('region-created', (region) => {
+      if (region.id !== 'selection') return;
+      if (this.selection && this.selection !== region) this.selection.remove();
+      this.selection = region;
+      this.showReadout();
+    });
+    this.regions.on('region-updated', () => this.showReadout());
+    this.regions.on('region-out', (region) => {
+      if (region === this.selection && this.el('loop').checked && this.active === 'A') region.play();
+    });
+    for (const [from, to] of [[this.a, this.b], [this.b, this.a]]) {
+      from.on('interaction', (t) => to.setTime(t)); // a seek on either moves both cursors
+      from.on('timeupdate', () => this.showReadout());
+      from.on('finish', () => this.showPlaying());
+    }
+    this.el('zoom').addEventListener('input', (e) => { this.a.zoom(Number(e.target.value)); this.b.zoom(Number(e.target.value)); });
+    this.el('play').addEventListener('click', () => this.toggle());
+    this.el('switch').addEventListener('click', () => this.switchTo(this.active === 'A' ? 'B' : 'A'));
+  }
+
+  async show(take, marks) {
+    this.stop();
+    this.rate = take.sampleRate;
+    this.revoke();
+    this.urls.push(await loadPcm(this.a, new Int16Array(take.pcm), take.sampleRate));
+    this.regions.clearRegions();
+    this.selection = null;
+    for (const mark of marks) this.mark(mark);
+    this.switchTo('A', false);
+  }
+
+  mark({ id, sample, color, label }) {
+    const t = sample / this.rate;
+    this.regions.addRegion({ id, start: t, end: t, color: color || COLORS.boundary, drag: false, resize: false,
+      content: label || undefined });
+  }
+
+  async showB(pcm) {
+    this.revokeB();
+    this.b.pause();
+    if (!pcm) return this.b.empty();
+    this.urlB = await loadPcm(this.b, pcm, this.rate);
+    this.b.setTime(this.a.getCurrentTime());
+  }
+
+  // Instant A/B: the other side takes over at the current position, playing if this one was.
+  switchTo(which, keepPlaying = true) {
+    const [from, to] = which === 'A' ? [this.b, this.a] : [this.a, this.b];
+    const playing = keepPlaying && from.isPlaying();
+    const t = from.getCurrentTime();
+    from.pause();
+    to.setTime(t);
+    this.active = which;
+    if (playing) to.play();
+    const button = this.el('switch');
+    button.textContent = which === 'A' ? 'Listening to A: switch to B' : 'Listening to B: switch to A';
+    button.setAttribute('aria-pressed', which === 'B' ? 'true' : 'false');
+    this.root.dataset.active = which;
+    this.showPlaying();
+  }
+
+  current() {
+    return this.active === 'A' ? this.a : this.b;
+  }
+
+  toggle() {
+    const ws = this.current();
+    if (ws.isPlaying()) ws.pause();
+    else if (this.selection && this.active === 'A' && this.el('loop').checked) this.selection.play();
+    else ws.play();
+    setTimeout(() => this.showPlaying(), 50);
+  }
+
+  stop() {
+    this.a.pause();
+    this.b.pause();
+    this.showPlaying();
+  }
+
+  showPlaying() {
+    this.el('play').textContent = this.current().isPlaying() ? 'Pause' : 'Play';
+  }
+
+  position() {
+    const t = this.current().getCurrentTime();
+    return { ms: t * 1000, samples: Math.round(t * this.rate) };
+  }
+
+  showReadout() {
+    const { ms, samples } = this.position();
+    let text = `${this.active} at ${ms.toFixed(1)} ms (sample ${samples})`;
+    if (this.selection) {
+      const s = Math.round(this.selection.start * this.rate);
+      const e = Math.round(this.selection.end * this.rate);
+      text += ` · selection ${(s / this.rate * 1000).toFixed(1)}–${(e / this.rate * 1000).toFixed(1)} ms ` +
+        `(samples ${s}–${e}, ${e - s} long)`;
+    }
+    this.el('readout').textContent = text;
+  }
+
+  // Region starts (in samples) of the marks whose id starts with `prefix`: what the page drew.
+  marks(prefix) {
+    return this.regions.getRegions().filter((r) => r.id.startsWith(prefix)).map((r) => Math.round(r.start * this.rate));
+  }
+
+  revoke() {
+    this.urls.forEach((u) => URL.revokeObjectURL(u));
+    this.urls = [];
+  }
+
+  revokeB() {
+    if (this.urlB) URL.revokeObjectURL(this.urlB);
+    this.urlB = null;
+  }
+}

@@ -1,0 +1,70 @@
+"""Markup of the listening-QA workbench below the player: the take list, one take's waveform,
+timeline and spectrogram, A/B and ABX, boundary check, notes and exports; and the list of HTTP
+routes shown instead of Gradio's "Use via API" page (which has none of ours). static/workbench.js
+fills it in; nothing here runs."""
+from __future__ import annotations
+
+import html
+
+# (method, path, what it does): the page's own HTTP API, for the "Use via HTTP" list. Extend here.
+HTTP_ROUTES = [
+    ("POST", "/voxcpm/stream", "JSON request → speech as it is generated: bare int16 PCM, or typed frames with "
+                               "?format=frames (README, Streaming)"),
+    ("POST", "/voxcpm/upload", "a reference clip (WAV, FLAC, OGG or MP3) → an id for reference_id"),
+    ("GET", "/voxcpm/jobs/{id}", "a request's state, outcome and server figures"),
+    ("GET", "/voxcpm/jobs/{id}/offline.wav", "the offline render of a finished request (whole-sequence VAE decode)"),
+    ("POST", "/voxcpm/jobs/{id}/cancel", "stop a request"),
+    ("GET", "/voxcpm/health", "200 when serving, 503 while loading"),
+]
+
+
+def workbench_html() -> str:
+    return """
+<section id="vox-workbench" aria-labelledby="vox-wb-title">
+  <h2 id="vox-wb-title">Listening QA</h2>
+  <p class="vox-wb-intro">Every take is kept in this browser (it survives a reload) with its settings and figures.
+  Chunk boundaries are marked where the stream's frames put them; red ones jump more than their neighbourhood,
+  amber marks are gaps the player heard. Drag on the waveform to select a region, tick Loop to repeat it.</p>
+  <div class="vox-wb-toolbar"><span data-wb="storage">No takes yet.</span>
+    <button type="button" class="vox-wb-button" data-wb="clear">Clear all takes</button>
+    <span data-wb="message" role="status" aria-live="polite"></span></div>
+  <ol class="vox-wb-takes" data-wb="list" aria-label="Takes, newest first"></ol>
+  <div class="vox-wb-view" data-wb="view" hidden>
+    <div class="vox-wb-head" data-wb="head"></div>
+    <div class="vox-wb-controls">
+      <button type="button" class="vox-wb-button" data-wb="play">Play</button>
+      <button type="button" class="vox-wb-button" data-wb="switch" aria-pressed="false">Listening to A: switch to B</button>
+      <label>Zoom <input type="range" data-wb="zoom" min="20" max="3000" value="100" aria-label="Zoom, pixels per second"></label>
+      <label><input type="checkbox" data-wb="loop"> Loop selection</label>
+      <span class="vox-wb-readout" data-wb="readout">A at 0.0 ms (sample 0)</span>
+    </div>
+    <div class="vox-wb-label">A: this take</div>
+    <div data-wb="wave-a" aria-label="Waveform of take A"></div>
+    <div data-wb="timeline"></div>
+    <div data-wb="spectrogram" aria-label="Spectrogram of take A"></div>
+    <div class="vox-wb-ab"><label>B: <select data-wb="b-source" aria-label="What B is"></select></label>
+      <span data-wb="diff" role="status"></span></div>
+    <div data-wb="wave-b" aria-label="Waveform of B"></div>
+    <div class="vox-wb-abx" role="group" aria-label="Blind ABX test">
+      <button type="button" class="vox-wb-button" data-wb="abx-start">New ABX trial</button>
+      <button type="button" class="vox-wb-button" data-wb="abx-play-a">Play A</button>
+      <button type="button" class="vox-wb-button" data-wb="abx-play-b">Play B</button>
+      <button type="button" class="vox-wb-button" data-wb="abx-play-x">Play X</button>
+      <button type="button" class="vox-wb-button" data-wb="abx-answer-a">X is A</button>
+      <button type="button" class="vox-wb-button" data-wb="abx-answer-b">X is B</button>
+      <span data-wb="abx-score" role="status"></span></div>
+    <div class="vox-wb-boundaries" data-wb="boundaries"></div>
+    <label class="vox-wb-notes">Notes for this take (kept with it, and in the bundle)
+      <textarea data-wb="notes" rows="2"></textarea></label>
+    <div class="vox-wb-export">
+      <button type="button" class="vox-wb-button" data-wb="copy">Copy take (JSON + curl)</button>
+      <button type="button" class="vox-wb-button" data-wb="wav">Download WAV (with settings)</button>
+      <button type="button" class="vox-wb-button" data-wb="bundle">Download bundle (zip)</button></div>
+  </div>
+</section>"""
+
+
+def http_routes_html() -> str:
+    rows = "\n".join(f"<li><code>{m} {html.escape(p)}</code>: {html.escape(what)}</li>" for m, p, what in HTTP_ROUTES)
+    return f"""<details id="vox-http-api"><summary>Use via HTTP</summary>
+<ul>{rows}</ul></details>"""
