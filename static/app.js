@@ -140,6 +140,7 @@ class VoxApp {
       cfg_value: Number(form.cfg_value), inference_timesteps: Math.round(Number(form.inference_timesteps)),
       max_len: Math.round(Number(form.max_len)),
       normalize: Boolean(form.normalize),
+      trim_silence: form.mode !== 'design' && Boolean(form.trim_silence),
       seed: form.random_seed || form.seed == null || form.seed === '' ? null : Math.round(Number(form.seed)),
     };
     if (form.mode === 'design') body.control = text(form.description);

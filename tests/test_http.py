@@ -82,6 +82,20 @@ def test_cloning_by_upload_id_equals_synthesize(client):
     assert_same_audio(pcm, want)
 
 
+def test_trim_silence_trims_the_uploaded_clip(client):
+    rate, voice = clip_input()
+    padded = np.concatenate([np.zeros(rate, np.float32), voice, np.zeros(rate // 2, np.float32)])
+    data = io.BytesIO()
+    sf.write(data, padded, rate, format="WAV", subtype="FLOAT")
+    clip_id = upload(client, data.getvalue()).json()["id"]
+    ask = dict(text=TEXT, seed=7, max_len=4)
+    response, pcm = stream(client, mode="cloning", reference_id=clip_id, trim_silence=True, **ask)
+    assert response.status_code == 200, response.text
+    assert_same_audio(pcm, expected_pcm(SynthesisRequest(reference_audio=(rate, padded), trim_silence=True, **ask)))
+    _, untrimmed = stream(client, mode="cloning", reference_id=clip_id, **ask)
+    assert not np.array_equal(untrimmed, pcm)
+
+
 def test_an_uploaded_clip_expires_after_its_time():
     import time
 
@@ -178,6 +192,8 @@ def test_job_status_reports_server_metrics(client):
     ({"text": TEXT, "mode": "cloning"}, 400, "reference clip"),
     ({"text": TEXT, "mode": "cloning", "reference_id": "nope"}, 400, "expired"),
     ({"text": TEXT, "reference_id": "x"}, 400, "not used in voice design"),
+    ({"text": TEXT, "trim_silence": True}, 400, "voice design has none"),
+    ({"text": TEXT, "trim_silence": "yes"}, 400, "trim_silence"),
     ({"text": TEXT, "request_id": "../../etc"}, 400, "request_id"),
     ({"text": TEXT, "reference_audio": "/etc/passwd"}, 400, "unknown field"),
     ({"text": "x" * 30000}, 400, "the limit is"),

@@ -25,7 +25,7 @@ log = logging.getLogger("voxcpm.ui")
 # The order in which the Generate button hands the form's values to window.voxcpm.generate.
 FIELDS = ["mode", "text", "description", "clone_ref", "clone_style", "ultimate_ref", "ultimate_transcript",
           "cfg_value", "inference_timesteps", "seed", "random_seed", "max_len", "clone_audio", "ultimate_audio",
-          "normalize"]
+          "normalize", "trim_silence"]
 
 INTRO = """# VoxCPM2 streaming demo
 Speech starts playing while it is generated: the audio streams into a gapless AudioWorklet player,
@@ -158,5 +158,8 @@ def _advanced() -> dict:
                              elem_id="vox-seed")
             max_len = gr.Slider(1, 4096, value=4096, step=1, label="Maximum length (patches of 0.16 s)",
                                 elem_id="vox-max-len")
+        # Off by default: a clean clip needs nothing, and editing the user's audio should be asked for.
+        trim = gr.Checkbox(False, label="Cloning: trim the silence at the clip's ends (voice activity detection)",
+                           elem_id="vox-trim-silence")
     return {"cfg_value": cfg, "inference_timesteps": steps, "seed": seed, "random_seed": random_seed,
-            "max_len": max_len}
+            "max_len": max_len, "trim_silence": trim}

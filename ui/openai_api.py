@@ -12,7 +12,7 @@ queue and worker; only the body format and the errors' shape are OpenAI's:
 - `stream_format`: "audio" (the file, sent as it is encoded) or "sse" (events
   `speech.audio.delta` with base64 audio, then `speech.audio.done` with usage).
 - `speed`: only 1.0; the model has no speed control, so any other value is refused.
-- Extensions: seed, cfg_value, inference_timesteps, max_len, normalize.
+- Extensions: seed, cfg_value, inference_timesteps, max_len, normalize, trim_silence.
 """
 from __future__ import annotations
 
@@ -70,6 +70,7 @@ class SpeechBody(BaseModel):
     inference_timesteps: int = 10
     max_len: int = 4096
     normalize: bool = False
+    trim_silence: bool = False
 
 
 def parse_speech(raw, library=None) -> tuple[SpeechBody, StreamBody]:
@@ -96,7 +97,7 @@ def to_stream_body(speech: SpeechBody, library=None) -> StreamBody:
                          "to design one from `instructions`")
     common = dict(text=speech.input, cfg_value=speech.cfg_value, inference_timesteps=speech.inference_timesteps,
                   max_len=speech.max_len, seed=speech.seed, control=speech.instructions,
-                  normalize=speech.normalize)
+                  normalize=speech.normalize, trim_silence=speech.trim_silence)
     if voice.strip().casefold() == DESIGN:
         return StreamBody(mode="design", **common)
     if library is None:

@@ -34,6 +34,7 @@ class StreamBody(BaseModel):
     request_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
     voice: str | None = Field(default=None, max_length=200)  # a saved voice (cloning modes), instead of reference_id
     normalize: bool = False  # numbers, dates and units read as words (inference/normalize.py)
+    trim_silence: bool = False  # cut the silence at the clip's ends (inference/vad.py)
 
 
 def parse_body(raw) -> StreamBody:
@@ -69,11 +70,14 @@ def to_request(body: StreamBody, clips, max_text_chars: int, voices=None) -> Syn
     control = None if blank(body.control) else body.control.strip()
     seed = body.seed if body.seed is not None else secrets.randbelow(RANDOM_SEED_LIMIT)
     common = dict(text=body.text, cfg_value=body.cfg_value, inference_timesteps=body.inference_timesteps,
-                  min_len=body.min_len, max_len=body.max_len, seed=seed, normalize=body.normalize)
+                  min_len=body.min_len, max_len=body.max_len, seed=seed, normalize=body.normalize,
+                  trim_silence=body.trim_silence)
     if body.mode == "design":
         _refuse(body.reference_id, "a reference clip is not used in voice design: pick a cloning mode")
         _refuse(body.voice, "a saved voice is not used in voice design: pick a cloning mode")
         _refuse(body.prompt_text, "a transcript is only used in ultimate cloning")
+        if body.trim_silence:
+            raise InputError("trim_silence trims a reference clip, and voice design has none: leave it out")
         return SynthesisRequest(control=control, **common)
     clip, saved_transcript = _clone_source(body, clips, voices)
     if body.mode == "cloning":
