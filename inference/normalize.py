@@ -32,6 +32,11 @@ _MARKDOWN = (
 _MATH_SIGNS = re.compile(r"[\d$%^*_+≥≤≠×÷?=]")
 _DASH_BEFORE_DIGIT = re.compile(r"(?<=[a-zA-Z0-9])-(?=\d)")
 _DIGITS = re.compile(r"\d+")
+# WeText's English grammar drops the leading "one" of a grouped number from 1,000 on ("1,250" reads
+# "thousand two hundred and fifty", also in the official normalizer): such numbers, whole and with
+# an optional currency sign, are spelled by inflect before WeText sees them.
+_LEADING_ONE = re.compile(r"(?<![\d.,])(?P<sign>[$€£]?)(?P<number>1(?:,\d{3})+)(?![\d,]|\.\d)")
+_CURRENCY = {"$": " dollars", "€": " euros", "£": " pounds", "": ""}
 _SPACES = re.compile(r" {2,}")
 # Symbols WeText's Chinese grammar leaves alone, and brackets nobody reads aloud.
 _ZH_SYMBOLS = {"²": "平方", "³": "立方", "√": "根号", "≈": "约等于", "<": "小于",
@@ -81,8 +86,14 @@ def normalize(text: str, lang: str | None = None) -> str:
     zh, en, numbers = GRAMMARS.get()
     if lang == "zh":
         return _verbalize_chinese(text, zh)
+    text = _LEADING_ONE.sub(lambda m: _spell_grouped(m, numbers), text)
     text = _apply(en, text)
     return _DIGITS.sub(lambda m: numbers.number_to_words(m.group()), text)
+
+
+def _spell_grouped(match: re.Match, numbers) -> str:
+    words = numbers.number_to_words(int(match["number"].replace(",", ""))).replace(",", "")
+    return words + _CURRENCY[match["sign"]]
 
 
 def _apply(grammar, text: str) -> str:
