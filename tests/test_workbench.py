@@ -214,3 +214,32 @@ def _screens(page):
     page.screenshot(path=str(ARTIFACTS / "workbench-phone-top.png"))
     page.screenshot(path=str(ARTIFACTS / "workbench-phone.png"), full_page=True)
     page.set_viewport_size({"width": 1400, "height": 1100})
+
+
+# WCAG 2.1 contrast (relative luminance of sRGB colours), computed from the styles Chromium applies.
+CONTRAST_JS = """sel => {
+    const rgb = s => s.match(/[\\d.]+/g).slice(0, 3).map(Number);
+    const lum = c => { const [r, g, b] = c.map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+                       return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+    const background = el => { for (; el; el = el.parentElement) { const c = getComputedStyle(el).backgroundColor;
+                                 if (!/rgba\\(.*, 0\\)$/.test(c) && c !== 'transparent') return c; } return 'rgb(255, 255, 255)'; };
+    const el = document.querySelector(sel);
+    const [a, b] = [lum(rgb(getComputedStyle(el).color)), lum(rgb(background(el)))];
+    return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+}"""
+
+
+@pytest.mark.parametrize("selector", ["#vox-generate", "#vox-panel .vox-note", "#vox-panel .vox-footnote"])
+def test_text_meets_wcag_aa_contrast(page, selector):
+    if not page.locator(selector).count():
+        pytest.fail(f"{selector} is not on the page")
+    assert page.evaluate(CONTRAST_JS, selector) >= 4.5, selector
+
+
+def test_focus_is_visible_and_controls_are_named(page):
+    page.focus("#vox-generate")
+    ring = page.evaluate("() => { const s = getComputedStyle(document.activeElement); return [s.outlineStyle, s.outlineWidth, s.boxShadow]; }")
+    assert (ring[0] != "none" and ring[1] != "0px") or ring[2] != "none", ring
+    for selector in ["#vox-panel audio", "#vox-panel [role=meter]"]:
+        for el in page.locator(selector).all():
+            assert (el.get_attribute("aria-label") or el.get_attribute("aria-labelledby")), selector
