@@ -15,9 +15,11 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
+from gradio.processing_utils import hash_file
 from gradio.utils import get_upload_folder
 
 from ui import AppSettings
+from ui.examples import ASSETS
 
 from .app_helpers import serve
 from .gradio_queue import call, dependencies, file_data, outputs
@@ -141,6 +143,23 @@ def test_a_clip_uploaded_through_the_page_still_works(client, secret):
     path = uploaded.json()[0]
     values = outputs(call(client, audio_handlers(client)[0], [file_data(path, "mine.wav")]))
     assert values and values[0] and values[1].startswith("Reference ready"), values
+
+
+def test_an_example_clip_works_after_another_app_deleted_its_copy(client):
+    # Every Gradio app on the machine shares the upload folder, and one that shuts down deletes the
+    # files it cached: the example clips included, which a live page still names (a browser test
+    # saw its example refused as a server path, now and then, while other suites were running).
+    asset = ASSETS / "voices" / "guide_en.wav"
+    copy = Path(get_upload_folder()) / hash_file(asset) / asset.name  # what Gradio hands the page
+    other = serve(AppSettings())
+    assert copy.is_file()  # the path is Gradio's: the app just made (or touched) the copy there
+    other.stop()  # its shutdown deletes the copy, which the fixture's app still names
+    copy.unlink(missing_ok=True)  # the same, should another process's app have made it again meanwhile
+    index = audio_handlers(client)[0]
+    values = outputs(call(client, index, [file_data(copy, asset.name)]))
+    assert values and values[0] and values[1].startswith("Reference ready"), values
+    # Only that shape of path: the same name in another folder of the cache is still refused.
+    assert_refused(call(client, index, [file_data(copy.parent.with_name("0" * 64) / asset.name)]))
 
 
 def test_gradio_serves_no_server_file(client, secret):

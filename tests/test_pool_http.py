@@ -52,7 +52,11 @@ def test_concurrent_streams_spread_and_health_reports_each_engine(app, client):
         body = {"text": TEXT, "seed": 7, "min_len": 300, "max_len": 300, "request_id": request_id}
         with httpx.Client(base_url=app.url, timeout=60) as c, c.stream("POST", "/voxcpm/stream", json=body) as r:
             assert r.status_code == 200
-            next(r.iter_bytes())  # audio is flowing
+            # Keep the iterator: a throwaway `next(r.iter_bytes())` closes the connection as soon as
+            # its generator is dropped (httpcore closes on GeneratorExit), so the server cancels this
+            # stream while the other is still starting and /health sees [0, 1].
+            audio = r.iter_bytes()
+            next(audio)  # audio is flowing
             opened.wait(30)
             done.wait(30)  # leaving the block closes the connection, which cancels the stream
 

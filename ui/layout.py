@@ -14,7 +14,7 @@ from gradio.utils import get_upload_folder as gradio_upload_folder
 
 from inference.errors import InputError
 
-from .examples import cloning_examples, design_examples, ultimate_examples
+from .examples import cloning_examples, design_examples, example_clip, ultimate_examples
 from .panel import panel_html
 from .workbench import http_routes_html, workbench_html
 from .uploads import UploadStore, client_key, read_uploaded_file
@@ -130,11 +130,14 @@ def register_clip(clips: UploadStore, path: str | None, upload_root: str | None 
                   client: str | None = None) -> tuple[str, str]:
     """Gradio has stored the upload or recording in its own folder; decode it once and hand the
     page an id. Only files in that folder are read: the path comes from the client, and Gradio does
-    not check it for an app mounted on FastAPI."""
+    not check it for an app mounted on FastAPI. An example clip is read from assets/ instead:
+    Gradio's copy of it may have been deleted by another app's shutdown (ui/examples.py)."""
     if not path:
         return "", ""
     try:
-        data = read_uploaded_file(path, upload_root or gradio_upload_folder(), clips.max_bytes)
+        root = upload_root or gradio_upload_folder()
+        example = example_clip(path, root)
+        data = example.read_bytes() if example is not None else read_uploaded_file(path, root, clips.max_bytes)
         clip_id, clip = clips.add_bytes(data, client)
     except InputError as exc:
         return "", f"⚠️ {exc}"
