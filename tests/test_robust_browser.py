@@ -31,7 +31,8 @@ TOKEN = "browser-token-0123456789"
 DEFAULT = {"mode": "design", "text": "Hello world, this is a test.", "description": "", "clone_ref": "",
            "clone_style": "", "ultimate_ref": "", "ultimate_transcript": "", "cfg_value": 2.0,
            "inference_timesteps": 4, "seed": 1, "random_seed": False, "max_len": 3,
-           "clone_audio": None, "ultimate_audio": None}  # the clip components (their file names)
+           "clone_audio": None, "ultimate_audio": None,  # the clip components (their file names)
+           "normalize": False, "trim_silence": False}
 
 
 @pytest.fixture(scope="module")

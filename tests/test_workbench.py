@@ -113,7 +113,9 @@ def test_abx_records_answers(page):
     trials = page.evaluate("window.voxcpm.workbench.selected.abx")
     assert [t["answer"] for t in trials] == ["A", "B"] and all(t["correct"] == (t["x"] == t["answer"]) for t in trials)
     right = sum(t["correct"] for t in trials)
-    assert f"ABX: {right} of 2 correct" in page.locator("#vox-workbench [data-wb=abx-score]").inner_text()
+    # The score line is redrawn after the answer is stored: wait for it rather than read it at once.
+    page.wait_for_function("t => document.querySelector('#vox-workbench [data-wb=abx-score]').innerText.includes(t)",
+                           arg=f"ABX: {right} of 2 correct", timeout=10_000)
     stored = page.evaluate("""async () => (await window.voxcpm.workbench.store.list())
         .find((t) => t.id === window.voxcpm.workbench.selected.id).abx.length""")
     assert stored == 2
@@ -237,6 +239,7 @@ def test_text_meets_wcag_aa_contrast(page, selector):
 
 
 def test_focus_is_visible_and_controls_are_named(page):
+    page.keyboard.press("Shift")  # a keyboard user: :focus-visible applies to what gets focus next
     page.focus("#vox-generate")
     ring = page.evaluate("() => { const s = getComputedStyle(document.activeElement); return [s.outlineStyle, s.outlineWidth, s.boxShadow]; }")
     assert (ring[0] != "none" and ring[1] != "0px") or ring[2] != "none", ring
