@@ -3,6 +3,9 @@ import os
 import tempfile
 from pathlib import Path
 
+import httpx
+import pytest
+
 FIGURES = Path(__file__).resolve().parent / "artifacts" / "robust-figures.txt"
 
 
@@ -13,3 +16,10 @@ def pytest_sessionstart(session):
     # a throwaway folder, never in the user's real one.
     if "VOXCPM_DATA_DIR" not in os.environ:
         os.environ["VOXCPM_DATA_DIR"] = tempfile.mkdtemp(prefix="voxcpm-test-data-")
+
+
+@pytest.fixture()
+def client(app):
+    """An HTTP client of the module's served app (each module's `app` fixture)."""
+    with httpx.Client(base_url=app.url, timeout=120) as c:
+        yield c

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 
 from app import parse_args
@@ -24,11 +23,6 @@ def app():
     yield running
     running.stop()
 
-
-@pytest.fixture()
-def client(app):
-    with httpx.Client(base_url=app.url, timeout=60) as c:
-        yield c
 
 
 def port(app) -> int:

@@ -8,7 +8,6 @@ import time
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 from gradio.utils import get_upload_folder
 
@@ -25,11 +24,6 @@ def app():
     yield running
     running.stop()
 
-
-@pytest.fixture()
-def client(app):
-    with httpx.Client(base_url=app.url, timeout=30) as c:
-        yield c
 
 
 def stored(name: str) -> list[Path]:

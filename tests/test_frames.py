@@ -14,7 +14,7 @@ from ui.frames import AUDIO, HEADER, MAX_PAYLOAD, MEDIA_TYPE, META, STATUS, Fram
     json_frame, read_frames
 
 from .app_helpers import assert_same_audio, expected_pcm, pcm_of
-from .test_http import app, client  # noqa: F401 - the same served app
+from .test_http import app  # noqa: F401 - the same served app
 
 TEXT = "Hello world, this is a test."
 

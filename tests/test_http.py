@@ -28,11 +28,6 @@ def app():
     running.stop()
 
 
-@pytest.fixture()
-def client(app):
-    with httpx.Client(base_url=app.url, timeout=120) as c:
-        yield c
-
 
 def stream(client, **body):
     response = client.post("/voxcpm/stream", json=body)

@@ -15,7 +15,7 @@ import soundfile as sf
 from inference.latent_store import LatentStore
 from ui.frames import AUDIO, MEDIA_TYPE, read_frames
 
-from .test_http import VOICE, VOICE_TEXT, app, client, upload  # noqa: F401 - the same served app
+from .test_http import VOICE, VOICE_TEXT, app, upload  # noqa: F401 - the same served app
 
 TEXT = "Hello world, this is a test."
 

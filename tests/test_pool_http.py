@@ -26,11 +26,6 @@ def app():
     running.stop()
 
 
-@pytest.fixture()
-def client(app):
-    with httpx.Client(base_url=app.url, timeout=120) as c:
-        yield c
-
 
 def test_two_engines_serve_one_route_with_the_same_bytes(app, client):
     assert isinstance(app.worker, WorkerPool)

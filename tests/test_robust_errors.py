@@ -10,7 +10,6 @@ import re
 import socket
 import weakref
 
-import httpx
 import pytest
 import torch
 
@@ -52,11 +51,6 @@ def app():
     yield running
     running.stop()
 
-
-@pytest.fixture()
-def client(app):
-    with httpx.Client(base_url=app.url, timeout=60) as c:
-        yield c
 
 
 @pytest.fixture()

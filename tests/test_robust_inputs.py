@@ -12,7 +12,6 @@ import os
 import tempfile
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 import soundfile as sf
@@ -92,11 +91,6 @@ def app():
     yield running
     running.stop()
 
-
-@pytest.fixture()
-def client(app):
-    with httpx.Client(base_url=app.url, timeout=60) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")
