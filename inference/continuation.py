@@ -146,9 +146,11 @@ class Continuation:
         self.held = []
 
     def snapshot(self) -> Report:
-        ready = self.spoken.ready()
-        if len(ready) != len(self.report.segments):
-            self.report.segments = ready
+        # Called for every patch a stream delivers: only the segments not yet reported are looked
+        # at, and the list is replaced (not grown in place) since the status route reads it.
+        new = self.spoken.ready(len(self.report.segments))
+        if new:
+            self.report.segments = self.report.segments + new
         return self.report
 
     def close(self):

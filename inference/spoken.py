@@ -55,11 +55,11 @@ class SpokenText:
             self._done[k] = self._futures[k].result()
         return self._done[k]
 
-    def ready(self) -> list[str]:
-        """The segments whose spoken form is known, from the first on."""
+    def ready(self, start: int = 0) -> list[str]:
+        """The segments from `start` on whose spoken form is known, up to the first that is not."""
         out = []
-        for k, future in enumerate(self._futures):
-            if self._done[k] is None and not future.done():
+        for k in range(start, len(self._raw)):
+            if self._done[k] is None and not self._futures[k].done():
                 break
             out.append(self.segment(k))
         return out

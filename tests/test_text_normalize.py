@@ -113,3 +113,4 @@ def test_spoken_text_normalizes_every_segment_in_order():
     assert len(texts) > 5 and all("five" in t for t in texts) and not any(ch.isdigit() for ch in "".join(texts))
     assert all(t.startswith(" ") for t in texts[1:]), "the space between two segments is kept"
     assert spoken.ready() == texts
+    assert spoken.ready(2) == texts[2:] and spoken.ready(len(texts)) == []
