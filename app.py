@@ -96,7 +96,7 @@ def resolve_token(args) -> str | None:
     token = args.token or os.environ.get("VOXCPM_TOKEN") or None
     if token is None:
         return None
-    from ui.auth import TOKEN_PATTERN  # only now: importing ui loads Gradio, which takes seconds
+    from ui.guard.auth import TOKEN_PATTERN  # only now: importing ui loads Gradio, which takes seconds
 
     if not re.fullmatch(TOKEN_PATTERN, token):
         raise StartupError("the token needs 8 to 256 characters from A-Z a-z 0-9 . _ ~ - "
@@ -122,8 +122,8 @@ def page_url(host: str, port: int) -> str:
 def library_settings(args, host: str, log) -> dict:
     """Where the voice library lives, and whether requests may change it: only token holders when
     others can reach the server (without a token, anyone could delete everyone's voices)."""
-    from ui.data_dir import resolve_data_dir
-    from ui.hosts import is_loopback
+    from ui.library.data_dir import resolve_data_dir
+    from ui.guard.hosts import is_loopback
 
     folder, why = resolve_data_dir(args.data_dir)
     try:
@@ -152,12 +152,12 @@ def checkpoint_source(args, cleanup: contextlib.ExitStack) -> tuple[str, bool]:
 def load(args, settings, source: str, is_hub: bool, devices: list[str], dtype: str, phases):
     """On the loading thread: fetch, load (one engine per device), build the app, warm up; the app,
     ready to serve."""
-    from inference.checkpoint import resolve_checkpoint
+    from inference.model.checkpoint import resolve_checkpoint
     from ui import create_app
 
     log = logging.getLogger("voxcpm.app")
     if args.random_weights:
-        from inference.tiny import write_tiny_checkpoint
+        from inference.model.tiny_checkpoint import write_tiny_checkpoint
 
         write_tiny_checkpoint(source, seed=0)
     if is_hub:
@@ -184,7 +184,7 @@ def load(args, settings, source: str, is_hub: bool, devices: list[str], dtype: s
                  + (f", {len(engines)} GPUs in turn" if len(engines) > 1 else ""))
     # Warm-up (CUDA-graph capture) happens on the worker thread that will replay the graphs; with
     # several GPUs each worker warms up its own engine, one at a time (torch.compile is not
-    # thread-safe: see inference/engine.py WARMUP_LOCK).
+    # thread-safe: see inference/runtime/engine.py WARMUP_LOCK).
     app, worker = create_app(engines if len(engines) > 1 else engines[0], settings)
     worker.ready.wait()
     if worker.warmup_error is not None:  # ends the start with its short message instead of serving
@@ -214,9 +214,9 @@ def serve(args, cleanup: contextlib.ExitStack):
     import uvicorn
 
     from ui import AppSettings
-    from ui.connections import server_config
-    from ui.hosts import allowed_hosts_for, is_loopback
-    from ui.loading import EngineWarmupLine, LoadingGate, Phases
+    from ui.guard.connections import server_config
+    from ui.guard.hosts import allowed_hosts_for, is_loopback
+    from ui.page.loading import EngineWarmupLine, LoadingGate, Phases
 
     if args.token is None and not is_loopback(host):
         log.warning("bound to %s without a token: anyone who can reach this port can use the GPU "

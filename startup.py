@@ -125,7 +125,7 @@ def check_gpus(gpus: int | None, device: str) -> list[str]:
 
 
 def check_dtype(dtype: str | None, device: str) -> str:
-    from inference.loader import DTYPES
+    from inference.model.loader import DTYPES
 
     if dtype is None:
         return "bfloat16" if device.startswith("cuda") else "float32"
@@ -137,14 +137,14 @@ def check_dtype(dtype: str | None, device: str) -> str:
 
 def is_folder_name(name: str) -> bool:
     """A local folder (existing, or written like a path) rather than a hub id."""
-    from inference.checkpoint import looks_like_path
+    from inference.model.checkpoint import looks_like_path
 
     return Path(name).expanduser().exists() or looks_like_path(name)
 
 
 def check_folder(name: str) -> Path:
     """A local checkpoint folder with every file the loader reads: which one is missing, if any."""
-    from inference.checkpoint import MODEL_FILES, VAE_FILES
+    from inference.model.checkpoint import MODEL_FILES, VAE_FILES
 
     folder = Path(name).expanduser().resolve()
     if not folder.is_dir():

@@ -50,9 +50,9 @@ def measure(engine, req: SynthesisRequest) -> dict:
 def build(args):
     if args.tiny:
         from inference import Engine
-        from tests.app_helpers import tiny_checkpoint
+        from inference.model.tiny_checkpoint import write_tiny_checkpoint
 
-        return Engine.from_pretrained(tiny_checkpoint(), device="cpu", dtype="float32", warmup=False)
+        return Engine.from_pretrained(write_tiny_checkpoint(tempfile.mkdtemp(prefix="voxcpm2-tiny-"), seed=0), device="cpu", dtype="float32", warmup=False)
     from bench import weights
 
     source = weights.prepare(args, Path(tempfile.mkdtemp(prefix="voxcpm_ab_")))

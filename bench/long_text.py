@@ -52,7 +52,7 @@ def rss_mb() -> float:
 
 def build_engine(args) -> Engine:
     if args.tiny:
-        from inference.tiny import write_tiny_checkpoint
+        from inference.model.tiny_checkpoint import write_tiny_checkpoint
 
         path = write_tiny_checkpoint(tempfile.mkdtemp(prefix="voxcpm_long_tiny_"), fast_vae=True)
         engine = Engine.from_pretrained(str(path), device="cpu", dtype="float32", max_streams=1, warmup=False)
@@ -142,7 +142,7 @@ def main():
     ap.add_argument("--tiny", action="store_true", help="the tiny test model on the CPU (a smoke run)")
     ap.add_argument("--chars", type=int, default=20000)
     ap.add_argument("--patches", type=int, default=60, help="patches per segment with random weights")
-    ap.add_argument("--segment-weight", type=int, default=300, help="the segment bound (inference/segments.py)")
+    ap.add_argument("--segment-weight", type=int, default=300, help="the segment bound (inference/text/segments.py)")
     ap.add_argument("--timesteps", type=int, default=10)
     ap.add_argument("--max-streams", type=int, default=8)
     ap.add_argument("--sample-every", type=int, default=50, help="steps (patches) between memory samples")

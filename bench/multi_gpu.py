@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from bench import concurrency, weights  # noqa: E402
-from inference.job import JobFailed  # noqa: E402
-from inference.pool import WorkerPool  # noqa: E402
+from inference.serving.job import JobFailed  # noqa: E402
+from inference.serving.pool import WorkerPool  # noqa: E402
 
 log = logging.getLogger("bench.multi_gpu")
 
@@ -38,9 +38,9 @@ log = logging.getLogger("bench.multi_gpu")
 def build_engines(args, devices: list[str]) -> list:
     if args.tiny:  # the tests' tiny random model: the script's logic, on the CPU
         from inference import Engine
-        from tests.app_helpers import tiny_checkpoint
+        from inference.model.tiny_checkpoint import write_tiny_checkpoint
 
-        return [Engine.from_pretrained(tiny_checkpoint(), device=d, dtype="float32", warmup=False,
+        return [Engine.from_pretrained(write_tiny_checkpoint(tempfile.mkdtemp(prefix="voxcpm2-tiny-"), seed=0), device=d, dtype="float32", warmup=False,
                                        max_streams=args.max_streams) for d in devices]
     if not hasattr(args, "source"):
         args.source = weights.prepare(args, Path(tempfile.mkdtemp(prefix="voxcpm_multi_gpu_")))

@@ -9,7 +9,7 @@ import torch
 
 from bench.timing import first_chunk_seconds, median, p90, stream_timings
 from inference import SynthesisRequest
-from tests.official import import_official, run_official
+from bench.official import import_official, run_official
 
 PARITY_PATCHES = 8
 

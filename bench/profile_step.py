@@ -21,12 +21,12 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from inference import Engine, SynthesisRequest  # noqa: E402
-from inference.audio_vae import AudioVAE  # noqa: E402
-from inference.config import ModelConfig  # noqa: E402
-from inference.loader import LoadedModel  # noqa: E402
-from inference.model import VoxCPM2  # noqa: E402
-from inference.text import TextTokenizer  # noqa: E402
-from inference.tiny import write_tokenizer  # noqa: E402
+from inference.model.audio_vae import AudioVAE  # noqa: E402
+from inference.model.config import ModelConfig  # noqa: E402
+from inference.model.loader import LoadedModel  # noqa: E402
+from inference.model.voxcpm2 import VoxCPM2  # noqa: E402
+from inference.text.tokenizer import TextTokenizer  # noqa: E402
+from inference.model.tiny_checkpoint import write_tokenizer  # noqa: E402
 
 
 def random_engine(vae_dtype=torch.float32, max_streams: int = 64) -> Engine:
@@ -79,7 +79,7 @@ def attention_variants():
     """Decode attention of 8 rows over a 512-slot bucket: our function against SDPA variants."""
     import torch.nn.functional as F
 
-    from inference.compiled import compiled_ops
+    from inference.runtime.compiled import compiled_ops
 
     q = torch.randn(8, 16, 1, 128, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(8, 2, 512, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))

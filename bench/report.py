@@ -8,8 +8,8 @@ import numpy as np
 import torch
 
 from inference import SynthesisRequest
-from inference.locdit import zero_velocity_steps
-from inference.decode_step import patches_to_frames
+from inference.model.locdit import zero_velocity_steps
+from inference.runtime.decode_step import patches_to_frames
 
 
 def nbytes(module: torch.nn.Module) -> int:

@@ -57,7 +57,7 @@ def clip_rows(engine: Engine, seconds: float, runs: int, work: Path) -> list[dic
 
 def load(args) -> Engine:
     if args.tiny:
-        from inference.tiny import write_tiny_checkpoint
+        from inference.model.tiny_checkpoint import write_tiny_checkpoint
 
         folder = tempfile.mkdtemp(prefix="voxcpm2-tiny-bench-")
         write_tiny_checkpoint(folder, seed=0)

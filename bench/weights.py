@@ -10,11 +10,11 @@ from pathlib import Path
 import torch
 
 from inference import Engine
-from inference.checkpoint import fold_weight_norm
-from inference.config import ModelConfig
-from inference.loader import build_model
-from inference.text import TextTokenizer
-from inference.tiny import write_tokenizer
+from inference.model.checkpoint import fold_weight_norm
+from inference.model.config import ModelConfig
+from inference.model.loader import build_model
+from inference.text.tokenizer import TextTokenizer
+from inference.model.tiny_checkpoint import write_tokenizer
 
 
 @dataclass
@@ -57,8 +57,8 @@ def our_engine(source: Source, *, vae_dtype: str, cuda_graphs: bool, max_streams
 
 def vae_fp32(source: Source):
     """The VAE in float32 on the GPU: the reference the streamed decode is measured against."""
-    from inference.audio_vae import AudioVAE
-    from inference.checkpoint import load_vae_weights
+    from inference.model.audio_vae import AudioVAE
+    from inference.model.checkpoint import load_vae_weights
 
     cfg = ModelConfig.from_dict(source.raw_config)
     vae = AudioVAE(cfg.vae)

@@ -1,7 +1,7 @@
 """VoxCPM2 inference core: `Engine.from_pretrained(...)`, `engine.stream(SynthesisRequest(...))`."""
-from .engine import Engine
+from .runtime.engine import Engine
 from .errors import AudioInputError, CheckpointError, InputError
-from .reference import ReferenceClip
-from .request import AudioChunk, SynthesisRequest
+from .request.reference import ReferenceClip
+from .request.request import AudioChunk, SynthesisRequest
 
 __all__ = ["Engine", "SynthesisRequest", "AudioChunk", "InputError", "AudioInputError", "CheckpointError", "ReferenceClip"]

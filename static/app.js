@@ -1,7 +1,7 @@
-// Page side of the player: sends one request to the stream route (framed: ui/frames.py), feeds
+// Page side of the player: sends one request to the stream route (framed: ui/http/frames.py), feeds
 // the AudioWorklet as frames arrive, keeps the exact samples and chunk boundaries for the WAV and
 // the listening-QA workbench, and drives the metrics panel.
-// Gradio's buttons call window.voxcpm.generate / stop (see ui/layout.py).
+// Gradio's buttons call window.voxcpm.generate / stop (see ui/page/layout.py).
 
 import { FrameParser, MEDIA_TYPE } from './frames.js';
 import { Panel } from './panel.js';

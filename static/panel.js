@@ -1,5 +1,5 @@
 // The live metrics panel: every figure is written here, on every chunk and every worklet report.
-// The markup (with what each figure includes) is in ui/panel.py; this file only fills it in.
+// The markup (with what each figure includes) is in ui/page/panel.py; this file only fills it in.
 
 const dash = '–';
 const ms = (v) => (v == null ? dash : `${Math.round(v)} ms`);

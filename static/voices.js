@@ -1,4 +1,4 @@
-// The voice library in the page (ui/voice_panel.py): lists the saved voices, plays, renames and
+// The voice library in the page (ui/page/voice_panel.py): lists the saved voices, plays, renames and
 // deletes them, saves the current clip or the last take, and fills the saved-voice picker of each
 // cloning tab. static/app.js asks picked(mode) which voice a request should use.
 

@@ -12,7 +12,7 @@ import numpy as np
 import uvicorn
 
 from inference import Engine, SynthesisRequest
-from inference.tiny import write_tiny_checkpoint
+from inference.model.tiny_checkpoint import write_tiny_checkpoint
 
 SAMPLE_RATE = 48000
 CHROMIUM = "/usr/bin/chromium"
@@ -78,7 +78,7 @@ class RunningApp:
 def serve(settings=None, engine: Engine | None = None) -> RunningApp:
     """The whole app (routes, player files, Gradio page) on 127.0.0.1, in a background thread."""
     from ui import create_app
-    from ui.connections import server_config
+    from ui.guard.connections import server_config
 
     app, worker = create_app(engine or load_engine(), settings)
     port = free_port()

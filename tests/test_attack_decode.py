@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from inference.audio_input import load_audio
-from ui.uploads import MAX_DECODED_BYTES, UploadStore
+from inference.request.audio_input import load_audio
+from ui.library.uploads import MAX_DECODED_BYTES, UploadStore
 
 from .app_helpers import record_figure
 

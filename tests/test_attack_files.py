@@ -19,7 +19,7 @@ from gradio.processing_utils import hash_file
 from gradio.utils import get_upload_folder
 
 from ui import AppSettings
-from ui.examples import ASSETS
+from ui.page.examples import ASSETS
 
 from .app_helpers import serve
 from .gradio_queue import call, dependencies, file_data, outputs

@@ -9,7 +9,7 @@ import pytest
 
 from app import parse_args
 from ui import AppSettings
-from ui.hosts import allowed_hosts_for
+from ui.guard.hosts import allowed_hosts_for
 
 from .app_helpers import serve
 

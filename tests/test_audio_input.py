@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from inference.audio_input import load_audio, pad_to_multiple
+from inference.request.audio_input import load_audio, pad_to_multiple
 from inference.errors import AudioInputError
 
 RATE = 16000

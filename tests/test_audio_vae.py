@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from inference.audio_vae import AudioVAE
-from inference.checkpoint import fold_weight_norm
-from inference.config import VAEConfig
+from inference.model.audio_vae import AudioVAE
+from inference.model.checkpoint import fold_weight_norm
+from inference.model.config import VAEConfig
 
 TINY = VAEConfig(
     encoder_dim=8, encoder_rates=(2, 5, 8, 8), latent_dim=64, decoder_dim=64,

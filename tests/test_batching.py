@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from inference import Engine, SynthesisRequest
-from inference.engine import EngineFull
+from inference.runtime.engine import EngineFull
 from tests.test_golden_parity import CASES, CKPT, _request, load_case
 
 TOLERANCE = 1e-5  # relative; the CPU's matrix kernels round differently at other batch sizes

@@ -15,8 +15,8 @@ import soundfile as sf
 
 from inference import SynthesisRequest
 from ui import AppSettings
-from ui.examples import cloning_examples, design_examples, ultimate_examples
-from ui.uploads import decode_audio
+from ui.page.examples import cloning_examples, design_examples, ultimate_examples
+from ui.library.uploads import decode_audio
 
 from .app_helpers import BROWSER_FLAGS as FLAGS
 from .app_helpers import CHROMIUM, assert_same_audio, expected_pcm, load_engine, serve, set_max_len

@@ -10,7 +10,7 @@ import tempfile
 import pytest
 
 from inference import Engine
-from inference.tiny import write_tiny_checkpoint
+from inference.model.tiny_checkpoint import write_tiny_checkpoint
 from ui import AppSettings
 
 from .app_helpers import BROWSER_FLAGS, CHROMIUM, serve

@@ -7,10 +7,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from inference.checkpoint import (check_keys, fold_weight_norm, load_model_weights, load_vae_weights,
+from inference.model.checkpoint import (check_keys, fold_weight_norm, load_model_weights, load_vae_weights,
                                   resolve_checkpoint)
 from inference.errors import CheckpointError
-from inference.tiny import write_tiny_checkpoint
+from inference.model.tiny_checkpoint import write_tiny_checkpoint
 
 
 @pytest.fixture(autouse=True)

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from inference import Engine, SynthesisRequest
-from inference.request import seed_noise
-from inference.tiny import write_tiny_checkpoint
-from inference.worker import EngineWorker
+from inference.request.request import seed_noise
+from inference.model.tiny_checkpoint import write_tiny_checkpoint
+from inference.serving.worker import EngineWorker
 from tests.app_helpers import _rss_mb as rss_mb, record_figure
-from tests.official import _fed_noise, load_official_model
+from bench.official import fed_noise, load_official_model
 from tests.test_golden_parity import CKPT, GOLDEN
 
 TEXT = ("The quick brown fox jumps over the dog. It was a sunny day in May. "
@@ -72,7 +72,7 @@ def test_each_segment_equals_the_official_prompt_cache_continuation(golden_engin
         cache = official.merge_prompt_cache(original, plan.spoken.segment(k - 1), tail)
         noise = seed_noise(plan.report.seeds[k], 4096, 64, 4).transpose(1, 2).numpy()  # [n, D, P]
         record = []
-        with _fed_noise(official, noise, record):
+        with fed_noise(official, noise, record):
             official.generate_with_prompt_cache(target_text=plan.spoken.segment(k), prompt_cache=cache,
                                                 min_len=2, max_len=4096, inference_timesteps=10, cfg_value=2.0)
         ours = latents[k]

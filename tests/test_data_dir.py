@@ -2,7 +2,7 @@
 user's data folder."""
 from pathlib import Path
 
-from ui import data_dir
+from ui.library import data_dir
 
 
 def test_flag_wins_over_environment(monkeypatch, tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ui.examples import design_examples
+from ui.page.examples import design_examples
 
 from .app_helpers import BROWSER_FLAGS, CHROMIUM, free_port, wait_healthy
 

@@ -1,4 +1,4 @@
-"""The framed stream body (ui/frames.py): the reader against the writer, split anywhere; truncated
+"""The framed stream body (ui/http/frames.py): the reader against the writer, split anywhere; truncated
 and malformed bodies refused with a message that says where; and the route over real HTTP, whose
 frames carry the same samples as bare PCM, chunk metadata at the true offsets and a final status."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from inference import SynthesisRequest
-from ui.frames import AUDIO, HEADER, MAX_PAYLOAD, MEDIA_TYPE, META, STATUS, FrameError, FrameReader, frame, \
+from ui.http.frames import AUDIO, HEADER, MAX_PAYLOAD, MEDIA_TYPE, META, STATUS, FrameError, FrameReader, frame, \
     json_frame, read_frames
 
 from .app_helpers import assert_same_audio, expected_pcm, pcm_of

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from inference import SynthesisRequest
 from ui import AppSettings
-from ui.layout import register_clip
+from ui.page.layout import register_clip
 
 from .app_helpers import assert_same_audio, expected_pcm, pcm_of, record_figure, resources, serve, wait_until
 from .gradio_queue import FILE_META, call, outputs

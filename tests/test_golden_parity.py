@@ -15,8 +15,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from inference.tiny import write_tiny_checkpoint
-from tests.official import build_official_modules, import_official, load_official_model
+from inference.model.tiny_checkpoint import write_tiny_checkpoint
+from bench.official import build_official_modules, import_official, load_official_model
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 CKPT = GOLDEN / "ckpt"
@@ -138,7 +138,7 @@ def test_committed_checkpoint_is_reproducible(tmp_path):
         assert read(fresh, "tokenizer.json")["model"][part] == read(CKPT, "tokenizer.json")["model"][part]
     ours, committed = _checkpoint_tensors(fresh), _checkpoint_tensors(CKPT)
     assert set(ours) == set(committed)
-    assert all(torch.equal(ours[k], committed[k]) for k in ours), "inference/tiny.py no longer writes the golden weights"
+    assert all(torch.equal(ours[k], committed[k]) for k in ours), "inference/model/tiny_checkpoint.py no longer writes the golden weights"
 
 
 def test_tokenizer_splits_multichar_chinese_like_official():

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from inference import Engine, SynthesisRequest
-from inference.tiny import write_tiny_checkpoint
+from inference.model.tiny_checkpoint import write_tiny_checkpoint
 from tests.test_batching import staggered
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

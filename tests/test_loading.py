@@ -10,7 +10,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
-from ui.loading import LoadingGate, Phases
+from ui.page.loading import LoadingGate, Phases
 
 from .app_helpers import free_port
 

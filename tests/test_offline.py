@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from inference.latent_store import LatentStore
-from ui.frames import AUDIO, MEDIA_TYPE, read_frames
+from inference.serving.latent_store import LatentStore
+from ui.http.frames import AUDIO, MEDIA_TYPE, read_frames
 
 from .test_http import VOICE, VOICE_TEXT, app, upload  # noqa: F401 - the same served app
 

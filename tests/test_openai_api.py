@@ -17,8 +17,8 @@ import soundfile as sf
 
 from inference import SynthesisRequest
 from ui import AppSettings
-from ui.audio_encoders import FORMATS
-from ui.uploads import decode_audio
+from ui.http.audio_encoders import FORMATS
+from ui.library.uploads import decode_audio
 
 from .app_helpers import SAMPLE_RATE, assert_same_audio, expected_pcm, serve
 

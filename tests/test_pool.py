@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from inference import InputError, SynthesisRequest
-from inference.job import JobFailed
-from inference.engine import WARMUP_LOCK
-from inference.pool import FAILURES_TO_AVOID, WorkerPool, gpu_status
-from inference.worker import INTERNAL_ERROR
+from inference.serving.job import JobFailed
+from inference.runtime.engine import WARMUP_LOCK
+from inference.serving.pool import FAILURES_TO_AVOID, WorkerPool, gpu_status
+from inference.serving.worker import INTERNAL_ERROR
 
 from .app_helpers import load_engine, reference_engine, wait_until
 

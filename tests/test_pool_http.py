@@ -10,7 +10,7 @@ import torch
 
 import startup
 from inference import SynthesisRequest
-from inference.pool import WorkerPool
+from inference.serving.pool import WorkerPool
 from startup import StartupError
 from ui import AppSettings
 

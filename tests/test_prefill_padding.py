@@ -5,7 +5,7 @@ model computes it."""
 import torch
 
 from inference import Engine, SynthesisRequest
-from inference.runner import Join
+from inference.runtime.runner import Join
 from tests.test_golden_parity import CKPT, GOLDEN
 
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from inference import ReferenceClip, SynthesisRequest
-from inference.reference import encoder_identity
-from inference.tiny import write_tiny_checkpoint
-from ui.uploads import decode_audio
+from inference.request.reference import encoder_identity
+from inference.model.tiny_checkpoint import write_tiny_checkpoint
+from ui.library.uploads import decode_audio
 
 from .app_helpers import load_engine
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from ui import AppSettings
-from ui.layout import FIELDS
+from ui.page.layout import FIELDS
 
 from .app_helpers import BROWSER_FLAGS, CHROMIUM, serve, set_max_len
 from .test_robust_errors import FailOnce

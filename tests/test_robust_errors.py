@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from inference import SynthesisRequest
-from inference.worker import INTERNAL_ERROR, OUT_OF_MEMORY
+from inference.serving.worker import INTERNAL_ERROR, OUT_OF_MEMORY
 from ui import AppSettings
 
 from .app_helpers import assert_same_audio, expected_pcm, load_engine, pcm_of, serve, wait_until
@@ -106,7 +106,7 @@ def test_out_of_memory_mid_stream_ends_that_stream_and_says_why(app, client, inj
 
 def test_a_bug_fails_only_its_request_and_stays_in_the_log(app, client, inject, caplog):
     caplog.set_level("INFO", logger="voxcpm")
-    inject(RuntimeError("Traceback: File \"/secret/inference/model.py\", line 1: exploded"))
+    inject(RuntimeError("Traceback: File \"/secret/inference/model/voxcpm2.py\", line 1: exploded"))
     response = client.post("/voxcpm/stream", json={"text": TEXT, "seed": 5, "max_len": 3})
     assert response.status_code == 500 and response.json() == {"error": INTERNAL_ERROR}
     assert_nothing_exposed(response.text)

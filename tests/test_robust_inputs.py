@@ -18,9 +18,9 @@ import soundfile as sf
 from gradio.utils import get_upload_folder
 
 from inference import SynthesisRequest
-from inference.audio_input import load_audio
+from inference.request.audio_input import load_audio
 from ui import AppSettings
-from ui.layout import register_clip
+from ui.page.layout import register_clip
 
 from .app_helpers import assert_same_audio, expected_pcm, pcm_of, serve
 

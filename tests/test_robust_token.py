@@ -1,4 +1,4 @@
-"""The access token (ui/auth.py) over real HTTP: without it nothing but the health probe answers;
+"""The access token (ui/guard/auth.py) over real HTTP: without it nothing but the health probe answers;
 the header, a bearer token or the cookie set by /?token= let a client in; streaming and cancel on
 disconnect still work behind it."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from ui import AppSettings
-from ui.auth import COOKIE, TokenGate
+from ui.guard.auth import COOKIE, TokenGate
 
 from .app_helpers import pcm_of, serve, wait_until
 

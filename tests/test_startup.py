@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from inference.tiny import write_tiny_checkpoint
+from inference.model.tiny_checkpoint import write_tiny_checkpoint
 
 from .app_helpers import free_port
 

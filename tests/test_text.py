@@ -6,7 +6,7 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 from inference.errors import CheckpointError
-from inference.text import TextTokenizer, normalize_text
+from inference.text.tokenizer import TextTokenizer, normalize_text
 
 _CHARS = ["▁", "你", "好", "世", "界", "再", "见", "㐀", "㐁", "，", "h", "i"]
 # "再见" exists only with the word-start marker, so it must stay whole; "㐀㐁" is outside U+4E00-U+9FFF.

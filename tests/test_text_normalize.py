@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 
 from inference import SynthesisRequest
-from inference.normalize import normalize
-from inference.prompt import speech_text
-from inference.segments import SEGMENT_WEIGHT, split_segments, split_sentences, weight
-from inference.spoken import SpokenText
-from tests.official import official_text_normalizer
+from inference.text.normalize import normalize
+from inference.request.prompt import speech_text
+from inference.text.segments import SEGMENT_WEIGHT, split_segments, split_sentences, weight
+from inference.text.spoken import SpokenText
+from bench.official import official_text_normalizer
 
 # (what it covers, text): each must come out exactly as the official normalizer gives it.
 CASES = [

@@ -1,10 +1,10 @@
 """The cached single-token step must reproduce the whole-sequence forward (chunked equals whole)."""
 import torch
 
-from inference.config import ModelConfig
-from inference.locdit import euler_schedule, guided_velocity, zero_velocity_steps
-from inference.transformer import KVCache, Transformer
-from inference.tiny import tiny_config
+from inference.model.config import ModelConfig
+from inference.model.locdit import euler_schedule, guided_velocity, zero_velocity_steps
+from inference.model.transformer import KVCache, Transformer
+from inference.model.tiny_checkpoint import tiny_config
 
 CFG = ModelConfig.from_dict(tiny_config())
 
@@ -85,8 +85,8 @@ def test_pinned_sequence_attention_equals_sdpa_and_falls_back_where_a_backend_is
     the device runs, and the math kernel alone, give SDPA's own result."""
     from torch.nn.attention import SDPBackend
 
-    from inference.compiled import pinned_attention
-    from inference.transformer import sequence_attention
+    from inference.runtime.compiled import pinned_attention
+    from inference.model.transformer import sequence_attention
 
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, h, 11, 32, generator=gen) for h in (8, 2, 2))

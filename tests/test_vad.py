@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from inference import InputError, ReferenceClip, SynthesisRequest
-from inference.vad import speech_bounds, trim_silence
-from ui.uploads import decode_audio
+from inference.request.vad import speech_bounds, trim_silence
+from ui.library.uploads import decode_audio
 
 from .app_helpers import load_engine
 from .test_reference_cache import CountingEncoder
@@ -42,7 +42,7 @@ def test_speech_is_found_inside_added_silence():
 
 def test_other_rates_map_back_to_their_own_samples():
     audio, start, _ = padded_voice()
-    from inference.audio_input import resample
+    from inference.request.audio_input import resample
     at_48k = resample(audio, RATE, 48000)
     got = speech_bounds(at_48k, 48000)
     assert abs(got[0] - 3 * start) < 0.15 * 48000

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from inference.errors import InputError
-from ui.voice_store import VoiceError, VoiceLibrary
+from ui.library.voice_store import VoiceError, VoiceLibrary
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,7 +82,7 @@ def test_limits_on_count_and_size(tmp_path):
 KILLED_SAVE = """
 import os, signal, sys
 import numpy as np
-import ui.voice_store as store
+import ui.library.voice_store as store
 lib = store.VoiceLibrary(sys.argv[1])
 lib.save("kept", np.full(16000, 0.1, np.float32))
 if sys.argv[2] == "before-commit":  # every file written and renamed into place, the row not yet

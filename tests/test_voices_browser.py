@@ -12,8 +12,8 @@ import soundfile as sf
 
 from inference import SynthesisRequest
 from ui import AppSettings
-from ui.examples import design_examples
-from ui.uploads import decode_audio
+from ui.page.examples import design_examples
+from ui.library.uploads import decode_audio
 
 from .app_helpers import BROWSER_FLAGS, CHROMIUM, assert_same_audio, expected_pcm, load_engine, serve, set_max_len
 from .test_browser import _pick_example, _run, _wav

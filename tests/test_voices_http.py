@@ -13,7 +13,7 @@ import soundfile as sf
 
 from inference import SynthesisRequest
 from ui import AppSettings
-from ui.uploads import decode_audio
+from ui.library.uploads import decode_audio
 
 from .app_helpers import SAMPLE_RATE, assert_same_audio, expected_pcm, load_engine, pcm_of, serve
 from .test_reference_cache import CountingEncoder

@@ -19,7 +19,7 @@ import pytest
 import soundfile as sf
 
 from ui import AppSettings
-from ui.frames import AUDIO, frame, json_frame, read_frames
+from ui.http.frames import AUDIO, frame, json_frame, read_frames
 
 from .app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, serve, set_max_len
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from inference import InputError, SynthesisRequest
-from inference.job import JobFailed
-from inference.worker import INTERNAL_ERROR, EngineWorker, QueueFullError
+from inference.serving.job import JobFailed
+from inference.serving.worker import INTERNAL_ERROR, EngineWorker, QueueFullError
 
 from .app_helpers import load_engine, reference_engine, wait_until
 

@@ -2,7 +2,7 @@
 for: fades at the start, around an underrun (also one that falls exactly on a block boundary, as
 whole patches do) and none at the end of a stream; played and underrun counts; silence between
 streams. The browser tests check the same player end to end but cannot read its output samples. And the
-framed-stream reader (static/frames.js) on bodies written by ui/frames.py, split anywhere,
+framed-stream reader (static/frames.js) on bodies written by ui/http/frames.py, split anywhere,
 truncated or malformed."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ui.frames import HEADER, FrameError, read_frames
+from ui.http.frames import HEADER, FrameError, read_frames
 
 from .test_frames import MALFORMED, sample_body
 
@@ -84,7 +84,7 @@ def test_a_reset_silences_at_once_and_forgets_the_stream():
     assert after and after[-1]["played"] == 0 and after[-1]["buffered"] == 0
 
 
-# -- the page's reader of the framed stream (static/frames.js), against ui/frames.py's writer ---------
+# -- the page's reader of the framed stream (static/frames.js), against ui/http/frames.py's writer ---------
 def parse_in_node(body: bytes, sizes: list[int]) -> dict:
     done = subprocess.run([NODE, str(ROOT / "tests" / "frames_harness.mjs"), str(ROOT / "static" / "frames.js"),
                            base64.b64encode(body).decode(), json.dumps(sizes)], capture_output=True, text=True,

@@ -11,20 +11,20 @@ import gradio as gr
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from inference.latent_store import LatentStore
-from inference.pool import WorkerPool
-from inference.worker import EngineWorker
+from inference.serving.latent_store import LatentStore
+from inference.serving.pool import WorkerPool
+from inference.serving.worker import EngineWorker
 
-from .auth import TokenGate
-from .events import KnownEvents
-from .hosts import HostGuard
-from .limits import RequestLimits
-from .layout import build_blocks
-from .openai_api import openai_router
-from .routes import router
-from .uploads import UploadStore
-from .voice_routes import voice_lookup, voice_router
-from .voice_store import VoiceLibrary
+from .guard.auth import TokenGate
+from .guard.events import KnownEvents
+from .guard.hosts import HostGuard
+from .guard.limits import RequestLimits
+from .page.layout import build_blocks
+from .http.openai import openai_router
+from .http.routes import router
+from .library.uploads import UploadStore
+from .http.voices import voice_lookup, voice_router
+from .library.voice_store import VoiceLibrary
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "static"
@@ -41,21 +41,21 @@ class AppSettings:
     clips_per_client: int = 16  # clips one client (address) may hold at once; more are refused
     notice: str | None = None  # a banner above the page, e.g. that the weights are random
     warm_up: bool = False  # warm the engine on its worker thread (when from_pretrained did not)
-    token: str | None = None  # when set, every request but the health probe must carry it (ui/auth.py)
-    allowed_hosts: list[str] | None = None  # Host names answered (ui/hosts.py); None: any
+    token: str | None = None  # when set, every request but the health probe must carry it (ui/guard/auth.py)
+    allowed_hosts: list[str] | None = None  # Host names answered (ui/guard/hosts.py); None: any
     max_request_files: int = 1  # files in one request to Gradio's upload route (the page sends one clip)
     body_timeout_s: float = 60.0  # a request body must arrive within this (25 MiB at 3.5 Mbit/s)
     max_backlog_s: float = 120.0  # unread audio a stream may pile up before it is stopped
-    max_unread_s: float = 240.0  # unread audio all streams together may hold (inference/backlog.py)
-    idle_timeout_s: float = 30.0  # a connection must send its request within this (ui/connections.py)
+    max_unread_s: float = 240.0  # unread audio all streams together may hold (inference/serving/backlog.py)
+    idle_timeout_s: float = 30.0  # a connection must send its request within this (ui/guard/connections.py)
     stall_timeout_s: float = 30.0  # a client that reads none of its response for this long is cut off
-    send_buffer_bytes: int = 256 * 1024  # the kernel's send buffer per connection (ui/connections.py)
+    send_buffer_bytes: int = 256 * 1024  # the kernel's send buffer per connection (ui/guard/connections.py)
     keep_finished: int = 256  # finished requests whose status (metrics) can still be asked for
-    latents_mb: int = 64  # finished requests' latents kept for their offline render (inference/latent_store.py)
+    latents_mb: int = 64  # finished requests' latents kept for their offline render (inference/serving/latent_store.py)
     latents_ttl_s: float = 1800.0  # ... and for how long
     model_id: str = "tiny random model"  # what each take records as its model (app.py sets them)
     model_revision: str | None = None
-    data_dir: str | None = None  # the voice library lives in DATA_DIR/voices (ui/data_dir.py); None: no library
+    data_dir: str | None = None  # the voice library lives in DATA_DIR/voices (ui/library/data_dir.py); None: no library
     max_voices: int = 100
     max_library_mb: int = 500
     library_writable: bool = True  # app.py: False when others can reach the server without a token
@@ -118,7 +118,7 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
         app, demo, path="/", css_paths=[STATIC / "app.css"], head=_head(worker.sample_rate, settings.prebuffer_ms),
         allowed_paths=[str(ASSETS)], max_file_size=f"{settings.max_upload_mb}mb", show_error=False, ssr_mode=False,
         # Gradio's "Use via API" page lists only Gradio events, none of which generate audio: the
-        # real API is named in the page's "Use via HTTP" list (ui/workbench.py) and voice library.
+        # real API is named in the page's "Use via HTTP" list (ui/page/workbench.py) and voice library.
         footer_links=["gradio"], run_history=False,
     )
     # Gradio checks that a file named in an event's input was uploaded by a user, but skips the

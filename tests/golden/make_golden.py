@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from inference.tiny import write_tiny_checkpoint  # noqa: E402
-from tests.official import import_official, load_official_model, run_official  # noqa: E402
+from inference.model.tiny_checkpoint import write_tiny_checkpoint  # noqa: E402
+from bench.official import import_official, load_official_model, run_official  # noqa: E402
 
 GOLDEN = Path(__file__).resolve().parent
 CKPT = GOLDEN / "ckpt"

@@ -1,0 +1,157 @@
+"""One request's text as a chain of segments on one engine row, and the runaway guard.
+
+Segment 1 is generated in the request's mode. Each next segment re-prefills the same row with a
+continuation prompt: the request's voice (reference prefix, ultimate-cloning prompt) followed by
+the tail, which is the text and latent patches of the last segment that ended properly (the
+official `merge_prompt_cache` idea). The prompt is bounded by the segment bound however long the
+text, so memory and per-patch time stay flat. The row's VAE decoder state is not reset: the
+audio continues across the boundary as it does across any patch.
+
+Runaway guard: a segment that reaches the official bad-case length (6 patches per text token)
+is a runaway. After the first segment, a segment's audio is held until the segment has ended
+properly; a runaway is then regenerated from the same prompt with the next seed, the decoder
+rewound to the segment's start, up to 3 attempts in all (the official retry count), the last one
+cut at the official cap (6 x tokens + 10). The first segment streams at once and is only cut.
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .prompt import Prompt, Voice, control_prefix, voice_prompt
+from .request import AudioChunk, SynthesisRequest, initial_noise, seed_noise
+from ..text.spoken import SpokenText
+
+BAD_CASE_RATIO = 6  # patches per target token at which the official retry calls a case bad
+MAX_ATTEMPTS = 3  # the official retry_badcase_max_times
+
+
+@dataclass
+class SegmentStart:
+    """What the engine loads into the row for the next attempt at a segment."""
+
+    prompt: Prompt
+    noise: torch.Tensor  # [n, P, D]
+    cap: int
+    decoder: str  # "fresh" (a new stream), "carry" (the next segment) or "rewind" (a retry)
+
+
+@dataclass
+class Report:
+    """What a listener may want to know about the text's progress; a fresh object per change."""
+
+    segments: list[str] = field(default_factory=list)  # the spoken (normalized) text of each ready segment
+    segment_count: int = 0
+    seeds: list[int] = field(default_factory=list)  # the seed whose attempt each finished segment kept
+    retries: list[dict] = field(default_factory=list)  # {"segment", "patches", "seed"} of each rejected attempt
+    cut: list[int] = field(default_factory=list)  # segments that ended at the cap (no stop)
+
+
+class Continuation:
+    """Drives one stream's segments. `add` is called with each collected patch; it releases
+    audio into the stream's chunks and says when the row must be re-prefilled or retired."""
+
+    def __init__(self, req: SynthesisRequest, voice: Voice, spoken: SpokenText, tokenize, patch_shape,
+                 length_cap, capacity: int, out):
+        """length_cap(req, prompt) -> patches; capacity: the KV cache's positions; out: where
+        released chunks go (the stream's chunks)."""
+        self.req, self.voice, self.spoken, self.tokenize, self.out = req, voice, spoken, tokenize, out
+        self.patch_shape, self.length_cap, self.capacity = patch_shape, length_cap, capacity
+        self.seed = req.seed if req.seed is not None else secrets.randbits(63)
+        self.next_seed = self.seed  # each attempt takes the next one
+        self.seed_in_use: int | None = None  # None while the request's own noise is used
+        self.segment, self.attempt = 0, 0
+        self.tail: tuple[str, torch.Tensor] | None = None
+        self.latents: list[np.ndarray] = []  # this attempt's patches [D, P]
+        self.held: list[AudioChunk] = []
+        self.released = 0  # patches handed to the listener: the next chunk's index
+        self.report = Report(segment_count=len(spoken))
+        self.start = self._first()
+
+    # -- segment starts -----------------------------------------------------------------------
+    def _first(self) -> SegmentStart:
+        prompt = self._prompt(control_prefix(self.req) + self.spoken.segment(0))
+        cap = self.length_cap(self.req, prompt)
+        if self.req.noise is not None:
+            noise = initial_noise(self.req, cap, self.patch_shape[1], self.patch_shape[0])
+            cap = min(cap, noise.shape[0])
+        else:
+            noise = self._noise(cap)
+        return SegmentStart(prompt, noise, cap, "fresh")
+
+    def _prompt(self, text: str) -> Prompt:
+        prompt = voice_prompt(self.voice, text, self.tokenize, self.patch_shape, self.tail)
+        if self.tail is not None and len(prompt) + self.length_cap(self.req, prompt) > self.capacity:
+            # The cache cannot hold the tail, this segment and its longest speech (only a model
+            # with a small cache, or a very long reference clip): the voice alone continues.
+            prompt = voice_prompt(self.voice, text, self.tokenize, self.patch_shape)
+        return prompt
+
+    def _noise(self, cap: int) -> torch.Tensor:
+        self.seed_in_use, self.next_seed = self.next_seed, (self.next_seed + 1) % 2**63
+        return seed_noise(self.seed_in_use, cap, self.patch_shape[1], self.patch_shape[0])
+
+    def _again(self, decoder: str) -> SegmentStart:
+        """The current segment from its start: its next attempt, or its first after another."""
+        self.latents, self.held = [], []
+        prompt = self.start.prompt if decoder == "rewind" else self._prompt(self.spoken.segment(self.segment))
+        cap = self.length_cap(self.req, prompt)
+        self.start = SegmentStart(prompt, self._noise(cap), cap, decoder)
+        return self.start
+
+    # -- patches in --------------------------------------------------------------------------
+    def add(self, chunk: AudioChunk, ended: bool) -> SegmentStart | None | bool:
+        """One collected patch of the current attempt. `ended`: the stop head fired or the cap
+        was reached. Returns None while the segment goes on, a SegmentStart when the row must be
+        re-prefilled (a retry or the next segment), or True when the stream is over."""
+        chunk.segment = self.segment
+        self.latents.append(chunk.latents)
+        if self.segment == 0:
+            self._release([chunk])
+        else:
+            self.held.append(chunk)
+        runaway = len(self.latents) >= BAD_CASE_RATIO * self.start.prompt.target_tokens
+        if runaway and self.segment > 0 and self.attempt + 1 < MAX_ATTEMPTS:
+            return self._retry()
+        if not ended:
+            return None
+        return self._segment_done(runaway)
+
+    def _retry(self) -> SegmentStart:
+        self.report.retries = self.report.retries + [
+            {"segment": self.segment, "patches": len(self.latents), "seed": self.seed_in_use}]
+        self.attempt += 1
+        return self._again("rewind")
+
+    def _segment_done(self, runaway: bool) -> SegmentStart | bool:
+        self._release(self.held)
+        self.report.seeds = self.report.seeds + [self.seed_in_use]
+        if runaway:
+            self.report.cut = self.report.cut + [self.segment]
+        else:  # a runaway's tail would lead the next segment astray: the last good one stays
+            self.tail = (self.spoken.segment(self.segment), torch.from_numpy(np.stack(self.latents)).transpose(1, 2))
+        self.segment, self.attempt = self.segment + 1, 0
+        if self.segment >= len(self.spoken):
+            return True
+        return self._again("carry")
+
+    def _release(self, chunks: list[AudioChunk]):
+        for chunk in chunks:
+            chunk.index = self.released
+            self.released += 1
+            self.out.append(chunk)
+        self.held = []
+
+    def snapshot(self) -> Report:
+        # Called for every patch a stream delivers: only the segments not yet reported are looked
+        # at, and the list is replaced (not grown in place) since the status route reads it.
+        new = self.spoken.ready(len(self.report.segments))
+        if new:
+            self.report.segments = self.report.segments + new
+        return self.report
+
+    def close(self):
+        self.spoken.close()

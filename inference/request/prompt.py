@@ -1,0 +1,137 @@
+"""The prompt sequence of each mode: one token id, one latent patch and a text/audio flag per position.
+
+Voice design:          tokens("(desc)text") + [audio_start]
+Controllable cloning:  [ref_start] + R reference patches + [ref_end] + tokens("(style)text") + [audio_start]
+Ultimate cloning:      tokens(prompt_text + text) + [audio_start] + P prompt patches
+                       (with a reference too, the reference prefix goes in front)
+Continuing a stream:   as the request's mode, with the last segment's text after the transcript and
+                      its patches after the prompt clip's (inference/request/continuation.py)
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from ..errors import InputError
+from .request import SynthesisRequest
+from ..text.tokenizer import normalize_text
+
+_BRACKETS = re.compile(r"[()（）]")
+
+AUDIO_START, REF_AUDIO_START, REF_AUDIO_END = 101, 103, 104
+# The official offline decode starts this many prompt patches early and cuts their audio; the
+# streaming decoder is warmed on the same patches so stream and offline decode agree.
+DECODE_CONTEXT_PATCHES = 3
+
+
+@dataclass
+class Prompt:
+    tokens: torch.Tensor  # [T] long
+    text_mask: torch.Tensor  # [T] 0/1
+    audio_mask: torch.Tensor  # [T] 0/1
+    patches: torch.Tensor  # [T, P, D] float32
+    decode_context: torch.Tensor  # [C, P, D] patches to warm the VAE decoder on (continuation only)
+    target_tokens: int  # tokens of the text to speak: bounds the length like the official cap
+
+    def __len__(self) -> int:
+        return self.tokens.shape[0]
+
+
+class _Builder:
+    """Appends segments to the four parallel sequences."""
+
+    def __init__(self, patch_shape: tuple[int, int]):
+        self.patch_shape = patch_shape
+        self.tokens, self.text, self.audio, self.patches = [], [], [], []
+
+    def add_text(self, ids: list[int]):
+        self.tokens += ids
+        self.text += [1] * len(ids)
+        self.audio += [0] * len(ids)
+        self.patches.append(torch.zeros(len(ids), *self.patch_shape))
+
+    def add_audio(self, patches: torch.Tensor):
+        n = patches.shape[0]
+        self.tokens += [0] * n
+        self.text += [0] * n
+        self.audio += [1] * n
+        self.patches.append(patches.float())
+
+    def build(self, target_tokens: int, warm_decoder: bool = True) -> Prompt:
+        patches = torch.cat(self.patches)
+        audio = torch.tensor(self.audio)
+        ends_with_audio = bool(self.audio[-1]) and warm_decoder
+        context = patches[audio.nonzero().squeeze(1)][-DECODE_CONTEXT_PATCHES:] if ends_with_audio else patches[:0]
+        return Prompt(torch.tensor(self.tokens), torch.tensor(self.text), audio, patches, context, target_tokens)
+
+
+@dataclass
+class Voice:
+    """A request's fixed prompt parts, encoded once per request (not per segment): the reference
+    clip's patches, and in ultimate cloning the prompt clip's transcript and patches."""
+
+    reference: torch.Tensor | None  # [R, P, D]
+    prompt_text: str
+    prompt_patches: torch.Tensor | None  # [P, P, D]
+
+
+def control_prefix(req: SynthesisRequest) -> str:
+    """The description or style as the model reads it, "(...)", or "" for none. Round brackets
+    inside it (half and full width) are dropped first, as the official app does: "((happy))"
+    would otherwise reach the model doubled and end the prefix early."""
+    control = _BRACKETS.sub("", req.control or "").strip()  # SynthesisRequest refuses one in ultimate cloning
+    return f"({control})" if control else ""
+
+
+def speech_text(req: SynthesisRequest) -> str:
+    """The text the model reads: a control as a parenthesised prefix, then whitespace normalized
+    over the whole string, as the official wrapper does."""
+    return normalize_text(control_prefix(req) + req.text)
+
+
+def check_mode(req: SynthesisRequest):
+    has_clip, has_transcript = req.prompt_audio is not None, bool((req.prompt_text or "").strip())
+    if has_clip and not has_transcript:
+        raise InputError("ultimate cloning needs the exact transcript of the clip: give prompt_text")
+    if has_transcript and not has_clip:
+        raise InputError("ultimate cloning needs the clip as well as its transcript: give prompt_audio")
+
+
+def encode_voice(req: SynthesisRequest, encode_audio: Callable[..., torch.Tensor]) -> Voice:
+    """encode_audio(source, pad_side, label, trim=) -> [n, P, D] patches of that clip."""
+    check_mode(req)
+    trim = req.trim_silence
+    reference = None if req.reference_audio is None else encode_audio(req.reference_audio, "right",
+                                                                       "reference audio", trim=trim)
+    if req.prompt_audio is None:
+        return Voice(reference, "", None)
+    return Voice(reference, req.prompt_text, encode_audio(req.prompt_audio, "left", "prompt audio", trim=trim))
+
+
+def voice_prompt(voice: Voice, text: str, tokenize: Callable[[str], list[int]], patch_shape: tuple[int, int],
+                 tail: tuple[str, torch.Tensor] | None = None) -> Prompt:
+    """The prompt that makes the model speak `text` in `voice`. With a tail (the text and patches
+    of what this stream said last), the tail continues the voice's own prompt as the official
+    `merge_prompt_cache` does: its text after the prompt transcript, its patches after the prompt
+    clip's; such a prompt carries no decoder warm-up, since the stream's decoder already holds
+    what precedes it."""
+    b = _Builder(patch_shape)
+    if voice.reference is not None:
+        b.add_text([REF_AUDIO_START])
+        b.add_audio(voice.reference)
+        b.add_text([REF_AUDIO_END])
+    spoken_before = voice.prompt_text + (tail[0] if tail else "")
+    patches = [p for p in (voice.prompt_patches, tail[1] if tail else None) if p is not None]
+    b.add_text(tokenize(spoken_before + text) + [AUDIO_START])
+    if patches:
+        b.add_audio(torch.cat([p.float() for p in patches]))
+    return b.build(target_tokens=len(tokenize(text)), warm_decoder=tail is None)
+
+
+def build_prompt(req: SynthesisRequest, tokenize: Callable[[str], list[int]],
+                 encode_audio: Callable[..., torch.Tensor], patch_shape: tuple[int, int]) -> Prompt:
+    """The whole request as one prompt (its first and only segment)."""
+    return voice_prompt(encode_voice(req, encode_audio), speech_text(req), tokenize, patch_shape)

@@ -1,0 +1,122 @@
+"""What one synthesis asks for, and what each streamed step gives back."""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import InputError
+from ..text.content import has_content  # noqa: F401 (re-exported)
+from .modes import MAX_PATCHES, MAX_SEED, MODES, SETTINGS, default  # noqa: F401 (re-exported for callers)
+
+
+@dataclass
+class SynthesisRequest:
+    text: str
+    control: str | None = None
+    reference_audio: Any = None  # a path, (sample_rate, numpy array) as Gradio gives it, or a ReferenceClip
+    prompt_audio: Any = None
+    prompt_text: str | None = None
+    cfg_value: float = default("cfg_value")
+    inference_timesteps: int = default("inference_timesteps")
+    min_len: int = default("min_len")
+    max_len: int = default("max_len")
+    seed: int | None = None
+    # Optional tensor or array [steps, feat_dim, patch_size]: patch i starts from noise[i], so the
+    # rows also cap the length, as max_len does (and must number at least min_len).
+    noise: Any = None
+    # Speak numbers, dates, units and symbols as words (inference/text/normalize.py); off by default,
+    # as in the official app.
+    normalize: bool = False
+    # Cut the silence at both ends of the reference and prompt clips (inference/request/vad.py); off by default.
+    trim_silence: bool = False
+
+    def __post_init__(self):
+        _check(isinstance(self.text, str) and has_content(self.text),
+               "text is empty: it holds no letters, digits, punctuation or symbols (only spaces, control, "
+               "zero-width, combining or direction marks): give the words to speak")
+        _check(self.control is None or isinstance(self.control, str), "control must be text or None")
+        _check(self.prompt_text is None or isinstance(self.prompt_text, str), "prompt_text must be text or None")
+        _check(_is_number(self.cfg_value), f"cfg_value {self.cfg_value!r} must be a number")
+        for name in ("inference_timesteps", "min_len", "max_len"):
+            _check(_is_int(getattr(self, name)), f"{name} {getattr(self, name)!r} must be a whole number")
+        for name in ("cfg_value", "inference_timesteps", "min_len", "max_len"):
+            _check_range(name, getattr(self, name))
+        _check(isinstance(self.normalize, bool), f"normalize must be true or false, got {self.normalize!r}")
+        _check(isinstance(self.trim_silence, bool), f"trim_silence must be true or false, got {self.trim_silence!r}")
+        _check(self.min_len <= self.max_len, f"min_len ({self.min_len}) must not exceed max_len ({self.max_len})")
+        _check(self.seed is None or _is_int(self.seed), f"seed {self.seed!r} must be a whole number, or none")
+        if self.seed is not None:
+            _check_range("seed", self.seed)
+        _check(not (self.control or "").strip() or MODES[self.mode].control is not None,
+               "a style instruction cannot be used in ultimate cloning: the model would read it aloud. "
+               "Leave it empty, or use controllable cloning (reference clip + style instruction).")
+
+    @property
+    def mode(self) -> str:
+        if self.prompt_audio is not None or (self.prompt_text or "").strip():
+            return "ultimate"
+        return "cloning" if self.reference_audio is not None else "design"
+
+
+@dataclass
+class AudioChunk:
+    audio: np.ndarray  # float32, mono, only the samples this patch adds
+    latents: np.ndarray  # float32 [feat_dim, patch_size]: the patch the audio was decoded from
+    index: int  # 0 for the first generated patch
+    segment: int = 0  # which segment of the text it speaks (inference/text/segments.py)
+
+
+def _check(ok: bool, message: str):
+    if not ok:
+        raise InputError(message)
+
+
+def _check_range(name: str, value):
+    problem = SETTINGS[name].check(value)
+    if problem is not None:
+        raise InputError(problem)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and np.isfinite(value)
+
+
+def initial_noise(req: SynthesisRequest, cap: int, d: int, p: int) -> torch.Tensor:
+    """[n, P, D] starting noise of each patch: the request's own, or drawn from its seed on the
+    host so a seed gives the same audio on every device."""
+    if req.noise is not None:
+        noise = torch.from_numpy(noise_array(req.noise))
+        if noise.ndim != 3 or tuple(noise.shape[1:]) != (d, p) or noise.shape[0] < 1:
+            raise InputError(f"noise must have shape [steps, {d}, {p}], got {list(noise.shape)}")
+        if not torch.isfinite(noise).all():
+            raise InputError("noise holds NaN or infinite values")
+        needed = min(req.min_len, cap)  # its rows cap the length, as max_len does
+        if noise.shape[0] < needed:
+            raise InputError(f"noise has {noise.shape[0]} rows (one per patch) but min_len asks for "
+                             f"{needed} patches: give at least {needed} rows or lower min_len")
+        return noise[:cap].transpose(1, 2).contiguous()
+    return seed_noise(req.seed if req.seed is not None else secrets.randbits(63), cap, d, p)
+
+
+def seed_noise(seed: int, cap: int, d: int, p: int) -> torch.Tensor:
+    """[cap, P, D] noise drawn on the host from `seed`, the same on every device."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(cap, d, p, generator=gen).transpose(1, 2).contiguous()
+
+
+def noise_array(noise) -> np.ndarray:
+    """A request's noise as float32 on the host, from a tensor of any dtype or device or an array."""
+    try:
+        if isinstance(noise, torch.Tensor):
+            return noise.detach().to("cpu", torch.float32).numpy()
+        return np.asarray(noise, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"noise must be a tensor or array of numbers [steps, feat_dim, patch_size] ({exc})") from exc

@@ -1,0 +1,214 @@
+"""The per-patch algorithm, written once: static per-row buffers and the functions a step is made of.
+
+Every stream owns one row of these buffers (and of the KV caches and the VAE decoder state). A
+patch of rows 0..B-1 is `prologue(B)`, `euler(B)` once per Euler step, then `finish(B, span)`;
+a stream enters its row through `prefill(...)` and `load_row(...)`. On the CPU, or with graphs
+off, the runner calls these functions directly; on CUDA it replays graphs captured from the very
+same calls (inference/runtime/cuda_graphs.py), so the tests on the CPU exercise the code the GPU replays.
+
+Rows of a bucket that hold no stream compute harmless garbage: rows never mix (attention,
+matrix products and convolutions are per row), and positions are clamped inside the cache.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+
+import torch
+
+from ..model.audio_vae import AudioVAE
+from ..model.locdit import euler_update, guidance_pair, zero_velocity_steps
+from ..model.voxcpm2 import VoxCPM2
+from ..request.prompt import Prompt
+
+
+def patches_to_frames(patches: torch.Tensor) -> torch.Tensor:
+    """[B, T, P, D] patches -> [B, D, T*P] latent frames, the VAE's layout."""
+    b, t, p, d = patches.shape
+    return patches.reshape(b, t * p, d).transpose(1, 2)
+
+
+class DecodeStep:
+    """Holds `rows` streams' generation state on the device; its methods only read and write these
+    tensors, so each can be captured in a CUDA graph."""
+
+    def __init__(self, model: VoxCPM2, vae: AudioVAE, rows: int, capacity: int, max_timesteps: int = 100):
+        self.model, self.vae, self.rows, self.capacity = model, vae, rows, capacity
+        cfg = model.cfg
+        weight = next(model.parameters())
+        self.device, self.dtype = weight.device, weight.dtype
+        self.vae_dtype = next(vae.parameters()).dtype
+        self.patch_samples, self.patch_shape = cfg.patch_samples, (cfg.patch_size, cfg.feat_dim)
+        model.allocate_caches(capacity, rows)
+        self._allocate(cfg, rows, capacity, max_timesteps)
+        self.decoder = vae.new_decoder_state(batch=rows, device=self.device, dtype=self.vae_dtype)
+        # Each row's decoder state before its latest patch: a segment that ended while its next
+        # patch was already launched (the runner keeps one patch in flight) rewinds that patch.
+        self.decoder_before = torch.zeros_like(self.decoder.flat)
+        # Each row's decoder state at the start of its current segment, for a runaway's retry.
+        self.decoder_at_segment = torch.zeros_like(self.decoder.flat)
+        # The VAE decode depends only on the new patch: on CUDA it runs on a second stream, beside
+        # the LM step.
+        self.side_stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        self._schedules: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def _allocate(self, cfg, rows: int, capacity: int, max_timesteps: int):
+        h, hd, (p, d) = cfg.base_lm.hidden_size, cfg.local_dit.hidden_size, self.patch_shape
+        z = lambda *shape, dtype=self.dtype: torch.zeros(*shape, device=self.device, dtype=dtype)  # noqa: E731
+        self.lm_hidden, self.residual_hidden = z(rows, h), z(rows, h)
+        self.prev_patch, self.x, self.patch = z(rows, p, d), z(rows, p, d), z(rows, p, d)
+        self.mu_pair, self.cond_pair = z(2 * rows, 2 * hd), z(2 * rows, p, d)  # [cond rows; uncond rows]
+        self.noise = z(rows, capacity, p, d)  # row r's patch i starts from noise[r, i]
+        self.time_rows, self.dt_rows = z(rows, max_timesteps, hd), z(rows, max_timesteps)
+        self.cfg_value = z(rows, dtype=torch.float32)
+        self.position, self.patch_index = z(rows, dtype=torch.long), z(rows, dtype=torch.long)
+        self.k = z(1, dtype=torch.long)  # Euler step of the patch under way
+        self.row_ids = torch.arange(rows, device=self.device)
+        # Per row: the patch's new audio, its latents [D, P] and its stop flag, read by the host.
+        self.staging = z(rows, self.patch_samples + p * d + 1, dtype=torch.float32)
+        self.max_iterations = max_timesteps
+
+    @staticmethod
+    def bytes_per_row(model: VoxCPM2, vae: AudioVAE, capacity: int, max_timesteps: int = 100) -> int:
+        """Device memory one more row costs: KV rows, noise, schedule, decoder state, staging."""
+        cfg, itemsize = model.cfg, next(model.parameters()).dtype.itemsize
+        noise = capacity * cfg.patch_size * cfg.feat_dim * itemsize
+        schedule = max_timesteps * (cfg.local_dit.hidden_size + 1) * itemsize
+        decoder = 3 * vae.decoder_state_numel() * next(vae.parameters()).dtype.itemsize  # live, before, at segment
+        staging = (cfg.patch_samples + cfg.patch_size * cfg.feat_dim + 1) * 4
+        return model.cache_bytes_per_row(capacity) + noise + schedule + decoder + staging
+
+    # -- entering a row (between steps) ----------------------------------------------------------
+    def prefill(self, tokens, text_mask, audio_mask, patch_embeds, last_patch, last, rows):
+        """Prompts [B, T] (padded at the end; `last` [B] marks each one's end) into cache `rows` [B]."""
+        state = self.model.prefill(tokens, text_mask, audio_mask, patch_embeds, last_patch, last, rows)
+        self.lm_hidden.index_copy_(0, rows, state.lm_hidden)
+        self.residual_hidden.index_copy_(0, rows, state.residual_hidden)
+        self.prev_patch.index_copy_(0, rows, state.prev_patch)
+        self.position.index_copy_(0, rows, last + 1)
+        self.patch_index.index_fill_(0, rows, 0)
+
+    def load_row(self, row: int, prompt: Prompt, noise: torch.Tensor, steps: int, cfg_value: float,
+                 decoder: str = "fresh"):
+        """The rest of a stream's state: its noise, Euler schedule, guidance and VAE decoder.
+        noise [n, P, D]. decoder: "fresh" for a new stream (warmed on the prompt's last patches
+        in continuation mode); "carry" for the stream's next segment: the state after its last
+        collected patch, kept as the segment's start ("carry_undo" when one more patch was already
+        launched: its decoding is undone); "rewind" for another attempt at a segment: the state
+        kept at its start."""
+        self.noise[row, : len(noise)].copy_(self.upload(noise.to(self.dtype)), non_blocking=True)
+        time, dt = self.schedule(steps)
+        self.time_rows[row].copy_(time)
+        self.dt_rows[row].copy_(dt)
+        self.cfg_value[row].fill_(cfg_value)
+        if decoder != "fresh":
+            self._carry_decoder(row, decoder)
+            return
+        self.decoder.reset(row)
+        if len(prompt.decode_context):
+            context = self.upload(prompt.decode_context).to(self.device, non_blocking=True)
+            frames = patches_to_frames(context.to(self.dtype).to(self.vae_dtype).unsqueeze(0))
+            self.vae.decode_chunk(frames, self.decoder.row(row))
+
+    def _carry_decoder(self, row: int, how: str):
+        live = self.decoder.flat[row]
+        if how == "rewind":
+            live.copy_(self.decoder_at_segment[row])
+            return
+        if how == "carry_undo":
+            # A patch launched after the segment's last one has already run through the decoder
+            # (the engine keeps one patch in flight): the state before it is the segment's end.
+            live.copy_(self.decoder_before[row])
+        self.decoder_at_segment[row].copy_(live)
+
+    def upload(self, host: torch.Tensor) -> torch.Tensor:
+        """Pinned, so the copy to the GPU does not wait for the steps already queued."""
+        return host.pin_memory() if self.device.type == "cuda" else host
+
+    def schedule(self, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Time tokens and dt of the Euler steps that move x, padded with dt = 0 (x stays)."""
+        if steps not in self._schedules:
+            tokens = self.model.time_tokens(steps, self.device)[zero_velocity_steps(steps):]
+            time = torch.zeros(self.max_iterations, self.time_rows.shape[-1], device=self.device, dtype=self.dtype)
+            dt = torch.zeros(self.max_iterations, device=self.device, dtype=self.dtype)
+            if tokens:
+                time[: len(tokens)] = torch.cat([t for _, t in tokens])
+                dt[: len(tokens)] = torch.stack([d for d, _ in tokens])
+            self._schedules[steps] = (time, dt)
+        return self._schedules[steps]
+
+    @staticmethod
+    def iterations(steps: int) -> int:
+        """Euler steps per patch that call the DiT."""
+        return steps - zero_velocity_steps(steps)
+
+    # -- one patch of rows 0..b-1 ---------------------------------------------------------------
+    def prologue(self, b: int):
+        """Each row's DiT condition and the patch's starting noise."""
+        mu = self.model.dit_condition(self.lm_hidden[:b], self.residual_hidden[:b])
+        mu_pair, cond_pair = guidance_pair(mu, self.prev_patch[:b])
+        self.mu_pair[: 2 * b].copy_(mu_pair)
+        self.cond_pair[: 2 * b].copy_(cond_pair)
+        self.x[:b].copy_(self.noise[self.row_ids[:b], self.patch_index[:b]])
+        self.k.zero_()
+
+    def euler(self, b: int):
+        """One guided Euler step of every row, each at its own schedule's step k."""
+        time = self.time_rows[:b].index_select(1, self.k).squeeze(1)
+        dt = self.dt_rows[:b].index_select(1, self.k).squeeze(1)
+        x = euler_update(self.model.dit, self.x[:b], self.mu_pair[: 2 * b], self.cond_pair[: 2 * b], time, dt,
+                         self.cfg_value[:b])
+        self.x[:b].copy_(x)
+        self.k.add_(1)
+
+    def finish(self, b: int, span: int):
+        """Stop flags, the streamed audio of the new patches, and the LM step that feeds them back.
+        `span` covers every live row's position."""
+        patch, n = self.patch[:b], self.patch_samples
+        patch.copy_(self.x[:b])  # a static copy: the VAE stream reads it while x moves on
+        self.staging[:b, n:-1].copy_(patch.transpose(1, 2).reshape(b, -1))
+        self.staging[:b, -1].copy_(self.model.stop_logits(self.lm_hidden[:b]).argmax(-1))
+        with self.on_side_stream():
+            self.decoder_before[:b].copy_(self.decoder.flat[:b])
+            frames = patches_to_frames(patch.unsqueeze(1).to(self.vae_dtype))
+            self.staging[:b, :n].copy_(self.vae.decode_chunk(frames, self.decoder.rows(b)))
+        nxt = self.model.advance(patch, self.position[:b], span)
+        self.lm_hidden[:b].copy_(nxt.lm_hidden)
+        self.residual_hidden[:b].copy_(nxt.residual_hidden)
+        self.prev_patch[:b].copy_(patch)
+        # Clamped so that rows with no stream (they run on) never index past the cache.
+        self.position[:b].add_(1).clamp_(max=self.capacity - 1)
+        self.patch_index[:b].add_(1).clamp_(max=self.capacity - 1)
+        self.join_side_stream()
+
+    @contextlib.contextmanager
+    def on_side_stream(self):
+        if self.side_stream is None:
+            yield
+            return
+        self.side_stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self.side_stream):
+            yield
+
+    def join_side_stream(self):
+        if self.side_stream is not None:
+            torch.cuda.current_stream(self.device).wait_stream(self.side_stream)
+
+
+def plan_rows(model, vae, device: torch.device, max_streams: int) -> tuple[int, int]:
+    """(rows to allocate, rows the free memory would hold). Each row costs its KV cache rows,
+    noise, schedule, decoder state and staging; a tenth of the memory (at least 2 GiB) stays free
+    for activations, graphs and the allocator's slack."""
+    if not (isinstance(max_streams, int) and max_streams >= 1):
+        raise ValueError(f"max_streams must be a whole number of at least 1, got {max_streams!r}")
+    per_row = DecodeStep.bytes_per_row(model, vae, model.cfg.max_length)
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+    else:
+        page = os.sysconf("SC_PAGE_SIZE")
+        free, total = os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+    fit = (free - max(2 << 30, total // 10)) // per_row
+    if fit < 1:
+        raise MemoryError(f"not enough free {device.type} memory for one stream: each needs "
+                          f"{per_row / 2**20:.0f} MB beyond the weights, and {free / 2**20:.0f} MB are free")
+    return min(fit, max_streams), fit

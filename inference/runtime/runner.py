@@ -1,0 +1,227 @@
+"""Runs the rows of a DecodeStep: admits new streams, launches patches, collects their results.
+
+A patch is launched for the rows 0..B-1 of the smallest batch bucket that holds every live row,
+over the smallest attention span that holds every live position. Its results (audio, latents,
+stop flag of each row) come back through pinned host memory; the engine launches the next patch
+before it collects one, so the host's work overlaps the GPU's. One thread only.
+"""
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..model.audio_vae import AudioVAE
+from .cuda_graphs import CUDAGraphed
+from .decode_step import DecodeStep
+from ..model.voxcpm2 import VoxCPM2
+from ..request.prompt import Prompt
+
+
+def span_buckets(capacity: int, smallest: int = 256) -> list[int]:
+    """Attention spans: powers of two from `smallest`, then the whole cache."""
+    spans, span = [], smallest
+    while span < capacity:
+        spans.append(span)
+        span *= 2
+    return spans + [capacity]
+
+
+def batch_buckets(rows: int) -> list[int]:
+    """Batch sizes with a graph each: powers of two below `rows`, then `rows`."""
+    buckets, size = [], 1
+    while size < rows:
+        buckets.append(size)
+        size *= 2
+    return buckets + [rows]
+
+
+# Prompt positions one prefill graph may hold (batch x padded length): bounds its activations.
+PREFILL_TOKENS = 8192
+
+
+def prefill_keys(buckets: list[int], capacity: int, smallest: int = 32) -> list[tuple[int, int]]:
+    """(prompts, padded length) pairs with a prefill graph: every batch bucket, lengths in powers
+    of two from `smallest` up to half the cache, within PREFILL_TOKENS."""
+    keys = []
+    for k in buckets:
+        length = smallest
+        while length <= capacity // 2 and k * length <= PREFILL_TOKENS:
+            keys.append((k, length))
+            length *= 2
+    return keys
+
+
+@dataclass
+class Join:
+    """A stream entering `row`: its prompt, starting noise [n, P, D] and sampler settings."""
+
+    row: int
+    prompt: Prompt
+    noise: torch.Tensor
+    steps: int
+    cfg_value: float
+    decoder: str = "fresh"  # the row's VAE decoder (DecodeStep.load_row): fresh, carry, carry_undo or rewind
+
+
+class BatchRunner:
+    """The constructor allocates every static buffer; `capture()` (run by Engine.warmup on CUDA)
+    compiles, warms up every key and captures its graph; `admit`, `launch` and `collect` then
+    only copy requests in and replay."""
+
+    def __init__(self, model: VoxCPM2, vae: AudioVAE, rows: int):
+        # One row more than streams: the padding entries of a batched prefill are written there.
+        self.step = DecodeStep(model, vae, rows + 1, model.cfg.max_length)
+        self.rows, self.capacity, self.scratch_row = rows, model.cfg.max_length, rows
+        self.buckets, self.spans = batch_buckets(rows), span_buckets(self.capacity)
+        self.prefill_keys = prefill_keys(self.buckets, self.capacity)
+        self.prologue = CUDAGraphed(self.step.prologue)
+        self.euler = CUDAGraphed(self.step.euler)
+        self.finish = CUDAGraphed(self.step.finish)
+        self.padded_prefill = CUDAGraphed(self._padded_prefill)
+        self._allocate_padded_prompt()
+        self._allocate_host()
+        self.in_flight: collections.deque[tuple[int, int]] = collections.deque()  # (slot, bucket)
+        self.launches = 0
+
+    def _allocate_padded_prompt(self):
+        """Static inputs of the prefill graphs: for each key, views of one buffer per input."""
+        dev, dt, (p, d), n = self.step.device, self.step.dtype, self.step.patch_shape, PREFILL_TOKENS
+        h = self.step.lm_hidden.shape[-1]
+        flat = (torch.zeros(n, dtype=torch.long, device=dev), torch.zeros(n, device=dev), torch.zeros(n, device=dev),
+                torch.zeros(n, h, device=dev, dtype=dt))
+        last_patch = torch.zeros(self.rows, p, d, device=dev, dtype=dt)
+        last, rows = (torch.zeros(self.rows, dtype=torch.long, device=dev) for _ in range(2))
+        self.prompt_in = {(k, length): tuple(t[: k * length].view(k, length, *t.shape[1:]) for t in flat)
+                          + (last_patch[:k], last[:k], rows[:k]) for k, length in self.prefill_keys}
+
+    def _allocate_host(self):
+        cuda = self.step.device.type == "cuda"
+        self.host = [torch.zeros(self.step.staging.shape, pin_memory=cuda) for _ in range(2)]
+        self.copied = [torch.cuda.Event() if cuda else None for _ in range(2)]
+
+    # -- life cycle ---------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def capture(self) -> float:
+        """Runs every step function once per key (largest bucket first, so the allocator grows
+        once), then captures them all into one memory pool. Returns the seconds taken."""
+        start = time.perf_counter()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        keys = [(b, span) for b in reversed(self.buckets) for span in self.spans]
+        for inputs in self.prompt_in.values():
+            inputs[-1].fill_(self.scratch_row)  # warm-up prefills must not write into a stream's row
+        with torch.cuda.stream(stream):  # compiles, loads kernels and cuBLAS handles outside capture
+            for _ in range(2):
+                for b, span in keys:
+                    self.step.prologue(b)
+                    self.step.euler(b)
+                    self.step.finish(b, span)
+                for key in self.prefill_keys:
+                    self._padded_prefill(*key)
+        torch.cuda.current_stream().wait_stream(stream)
+        pool = torch.cuda.graph_pool_handle()
+        for b in reversed(self.buckets):
+            self.prologue.capture((b,), pool, stream)
+            self.euler.capture((b,), pool, stream)
+            for span in self.spans:
+                self.finish.capture((b, span), pool, stream)
+        for key in reversed(self.prefill_keys):
+            self.padded_prefill.capture(key, pool, stream)
+        torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    @property
+    def graphs(self) -> int:
+        return sum(f.captured for f in (self.prologue, self.euler, self.finish, self.padded_prefill))
+
+    # -- streams in ---------------------------------------------------------------------------------
+    def admit(self, joins: list[Join]):
+        """Prefill the joining streams and load their rows; queued behind any patch in flight."""
+        key = self.prefill_key(len(joins), max(len(j.prompt) for j in joins))
+        if key is None and len(joins) > 1:  # too many positions for one prefill: in halves
+            half = len(joins) // 2
+            self.admit(joins[:half])
+            self.admit(joins[half:])
+            return
+        if key is None:  # a prompt longer than any padded length: the same body, eagerly
+            self.step.prefill(*self._batch_inputs(joins, 1, len(joins[0].prompt)))
+        else:
+            for buf, src in zip(self.prompt_in[key], self._batch_inputs(joins, *key)):
+                buf.copy_(src)
+            self.padded_prefill(*key)
+        for j in joins:
+            self.step.load_row(j.row, j.prompt, j.noise, j.steps, j.cfg_value, j.decoder)
+
+    def prefill_key(self, prompts: int, length: int) -> tuple[int, int] | None:
+        """The smallest (batch, padded length) that holds the prompts, if any."""
+        fits = [key for key in self.prefill_keys if key[0] >= prompts and key[1] >= length]
+        return min(fits, key=lambda key: key[0] * key[1], default=None)
+
+    def _batch_inputs(self, joins: list[Join], k: int, length: int):
+        """The prompts padded to [k, length] on the device; padding entries go to the scratch row.
+        LocEnc runs here, on the audio positions alone (one call for all joining prompts), not
+        in the prefill: text positions' embeddings are masked out, so they are left at zero."""
+        (p, d), dev = self.step.patch_shape, self.step.device
+        tokens, text, audio = torch.zeros(k, length, dtype=torch.long), torch.zeros(k, length), torch.zeros(k, length)
+        last_patch = torch.zeros(k, p, d)
+        last, rows = torch.zeros(k, dtype=torch.long), torch.full((k,), self.scratch_row, dtype=torch.long)
+        for i, j in enumerate(joins):
+            n = len(j.prompt)
+            tokens[i, :n], text[i, :n], audio[i, :n] = j.prompt.tokens, j.prompt.text_mask, j.prompt.audio_mask
+            last_patch[i], last[i], rows[i] = j.prompt.patches[-1], n - 1, j.row
+        up = lambda t: self.step.upload(t).to(dev, non_blocking=True)  # noqa: E731
+        embeds = torch.zeros(k, length, self.step.lm_hidden.shape[-1], device=dev, dtype=self.step.dtype)
+        where = [(i, j.prompt.audio_mask.nonzero().squeeze(1)) for i, j in enumerate(joins)]
+        if any(len(positions) for _, positions in where):
+            patches = torch.cat([j.prompt.patches[positions] for j, (_, positions) in zip(joins, where)])
+            # The step's own LocEnc ops: on CUDA compiled, with a symbolic batch and the flash kernel,
+            # so a clip of a new length builds no new kernel or attention plan (the plain ops made
+            # cuDNN plan each new length: a first cloning request took 151 ms instead of 42).
+            found = self.step.model.embed_patches(up(patches.to(self.step.dtype)).unsqueeze(0))[0]
+            batch = torch.cat([torch.full((len(positions),), i) for i, positions in where])
+            embeds[up(batch), up(torch.cat([positions for _, positions in where]))] = found
+        return up(tokens), up(text), up(audio), embeds, up(last_patch.to(self.step.dtype)), up(last), up(rows)
+
+    def _padded_prefill(self, k: int, length: int):
+        self.step.prefill(*self.prompt_in[(k, length)])
+
+    # -- patches ------------------------------------------------------------------------------------
+    def bucket(self, rows_used: int) -> int:
+        return next(b for b in self.buckets if b >= rows_used)
+
+    def span(self, position: int) -> int:
+        return next(s for s in self.spans if s > position)
+
+    def launch(self, rows_used: int, position: int, iterations: int):
+        """Queue one patch of rows 0..rows_used-1 (in a bucket), whose highest position is
+        `position`, with `iterations` Euler steps, and the copy of its results to the host."""
+        b = self.bucket(rows_used)
+        self.prologue(b)
+        for _ in range(iterations):
+            self.euler(b)
+        self.finish(b, self.span(position))
+        slot = self.launches % 2
+        self.host[slot][:b].copy_(self.step.staging[:b], non_blocking=True)
+        if self.copied[slot] is not None:
+            self.copied[slot].record()
+        self.in_flight.append((slot, b))
+        self.launches += 1
+
+    def collect(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The oldest launched patch: audio [B, samples], latents [B, D, P], stop flags [B]."""
+        slot, b = self.in_flight.popleft()
+        if self.copied[slot] is not None:
+            self.copied[slot].synchronize()  # deliberate sync: the patch's audio, latents and stop flags
+        host = self.host[slot][:b].numpy().copy()  # the slot is written again by the next launch
+        n, (p, _) = self.step.patch_samples, self.step.patch_shape
+        return host[:, :n], host[:, n:-1].reshape(b, -1, p), host[:, -1] == 1
+
+    def drop_in_flight(self):
+        """After a failure: forget launched patches (their results are not wanted)."""
+        if self.step.device.type == "cuda":
+            torch.cuda.synchronize()  # deliberate, on failure only: nothing in flight may still write
+        self.in_flight.clear()

@@ -1,0 +1,49 @@
+"""One request on the engine, as the engine's owner thread sees it: its row, its counters, the
+chunks made and not yet taken, and how it ended."""
+from __future__ import annotations
+
+import collections
+import threading
+
+from ..request.request import AudioChunk
+
+
+class Stream:
+    def __init__(self, prompt_len: int, min_len: int, cap: int, iterations: int):
+        self.prompt_len, self.min_len, self.cap, self.iterations = prompt_len, min_len, cap, iterations
+        self.row = -1  # set when the engine gives it a row
+        self.launched = 0  # patches queued on the device
+        self.chunks: collections.deque[AudioChunk] = collections.deque()
+        self.done = False
+        self.error: BaseException | None = None
+        self.join = None  # the runner's Join until the stream has been admitted
+        self.plan = None  # its Continuation: the segments of its text (inference/request/continuation.py)
+        self.generation = 0  # counts (re)admissions: a patch launched before one is not this segment's
+        self.decode_context = None  # [C, P, D] patches the VAE decoder was warmed on (continuation)
+        self._cancel = threading.Event()
+
+    def cancel(self):
+        """Any thread may call this; the engine frees the row at its next step."""
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def restart(self, prompt_len: int, cap: int):
+        """The row is re-prefilled for another segment (or another attempt at one)."""
+        self.prompt_len, self.cap, self.launched = prompt_len, cap, 0
+        self.generation += 1
+
+    @property
+    def position(self) -> int:
+        """Cache position the next launched patch writes at."""
+        return self.prompt_len + self.launched
+
+    def wants_patch(self) -> bool:
+        return not self.done and self.launched < self.cap
+
+    def stops_after(self, index: int, stop_flag: bool) -> bool:
+        """The official rule: the stop head counts after min_len patches (that patch is kept), and
+        the length cap ends it regardless."""
+        return (index > self.min_len and stop_flag) or index + 1 >= self.cap

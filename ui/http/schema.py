@@ -1,0 +1,124 @@
+"""The JSON body of a streaming request, and how it becomes a SynthesisRequest.
+
+Unknown fields are refused rather than ignored, so a typo ("cfg": 3) never silently runs with
+defaults. Ranges are checked by SynthesisRequest itself, so the page, the route and the engine
+share one set of limits and one wording.
+"""
+from __future__ import annotations
+
+import secrets
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from inference.errors import InputError
+from inference.request.request import SynthesisRequest
+from inference.text.content import has_content
+
+MODES = ("design", "cloning", "ultimate")
+RANDOM_SEED_LIMIT = 2**31  # seeds the page shows must survive JavaScript's 53-bit numbers
+
+
+class StreamBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    mode: Literal["design", "cloning", "ultimate"] = "design"
+    text: str
+    control: str | None = None  # voice description (design) or style instruction (cloning)
+    reference_id: str | None = None
+    prompt_text: str | None = None  # exact transcript of the clip (ultimate)
+    cfg_value: float = 2.0
+    inference_timesteps: int = 10
+    min_len: int = 2  # patches before the stop head may end the utterance (API only, not on the page)
+    max_len: int = 4096
+    seed: int | None = None
+    request_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
+    voice: str | None = Field(default=None, max_length=200)  # a saved voice (cloning modes), instead of reference_id
+    normalize: bool = False  # numbers, dates and units read as words (inference/text/normalize.py)
+    trim_silence: bool = False  # cut the silence at the clip's ends (inference/request/vad.py)
+
+
+def parse_body(raw) -> StreamBody:
+    try:
+        return StreamBody.model_validate(raw)
+    except ValidationError as exc:
+        raise InputError(describe_validation(exc)) from None
+
+
+def describe_validation(exc: ValidationError) -> str:
+    """Pydantic's first complaint in one sentence, without echoing the (possibly huge) input."""
+    err = exc.errors(include_url=False, include_input=False)[0]
+    where = ".".join(str(p) for p in err.get("loc", ())) or "body"
+    if len(where) > 40:
+        where = where[:40] + "…"
+    if err.get("type") == "extra_forbidden":
+        return f"unknown field {where!r}: the accepted fields are {', '.join(StreamBody.model_fields)}"
+    return f"field {where!r}: {err.get('msg', 'invalid value')}"
+
+
+def blank(value: str | None) -> bool:
+    """Nothing to read: absent, or only spaces, controls, zero-width, combining or direction marks."""
+    return value is None or not has_content(value)
+
+
+def to_request(body: StreamBody, clips, max_text_chars: int, voices=None) -> SynthesisRequest:
+    """Map the page's modes onto the engine's request; `clips` resolves upload ids, `voices(name)`
+    saved voices as (Voice, ReferenceClip) (ui/library/voice_store.py; None: no library). May read the
+    disk (a saved voice's patches): call it off the event loop."""
+    for name, value in (("text", body.text), ("voice description or style instruction", body.control),
+                        ("transcript", body.prompt_text)):
+        _check_text(name, value, max_text_chars)
+    control = None if blank(body.control) else body.control.strip()
+    seed = body.seed if body.seed is not None else secrets.randbelow(RANDOM_SEED_LIMIT)
+    common = dict(text=body.text, cfg_value=body.cfg_value, inference_timesteps=body.inference_timesteps,
+                  min_len=body.min_len, max_len=body.max_len, seed=seed, normalize=body.normalize,
+                  trim_silence=body.trim_silence)
+    if body.mode == "design":
+        _refuse(body.reference_id, "a reference clip is not used in voice design: pick a cloning mode")
+        _refuse(body.voice, "a saved voice is not used in voice design: pick a cloning mode")
+        _refuse(body.prompt_text, "a transcript is only used in ultimate cloning")
+        if body.trim_silence:
+            raise InputError("trim_silence trims a reference clip, and voice design has none: leave it out")
+        return SynthesisRequest(control=control, **common)
+    clip, saved_transcript = _clone_source(body, clips, voices)
+    if body.mode == "cloning":
+        _refuse(body.prompt_text, "a transcript is only used in ultimate cloning")
+        return SynthesisRequest(control=control, reference_audio=clip, **common)
+    transcript = saved_transcript if blank(body.prompt_text) else body.prompt_text
+    if blank(transcript):
+        raise InputError("ultimate cloning needs the exact transcript of the reference clip"
+                         + (f": the saved voice {body.voice!r} has none, so type it, or use controllable cloning"
+                            if not blank(body.voice) else ""))
+    # Control is passed on so that SynthesisRequest refuses it with its own message (it would be read aloud).
+    return SynthesisRequest(control=control, reference_audio=clip, prompt_audio=clip,
+                            prompt_text=transcript.strip(), **common)
+
+
+def _clone_source(body: StreamBody, clips, voices):
+    """The clip to clone and the transcript saved with it: a saved voice, or an uploaded clip."""
+    if not blank(body.voice):
+        _refuse(body.reference_id, "give a saved voice or an uploaded clip, not both")
+        if voices is None:
+            raise InputError("this server keeps no voice library: upload or record a clip instead")
+        voice, clip = voices(body.voice)
+        return clip, voice.transcript
+    if blank(body.reference_id):
+        raise InputError("this mode needs a reference clip: upload or record one, or pick a saved voice "
+                         "(after an upload, wait for 'Reference ready')")
+    return clips.get(body.reference_id).as_engine_input(), None
+
+
+def _check_text(name: str, value: str | None, limit: int):
+    if value is None:
+        return
+    if len(value) > limit:
+        raise InputError(f"the {name} has {len(value)} characters; the limit is {limit}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # JSON can carry lone surrogates; the tokenizer cannot
+        raise InputError(f"the {name} holds characters that are not valid Unicode (lone surrogates)") from None
+
+
+def _refuse(value: str | None, message: str):
+    if not blank(value):
+        raise InputError(message)

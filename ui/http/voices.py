@@ -1,0 +1,141 @@
+"""HTTP routes of the voice library (ui/library/voice_store.py), under /voxcpm/voices.
+
+    GET    /voxcpm/voices               the voices, whether this client may change them, the limits
+    POST   /voxcpm/voices               {"name", "clip_id", "transcript"?}: save an uploaded clip
+    PATCH  /voxcpm/voices/{name}        {"name": new name}
+    DELETE /voxcpm/voices/{name}
+    GET    /voxcpm/voices/{name}/audio  the clip as FLAC, to listen to
+
+A voice is saved from a clip already in the upload store: one uploaded or recorded in the page,
+or a take the page uploads as a WAV (its text as the transcript). Saving encodes the clip through
+the engine's queue like any request (one patch long), so the saved voice holds its patches from the
+start and no request with it ever runs the VAE encoder.
+"""
+from __future__ import annotations
+
+import anyio
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from inference.errors import InputError
+from inference.request.request import SynthesisRequest
+from inference.serving.worker import QueueFullError
+
+from .routes import HTTPError, MAX_JSON_BYTES, _json, guarded, next_event, read_limited
+from .schema import blank, describe_validation
+from ..library.voice_names import RULE
+
+voice_router = APIRouter()
+READ_ONLY = ("this server's voice library is read-only: the server is reachable by others without a token. "
+             "Start it with --token (or VOXCPM_TOKEN) so that token holders can change the library")
+
+
+class SaveBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: str
+    clip_id: str
+    transcript: str | None = None
+
+
+class RenameBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: str
+
+
+def voice_lookup(state):
+    """name -> (Voice, ReferenceClip) for ui/schema.to_request, or None without a library."""
+    if state.voices is None:
+        return None
+    return lambda name: state.voices.clip(name, state.encoder_identity)
+
+
+def library(request: Request, change: bool = False):
+    state = request.app.state
+    if state.voices is None:
+        raise HTTPError(404, "this server keeps no voice library (start it with --data-dir)")
+    if change and not state.library_writable:
+        raise HTTPError(403, READ_ONLY)
+    return state.voices
+
+
+async def body_of(request: Request, model: type[BaseModel]):
+    raw = _json(await read_limited(request, MAX_JSON_BYTES, "request body"))
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise InputError(describe_validation(exc)) from None
+
+
+@voice_router.get("")
+@guarded
+async def list_voices(request: Request):
+    voices = library(request)
+    listed = await anyio.to_thread.run_sync(voices.list)
+    return {"voices": [v.public() for v in listed], "writable": bool(request.app.state.library_writable),
+            "max_voices": voices.max_voices, "max_mb": voices.max_bytes / 2**20, "name_rule": RULE}
+
+
+@voice_router.post("")
+@guarded
+async def save_voice(request: Request):
+    voices, state = library(request, change=True), request.app.state
+    body = await body_of(request, SaveBody)
+    transcript = None if blank(body.transcript) else body.transcript.strip()
+    if transcript is not None and len(transcript) > state.max_text_chars:
+        raise InputError(f"the transcript has {len(transcript)} characters; the limit is {state.max_text_chars}")
+    clip = state.clips.get(body.clip_id)
+    await anyio.to_thread.run_sync(voices.check_room, body.name, clip.audio.nbytes // 2)  # before any work
+    reference = clip.as_engine_input()
+    await encode_once(request, reference, transcript)
+    latents = {state.encoder_identity: reference.known(state.encoder_identity)}
+    voice = await anyio.to_thread.run_sync(voices.save, body.name, clip.audio, transcript, latents)
+    return JSONResponse(voice.public(), status_code=201)
+
+
+async def encode_once(request: Request, reference, transcript: str | None):
+    """Encodes the clip on each side a request will want (the reference side, and the prompt side
+    when there is a transcript), through the worker's queue: a one-patch request does it."""
+    state = request.app.state
+    wanted = {"right", "left"} if transcript else {"right"}
+    if wanted <= set(reference.known(state.encoder_identity)):
+        return
+    req = SynthesisRequest(transcript or "Hello.", reference_audio=reference, seed=0, min_len=0, max_len=1,
+                           prompt_audio=reference if transcript else None, prompt_text=transcript)
+    try:
+        job = state.worker.submit(req)
+    except QueueFullError as exc:
+        raise HTTPError(503, f"the voice was not saved: {exc}", {"Retry-After": "5"}) from None
+    try:
+        while (event := await next_event(job, request)) is not None and event[0] == "chunk":
+            pass
+    finally:
+        job.discard()
+    if event is None:
+        raise HTTPError(499, "the client closed the connection")
+    if event[0] == "error":
+        raise HTTPError(400 if job.outcome == "input_error" else 500, f"the clip could not be encoded: {event[1]}")
+
+
+@voice_router.patch("/{name}")
+@guarded
+async def rename_voice(request: Request, name: str):
+    voices = library(request, change=True)
+    body = await body_of(request, RenameBody)
+    return (await anyio.to_thread.run_sync(voices.rename, name, body.name)).public()
+
+
+@voice_router.delete("/{name}")
+@guarded
+async def delete_voice(request: Request, name: str):
+    voices = library(request, change=True)
+    await anyio.to_thread.run_sync(voices.delete, name)
+    return {"deleted": name}
+
+
+@voice_router.get("/{name}/audio")
+@guarded
+async def voice_audio(request: Request, name: str):
+    voices = library(request)
+    data = await anyio.to_thread.run_sync(voices.audio_bytes, name)
+    return Response(data, media_type="audio/flac", headers={"Cache-Control": "no-store"})

@@ -1,0 +1,212 @@
+"""Uploaded reference clips, kept in memory under random ids that expire.
+
+The page never sends a server path and never re-sends the audio: a clip is uploaded once (through
+Gradio's audio component or the HTTP upload route), checked and converted here, and referred to by
+its id. Conversion is the engine's own (inference.request.audio_input), done at upload so that a clip the
+engine would refuse is refused at once, and so that the store holds 16 kHz mono rather than, say,
+eight channels at 192 kHz.
+"""
+from __future__ import annotations
+
+import io
+import ipaddress
+import logging
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from inference.request.audio_input import MAX_CHANNELS, MAX_RATE, MIN_RATE, decode_mono, resample
+from inference.errors import InputError
+
+from ..guard.limits import too_large
+from inference.request.reference import ReferenceClip
+
+log = logging.getLogger("voxcpm.uploads")
+FORMATS = "WAV, FLAC, OGG or MP3"
+LABEL = "the uploaded audio"
+# A product rule for uploads (the engine itself takes any length): a shorter clip holds no voice
+# to clone, it is a stray click or a cut file.
+MIN_SECONDS = 0.1
+# What one decode may cost, counted as if every channel were held as float32 (frames x channels x 4,
+# from the header, before reading). Decoding goes block by block and mixes down as it goes, so it
+# really holds only the mono float32 and one block: well inside this.
+MAX_DECODED_BYTES = 128 * 2**20
+
+
+@dataclass
+class Clip:
+    sample_rate: int  # of `audio`: the engine's input rate
+    audio: np.ndarray  # float32 mono, exactly what the engine's own conversion gives
+    expires_at: float
+    source_rate: int = 0
+    source_channels: int = 1
+    client: str | None = None  # whose share it counts against (client_key)
+    reference: ReferenceClip | None = None  # the audio with its encoded patches (inference/request/reference.py)
+
+    @property
+    def seconds(self) -> float:
+        return self.audio.shape[0] / self.sample_rate
+
+    def __post_init__(self):
+        # One ReferenceClip for the clip's lifetime: it is encoded once, however often it is used.
+        self.reference = ReferenceClip(self.sample_rate, self.audio)
+
+    def as_engine_input(self) -> ReferenceClip:
+        return self.reference
+
+
+def read_mono(data: bytes, max_seconds: float, max_decoded_bytes: int = MAX_DECODED_BYTES) -> tuple[int, int, np.ndarray]:
+    """Bytes of an audio file -> (rate, channels, float32 mono), decoded and checked as the engine
+    does it. The header is checked before decoding, so a file that claims hours of audio, an absurd
+    rate or more channels than the budget allows costs nothing."""
+    if not data:
+        raise InputError("the uploaded file is empty (0 bytes)")
+    try:
+        with sf.SoundFile(io.BytesIO(data)) as f:
+            rate, channels = int(f.samplerate), f.channels
+            _check_header(rate, channels, f.frames, max_seconds, max_decoded_bytes)
+            mono = decode_mono(f, LABEL)
+    except InputError:
+        raise
+    except Exception:  # libsndfile's reasons are terse; the user needs to know what to send instead
+        raise InputError(f"the uploaded file could not be read as audio: use {FORMATS}") from None
+    return rate, channels, mono
+
+
+def _check_header(rate: int, channels: int, frames: int, max_seconds: float, max_decoded_bytes: int):
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise InputError(f"{LABEL} has a sample rate of {rate} Hz; the supported range is "
+                         f"{MIN_RATE} Hz to {MAX_RATE} Hz")
+    if not 1 <= channels <= MAX_CHANNELS:
+        raise InputError(f"{LABEL} has {channels} channels; at most {MAX_CHANNELS} are supported")
+    if frames <= 0:
+        raise InputError(f"{LABEL} has no samples")
+    if frames / rate < MIN_SECONDS:
+        raise InputError(f"{LABEL} lasts only {frames / rate * 1000:.0f} ms: give a few seconds of clear speech")
+    if frames / rate > max_seconds:
+        raise InputError(f"{LABEL} lasts {frames / rate:.1f} s; the limit is {max_seconds:g} s: trim it "
+                         "(5 to 20 s of speech is plenty)")
+    if frames * channels * 4 > max_decoded_bytes:
+        raise InputError(f"{LABEL} decodes to {frames * channels * 4 / 2**20:.0f} MiB; the limit is "
+                         f"{max_decoded_bytes / 2**20:.0f} MiB: send fewer channels or a lower sample rate")
+
+
+def read_uploaded_file(path: str, root: str, max_bytes: int) -> bytes:
+    """The bytes of a file the client says it uploaded, if it lies inside `root` (Gradio's upload
+    folder): a client must never get the server to read any other file."""
+    resolved, folder = Path(path).resolve(), Path(root).resolve()
+    if not resolved.is_relative_to(folder) or not resolved.is_file():
+        raise InputError("only clips uploaded or recorded through this page can be used: upload it again")
+    if resolved.stat().st_size > max_bytes:
+        raise InputError(f"the upload is larger than the limit of {max_bytes // 2**20} MiB")
+    return resolved.read_bytes()
+
+
+def decode_audio(data: bytes, max_seconds: float, target_rate: int = 16000,
+                 max_decoded_bytes: int = MAX_DECODED_BYTES) -> tuple[int, np.ndarray]:
+    """Bytes of an audio file -> (target_rate, float32 mono) as the engine converts it, or an
+    InputError that says what is wrong (silent, NaN, out-of-range rate, too long...)."""
+    rate, _, mono = read_mono(data, max_seconds, max_decoded_bytes)
+    return target_rate, resample(mono, rate, target_rate)
+
+
+class StoreFull(InputError):
+    """An upload refused for want of room: its client's share is used up (429) or the server's (503)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def client_key(address: str | None) -> str | None:
+    """Whose share a clip counts against: the client's address (the real one behind a trusted proxy,
+    as uvicorn's proxy headers give it). An IPv6 client usually holds a whole /64, so that is one key."""
+    try:
+        ip = ipaddress.ip_address(address or "")
+    except ValueError:
+        return address
+    return str(ipaddress.ip_network(f"{ip}/64", strict=False)) if ip.version == 6 else str(ip)
+
+
+class UploadStore:
+    """Thread-safe id -> Clip map with expiry and caps on how many clips and bytes are held, in all
+    and per client. A full store refuses new clips rather than evicting anyone's: one client
+    uploading in a loop used to push every other user's clip out."""
+
+    def __init__(self, ttl_s: float = 1800.0, max_clips: int = 256, max_seconds: float = 60.0,
+                 max_bytes: int = 25 * 2**20, max_total_bytes: int = 512 * 2**20, target_rate: int = 16000,
+                 max_decoded_bytes: int = MAX_DECODED_BYTES, parallel_decodes: int = 2, max_per_client: int = 16):
+        self.ttl_s = ttl_s
+        self.max_clips = max_clips
+        self.max_per_client = max_per_client
+        self.max_total_bytes = max_total_bytes  # converted float32 held at once
+        self.max_seconds = max_seconds
+        self.max_bytes = max_bytes
+        self.target_rate = target_rate
+        self.max_decoded_bytes = max_decoded_bytes
+        self._clips: OrderedDict[str, Clip] = OrderedDict()
+        self._lock = threading.Lock()
+        # Decoding a long 192 kHz file briefly needs ~100 MiB: a few at a time, however many arrive.
+        self._decoding = threading.BoundedSemaphore(parallel_decodes)
+
+    def add_bytes(self, data: bytes, client: str | None = None) -> tuple[str, Clip]:
+        if len(data) > self.max_bytes:
+            raise InputError(too_large("upload", self.max_bytes))
+        with self._lock:  # refused before decoding, so a refusal costs nothing
+            self._purge()
+            self._check_room(client, 0)
+        with self._decoding:  # the engine's own decoding and refusals, once, at upload
+            rate, channels, mono = read_mono(data, self.max_seconds, self.max_decoded_bytes)
+            audio = resample(mono, rate, self.target_rate)
+            del mono  # up to 46 MB at 192 kHz: not held while the clip is stored
+        clip_id, clip = self.add(self.target_rate, audio, client)
+        clip.source_rate, clip.source_channels = rate, channels
+        return clip_id, clip
+
+    def add(self, rate: int, audio: np.ndarray, client: str | None = None) -> tuple[str, Clip]:
+        clip = Clip(rate, audio, time.monotonic() + self.ttl_s, source_rate=rate, client=client)
+        clip_id = secrets.token_urlsafe(16)
+        with self._lock:
+            self._purge()
+            self._check_room(client, audio.nbytes)
+            self._clips[clip_id] = clip
+        return clip_id, clip
+
+    def _check_room(self, client: str | None, nbytes: int):
+        mine = sum(1 for c in self._clips.values() if c.client == client)
+        if mine >= self.max_per_client:
+            refusal = StoreFull(429, f"you already have {mine} clips stored, the most one client may keep; each "
+                                     f"expires {self.ttl_s / 60:g} min after its upload: reuse one, or try again later")
+        elif len(self._clips) >= self.max_clips or self._held_bytes() + nbytes > self.max_total_bytes:
+            refusal = StoreFull(503, "the server holds as many clips as it can right now; try again in a few minutes")
+        else:
+            return
+        log.warning("refused a clip from %s: %s", client, refusal)
+        raise refusal
+
+    def get(self, clip_id: str) -> Clip:
+        with self._lock:
+            self._purge()
+            clip = self._clips.get(clip_id)
+        if clip is None:
+            raise InputError("the reference clip has expired or was never uploaded: upload it again")
+        return clip
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._purge()
+            return len(self._clips)
+
+    def _held_bytes(self) -> int:
+        return sum(c.audio.nbytes for c in self._clips.values())
+
+    def _purge(self):
+        now = time.monotonic()
+        for clip_id in [k for k, c in self._clips.items() if c.expires_at <= now]:
+            del self._clips[clip_id]

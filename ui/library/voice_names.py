@@ -1,0 +1,37 @@
+"""What a saved voice may be called: short, printable, unambiguous, and safe in a URL path.
+
+Names are shown in the page and sent by OpenAI clients as `voice`, so they are words, not paths:
+letters and digits of any script, spaces, and - _ . ' between them. They are compared without
+regard to case (SQLite's NOCASE), so "Anna" and "anna" cannot both exist.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from inference.errors import InputError
+
+MAX_NAME = 64
+# "design" means voice design on the OpenAI route (ui/http/openai.py), so no saved voice may take it.
+RESERVED = ("design",)
+_NAME = re.compile(r"[^\W_](?:[\w .'-]*[^\W_])?")
+RULE = (f"1 to {MAX_NAME} characters: letters or digits (any script), with spaces, - _ . ' between them; "
+        f"not {', '.join(RESERVED)}")
+
+
+def check_name(name) -> str:
+    """The name, NFC-normalized, or an InputError that states the rule."""
+    if not isinstance(name, str):
+        raise InputError(f"a voice name must be text: {RULE}")
+    name = unicodedata.normalize("NFC", name).strip()
+    if not name or len(name) > MAX_NAME or not _NAME.fullmatch(name) or "  " in name:
+        shown = name[:MAX_NAME] + ("…" if len(name) > MAX_NAME else "")
+        raise InputError(f"the voice name {shown!r} is not usable: {RULE}")
+    if name.casefold() in RESERVED:
+        raise InputError(f"the voice name {name!r} is reserved: {RULE}")
+    return name
+
+
+def same_name(a: str, b: str) -> bool:
+    """As the index compares them (ASCII case folded), so a rename may change only the case."""
+    return a.lower() == b.lower() if a.isascii() and b.isascii() else a == b
