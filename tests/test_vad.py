@@ -75,3 +75,17 @@ def test_a_trimmed_request_encodes_the_trimmed_clip_and_remembers_it_apart():
     engine.synthesize(SynthesisRequest("Hello there.", reference_audio=clip, trim_silence=True, **ask))
     engine.synthesize(SynthesisRequest("Hello there.", reference_audio=clip, **ask))
     assert counter.calls == calls, "both versions of the clip are remembered"
+
+
+def test_trimming_keeps_the_process_thread_count():
+    """Issue 21 item 4: importing silero-vad calls torch.set_num_threads(1); CPU inference after a
+    trim_silence request must still use every thread it had."""
+    import subprocess
+    import sys
+    code = ("import torch; torch.set_num_threads(2); import numpy as np\n"
+            "from inference.request.vad import trim_silence\n"
+            "trim_silence(np.zeros(16000, np.float32), 16000)\n"
+            "print(torch.get_num_threads())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.split()[-1] == "2"

@@ -26,17 +26,26 @@ _model = None
 def _vad_model():
     global _model
     if _model is None:
-        from silero_vad import load_silero_vad  # imported on first use: the option is off by default
-
-        _model = load_silero_vad()
+        _model = _import_silero().load_silero_vad()
     return _model
+
+
+def _import_silero():
+    """The package, imported on first use (the option is off by default). Its import calls
+    torch.set_num_threads(1) for the whole process, which would leave every later CPU inference on
+    one thread: the process's thread count is put back."""
+    threads = torch.get_num_threads()
+    try:
+        import silero_vad
+    finally:
+        torch.set_num_threads(threads)
+    return silero_vad
 
 
 def speech_bounds(audio: np.ndarray, rate: int) -> tuple[int, int] | None:
     """(first sample, one past the last sample) of detected speech at `rate`, or None when the
     detector hears none."""
-    from silero_vad import get_speech_timestamps
-
+    get_speech_timestamps = _import_silero().get_speech_timestamps
     probe = audio if rate == VAD_RATE else resample(audio, rate, VAD_RATE)
     with _lock, torch.inference_mode():
         spans = get_speech_timestamps(torch.from_numpy(np.ascontiguousarray(probe, np.float32)),
