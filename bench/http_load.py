@@ -1,0 +1,145 @@
+"""Load generation against the app's stream route over real HTTP, in the manner of vLLM's serving
+benchmark: closed-loop bursts and open-loop Poisson arrivals, some clients leaving early.
+
+Each request reads the framed stream (`?format=frames`, README "Framed stream") and timestamps every
+audio frame as it arrives, so time to first audio and the gaps between chunks are what a listener's
+player sees, not what the engine reports.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import struct
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+HEADER = struct.Struct("<B3xI")  # type, 3 zero bytes, payload length (uint32 LE)
+
+
+@dataclass
+class Result:
+    sent: float
+    status: int = 0
+    first_audio: float | None = None  # seconds after `sent`
+    arrivals: list[float] = field(default_factory=list)  # each audio frame, seconds after `sent`
+    samples: int = 0
+    left_early: bool = False
+    refused: bool = False
+    error: str | None = None
+
+    @property
+    def gaps(self) -> list[float]:
+        return [b - a for a, b in zip(self.arrivals, self.arrivals[1:])]
+
+
+class FrameCounter:
+    """Splits the framed body into frames whatever the network's read sizes; counts audio."""
+
+    def __init__(self):
+        self.buffer = b""
+
+    def feed(self, data: bytes) -> list[tuple[int, int]]:
+        """(type, payload bytes) of each frame completed by `data`."""
+        self.buffer += data
+        done = []
+        while len(self.buffer) >= HEADER.size:
+            kind, length = HEADER.unpack_from(self.buffer)
+            if len(self.buffer) < HEADER.size + length:
+                break
+            done.append((kind, length))
+            self.buffer = self.buffer[HEADER.size + length:]
+        return done
+
+
+async def one_request(client: httpx.AsyncClient, body: dict, leave_after: float | None) -> Result:
+    """Streams one request to its end (or until `leave_after` seconds past its first audio)."""
+    result = Result(sent=time.perf_counter())
+    frames = FrameCounter()
+    try:
+        async with client.stream("POST", "/voxcpm/stream?format=frames", json=body) as response:
+            result.status = response.status_code
+            if response.status_code != 200:
+                result.refused = response.status_code in (429, 503)
+                result.error = (await response.aread()).decode(errors="replace")[:200]
+                return result
+            async for data in response.aiter_raw():
+                now = time.perf_counter() - result.sent
+                for kind, length in frames.feed(data):
+                    if kind == ord("A"):
+                        result.arrivals.append(now)
+                        result.samples += length // 2
+                if result.arrivals and result.first_audio is None:
+                    result.first_audio = result.arrivals[0]
+                if leave_after is not None and result.first_audio is not None \
+                        and now - result.first_audio >= leave_after:
+                    result.left_early = True
+                    break  # closing the response is the client going away
+    except httpx.HTTPError as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+    return result
+
+
+def request_body(i: int, patches: int, timesteps: int, text: str) -> dict:
+    return {"mode": "design", "text": text, "control": "A calm, clear voice", "seed": i,
+            "min_len": patches, "max_len": patches, "inference_timesteps": timesteps, "cfg_value": 2.0}
+
+
+async def burst(url: str, concurrency: int, body, leave) -> tuple[list[Result], float]:
+    """`concurrency` requests sent together; returns them and the wall time until the last ended."""
+    async with _client(url, concurrency) as client:
+        start = time.perf_counter()
+        results = await asyncio.gather(*(one_request(client, body(i), leave(i)) for i in range(concurrency)))
+    return list(results), time.perf_counter() - start
+
+
+async def poisson(url: str, rate: float, duration: float, body, leave, seed: int = 0) -> tuple[list[Result], float]:
+    """Requests arriving at `rate` per second (exponential gaps) for `duration` seconds."""
+    rng = random.Random(seed)
+    tasks = []
+    async with _client(url, int(rate * duration) + 8) as client:
+        start, next_at, i = time.perf_counter(), 0.0, 0
+        while next_at < duration:  # arrival times fixed in advance, so a slow send does not thin them
+            await asyncio.sleep(max(0.0, start + next_at - time.perf_counter()))
+            tasks.append(asyncio.create_task(one_request(client, body(i), leave(i))))
+            i += 1
+            next_at += rng.expovariate(rate)
+        results = await asyncio.gather(*tasks)
+    return list(results), time.perf_counter() - start
+
+
+def _client(url: str, connections: int) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=connections + 8, max_keepalive_connections=0)
+    return httpx.AsyncClient(base_url=url, limits=limits, timeout=httpx.Timeout(600.0, connect=30.0))
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def summarize(results: list[Result], wall_s: float, sample_rate: int, patch_s: float) -> dict:
+    """Per load: TTFB percentiles, chunk gaps, per-stream RTF, audio seconds per second, refusals."""
+    served = [r for r in results if r.first_audio is not None]
+    ttfb = [r.first_audio for r in served]
+    gaps = [g for r in served for g in r.gaps]
+    whole = [r for r in served if not r.left_early and r.error is None]
+    rtf = [r.arrivals[-1] / (r.samples / sample_rate) for r in whole if r.samples]
+    audio_s = sum(r.samples for r in results) / sample_rate
+    # A gap is late when it exceeds a chunk's own duration with nothing buffered: the worst case
+    # for a player that starts at once. The player's prebuffer covers some of it.
+    return {"requests": len(results), "served": len(served), "refused": sum(r.refused for r in results),
+            "errors": sum(1 for r in results if r.error and not r.refused),
+            "left_early": sum(r.left_early for r in results),
+            "ttfb_p50_ms": _ms(percentile(ttfb, 50)), "ttfb_p95_ms": _ms(percentile(ttfb, 95)),
+            "ttfb_p99_ms": _ms(percentile(ttfb, 99)), "gap_p95_ms": _ms(percentile(gaps, 95)),
+            "gap_max_ms": _ms(max(gaps) if gaps else None), "rtf_p50": percentile(rtf, 50),
+            "rtf_p95": percentile(rtf, 95), "audio_s_per_s": audio_s / wall_s if wall_s else None,
+            "wall_s": wall_s, "late_gaps": sum(g > patch_s for g in gaps)}
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3
