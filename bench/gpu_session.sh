@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One measuring session on a GPU machine that has PyTorch but not the app's other packages (the
+# device machine: Python 3.12, no network). Wheels for Gradio and the rest travel in .whl/
+# (bench/README.md, "The served path", says how to fetch them). Phases, each optional:
+#
+#   bash bench/gpu_session.sh tests sweep profile     # GPU tests, in-process sweep, step profile
+#   bash bench/gpu_session.sh serve                   # the whole app over HTTP (bench/serve.py)
+#
+# Results go to $OUT (default /tmp/voxcpm-gpu-session); the random checkpoint of the published
+# architecture is written once to $CKPT and shared by the sweep and the served run, so both
+# measure the same weights.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/voxcpm-gpu-session}
+CKPT=${CKPT:-/tmp/voxcpm-random-published}
+mkdir -p "$OUT"
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+export PYTHONUNBUFFERED=1 TQDM_DISABLE=1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$OUT/gpu.txt"
+if [ ! -f "$CKPT/model.safetensors" ]; then
+  python3 -c "from pathlib import Path; from bench.serve import write_random_checkpoint as w; \
+w(Path('bench/voxcpm2_config.json'), Path('$CKPT'))"
+fi
+for phase in "$@"; do
+  echo "== $phase ($(date +%T))"
+  case "$phase" in
+    tests) python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
+    sweep) python3 -m bench.bench --checkpoint "$CKPT" --sweep-only --concurrency 1 8 32 64 128 --rounds 2 \
+             --max-streams 128 2>&1 | grep -v "^20..-" | tee "$OUT/sweep.md" ;;
+    profile) python3 -m bench.profile_step --buckets 1 8 32 64 128 2>&1 | tee "$OUT/profile.txt" | tail -60 ;;
+    vae) python3 -m bench.vae_decode --config bench/voxcpm2_config.json 2>&1 | tee "$OUT/vae.txt" | tail -40 ;;
+    serve) python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/serve" --app-args "--max-streams 64" \
+             2>&1 | grep -v "^{" | tail -20 ;;
+    *) echo "unknown phase $phase" ;;
+  esac
+done
