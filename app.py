@@ -21,66 +21,12 @@ import startup
 from inference.errors import CheckpointError
 from startup import StartupError
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-
 RANDOM_NOTICE = ("Random weights: this server runs a tiny untrained model, so every output is noise. "
                  "It is here to try the interface, the player and the metrics.")
 
 
-class ArgumentParser(argparse.ArgumentParser):
-    def error(self, message):
-        # Two lines like every other start-up error, instead of argparse's eight-line usage block.
-        self.exit(startup.EXIT_CODE, f"{self.prog}: error: {message}.\n"
-                                     f"To fix: python {self.prog} --help lists the options and their defaults.\n")
-
-
 def parse_args(argv=None) -> argparse.Namespace:
-    # Each help ends with its default, so --help alone tells what a bare `python app.py` does.
-    p = ArgumentParser(description="VoxCPM2 streaming text-to-speech demo")
-    p.add_argument("--model", default="openbmb/VoxCPM2",
-                   help="hub id (downloaded into the Hugging Face cache) or local checkpoint folder "
-                        "(default: %(default)s)")
-    p.add_argument("--random-weights", action="store_true",
-                   help="a tiny random model instead, no download; the output is noise (default: off)")
-    p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda when available, else cpu)")
-    p.add_argument("--gpus", type=int, default=None,
-                   help="serve from GPUs cuda:0 to cuda:N-1, one engine each; a request goes to the GPU with the "
-                        "most free streams (default: every visible GPU when the device is cuda; one engine on cpu "
-                        "or on --device cuda:N)")
-    p.add_argument("--dtype", default=None, help="bfloat16 or float32 (default: bfloat16 on cuda, float32 on cpu)")
-    p.add_argument("--host", default=None,
-                   help="address to listen on (default: $GRADIO_SERVER_NAME, else 0.0.0.0 on a Hugging Face "
-                        "Space, else 127.0.0.1)")
-    p.add_argument("--port", type=int, default=None, help="(default: $GRADIO_SERVER_PORT, else 7860)")
-    p.add_argument("--allowed-hosts", default="",
-                   help="comma-separated host names to answer to besides the loopback ones (a name that points "
-                        "at this machine); requests naming any other host are refused (default: none)")
-    p.add_argument("--token", default=None,
-                   help="require this access token; open /?token=... once in the browser "
-                        "(default: $VOXCPM_TOKEN, else none)")
-    p.add_argument("--max-streams", type=int, default=64,
-                   help="most streams generated at once, one batch row each; fewer if GPU memory holds "
-                        "fewer (default: %(default)s)")
-    p.add_argument("--max-queue", type=int, default=16,
-                   help="requests allowed to wait for a free stream (default: %(default)s)")
-    p.add_argument("--max-text-chars", type=int, default=20000,
-                   help="longest text, description or transcript (default: %(default)s)")
-    p.add_argument("--max-audio-seconds", type=float, default=60.0,
-                   help="longest reference clip (default: %(default)s)")
-    p.add_argument("--max-upload-mb", type=int, default=25, help="largest uploaded file (default: %(default)s)")
-    p.add_argument("--upload-ttl-min", type=float, default=30.0,
-                   help="minutes an uploaded clip is kept (default: %(default)s)")
-    p.add_argument("--data-dir", default=None,
-                   help="folder for the voice library (default: $VOXCPM_DATA_DIR, else a Space's persistent /data, "
-                        "else the user's data folder, e.g. ~/.local/share/voxcpm2-demo)")
-    p.add_argument("--max-voices", type=int, default=100, help="most voices the library holds (default: %(default)s)")
-    p.add_argument("--max-library-mb", type=int, default=500,
-                   help="most disk space the library may use (default: %(default)s)")
-    p.add_argument("--prebuffer-ms", type=float, default=80.0,
-                   help="audio the player holds before it starts (default: %(default)s)")
-    p.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS,
-                   help="DEBUG also logs the traceback of a failed start (default: %(default)s)")
-    return p.parse_args(argv)
+    return startup.build_parser().parse_args(argv)
 
 
 def resolve_host(args) -> str:
@@ -152,34 +98,52 @@ def checkpoint_source(args, cleanup: contextlib.ExitStack) -> tuple[str, bool]:
 def load(args, settings, source: str, is_hub: bool, devices: list[str], dtype: str, phases):
     """On the loading thread: fetch, load (one engine per device), build the app, warm up; the app,
     ready to serve."""
-    from inference.model.checkpoint import resolve_checkpoint
-    from ui import create_app
+    source = fetch_checkpoint(args, source, is_hub, phases)
+    describe_model(settings, args, source)
+    engines = []
+    for device in devices:  # one after the other: reading the checkpoint is the slow part
+        logging.getLogger("voxcpm.app").info("loading %s on %s in %s", source, device, dtype)
+        phases.begin("loading weights" + (f" on {device}" if len(devices) > 1 else ""))
+        engines.append(load_engine(args, source, device, dtype))
+        phases.end()
+    return warm_up(engines, settings, phases)
 
-    log = logging.getLogger("voxcpm.app")
+
+def fetch_checkpoint(args, source: str, is_hub: bool, phases) -> str:
+    """The folder to load: the random checkpoint written, or the hub id downloaded (a phase)."""
     if args.random_weights:
         from inference.model.tiny_checkpoint import write_tiny_checkpoint
 
         write_tiny_checkpoint(source, seed=0)
-    if is_hub:
-        log.info("downloading %s into the Hugging Face cache (files already there are reused)", source)
-        phases.begin("downloading the checkpoint")
-        try:
-            source = str(resolve_checkpoint(source))
-        except CheckpointError as exc:
-            if exc.__cause__ is None:  # the hub answered, but with no VoxCPM2 checkpoint
-                raise
-            raise startup.hub_failure(args.model, exc) from exc
-        phases.end()
+    if not is_hub:
+        return source
+    from inference.model.checkpoint import resolve_checkpoint
+
+    logging.getLogger("voxcpm.app").info("downloading %s into the Hugging Face cache (files already there are "
+                                         "reused)", source)
+    phases.begin("downloading the checkpoint")
+    try:
+        folder = str(resolve_checkpoint(source))
+    except CheckpointError as exc:
+        if exc.__cause__ is None:  # the hub answered, but with no VoxCPM2 checkpoint
+            raise
+        raise startup.hub_failure(args.model, exc) from exc
+    phases.end()
+    return folder
+
+
+def describe_model(settings, args, source: str):
+    """What each take records as its model: the name, and the revision of a hub download."""
     settings.model_id = "tiny random model" if args.random_weights else args.model
     # A hub download sits in .../snapshots/<commit>/: that commit is the checkpoint's revision.
     parts = os.path.normpath(source).split(os.sep)
     settings.model_revision = parts[-1] if len(parts) > 1 and parts[-2] == "snapshots" else None
-    engines = []
-    for device in devices:  # one after the other: reading the checkpoint is the slow part
-        log.info("loading %s on %s in %s", source, device, dtype)
-        phases.begin("loading weights" + (f" on {device}" if len(devices) > 1 else ""))
-        engines.append(load_engine(args, source, device, dtype))
-        phases.end()
+
+
+def warm_up(engines: list, settings, phases):
+    """Builds the app and waits for its worker(s) to warm up; the app, ready to serve."""
+    from ui import create_app
+
     phases.begin("warm-up (graph capture, compilation, one request per mode)"
                  + (f", {len(engines)} GPUs in turn" if len(engines) > 1 else ""))
     # Warm-up (CUDA-graph capture) happens on the worker thread that will replay the graphs; with
@@ -189,7 +153,8 @@ def load(args, settings, source: str, is_hub: bool, devices: list[str], dtype: s
     worker.ready.wait()
     if worker.warmup_error is not None:  # ends the start with its short message instead of serving
         raise worker.warmup_error
-    phases.end(getattr(engines[0], "warmup_seconds", None) if len(engines) == 1 else None)
+    # One engine measured its own warm-up, closer to the work; several GPUs take the phase's time.
+    phases.end(engines[0].warmup_seconds if len(engines) == 1 else None)
     return app
 
 
@@ -210,23 +175,13 @@ def serve(args, cleanup: contextlib.ExitStack):
     dtype = startup.check_dtype(args.dtype, device)
     devices = startup.check_gpus(args.gpus, device)
     source, is_hub = checkpoint_source(args, cleanup)
-    log = logging.getLogger("voxcpm.app")
     import uvicorn
 
-    from ui import AppSettings
     from ui.guard.connections import server_config
-    from ui.guard.hosts import allowed_hosts_for, is_loopback
-    from ui.page.loading import EngineWarmupLine, LoadingGate, Phases
+    from ui.page.loading import LoadingGate, Phases, quiet_engine_warmup
 
-    if args.token is None and not is_loopback(host):
-        log.warning("bound to %s without a token: anyone who can reach this port can use the GPU "
-                    "(set --token or VOXCPM_TOKEN to require one)", host)
-    settings = AppSettings(max_queue=args.max_queue, prebuffer_ms=args.prebuffer_ms, warm_up=True,
-                           notice=RANDOM_NOTICE if args.random_weights else None, token=args.token,
-                           allowed_hosts=allowed_hosts_for(host, args.allowed_hosts.split(",")),
-                           max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60,
-                           **library_settings(args, host, log))
-    logging.getLogger("voxcpm.engine").addFilter(EngineWarmupLine())
+    settings = app_settings(args, host)
+    quiet_engine_warmup()
     phases = Phases()
     gate = LoadingGate(phases)
     # Clip shares go by client address: behind a Space's proxy that is X-Forwarded-For, which only
@@ -234,11 +189,39 @@ def serve(args, cleanup: contextlib.ExitStack):
     forwarded = "*" if os.environ.get("SPACE_ID") else None
     server = uvicorn.Server(server_config(gate, settings, log_level="warning", lifespan="on",
                                           forwarded_allow_ips=forwarded))
+    url = page_url(host, port)
+    failure = start_loading(server, gate, url, lambda: load(args, settings, source, is_hub, devices, dtype, phases))
+    print(f"VoxCPM2 demo at {url} (loading the model; the page shows which phase until it is ready)"
+          + (" (token required: open /?token=<your token> once)" if args.token else ""), flush=True)
+    server.run(sockets=[sock])
+    if failure:
+        raise failure[0]
+
+
+def app_settings(args, host: str):
+    """The app's settings from the command line (and a warning when anyone may use the GPU)."""
+    from ui import AppSettings
+    from ui.guard.hosts import allowed_hosts_for, is_loopback
+
+    log = logging.getLogger("voxcpm.app")
+    if args.token is None and not is_loopback(host):
+        log.warning("bound to %s without a token: anyone who can reach this port can use the GPU "
+                    "(set --token or VOXCPM_TOKEN to require one)", host)
+    return AppSettings(max_queue=args.max_queue, prebuffer_ms=args.prebuffer_ms, warm_up=True,
+                       notice=RANDOM_NOTICE if args.random_weights else None, token=args.token,
+                       allowed_hosts=allowed_hosts_for(host, args.allowed_hosts.split(",")),
+                       max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60,
+                       **library_settings(args, host, log))
+
+
+def start_loading(server, gate, url: str, load_app) -> list[BaseException]:
+    """Runs load_app() on a thread of its own and hands its app to the gate; a failure stops the
+    server and lands in the list returned, for serve() to raise once the server is down."""
     failure: list[BaseException] = []
 
     def load_then_open():
         try:
-            ready = gate.open(load(args, settings, source, is_hub, devices, dtype, phases))
+            ready = gate.open(load_app())
         except BaseException as exc:  # noqa: BLE001 - any failure ends the start, reported by main
             failure.append(exc)
             server.should_exit = True
@@ -246,13 +229,8 @@ def serve(args, cleanup: contextlib.ExitStack):
         if ready:
             print(f"VoxCPM2 demo ready at {url}", flush=True)
 
-    url = page_url(host, port)
     threading.Thread(target=load_then_open, name="engine-loader", daemon=True).start()
-    print(f"VoxCPM2 demo at {url} (loading the model; the page shows which phase until it is ready)"
-          + (" (token required: open /?token=<your token> once)" if args.token else ""), flush=True)
-    server.run(sockets=[sock])
-    if failure:
-        raise failure[0]
+    return failure
 
 
 def _exit_on_sigterm(signum, frame):

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from inference import SynthesisRequest
-from ui.http.frames import AUDIO, HEADER, MAX_PAYLOAD, MEDIA_TYPE, META, STATUS, FrameError, FrameReader, frame, \
-    json_frame, read_frames
+from ui.http.frames import AUDIO, HEADER, MAX_PAYLOAD, MEDIA_TYPE, META, STATUS, FrameError, frame, json_frame
 
 from .app_helpers import assert_same_audio, expected_pcm, pcm_of
+from .fixtures.frames import FrameReader, read_frames
 from .test_http import app  # noqa: F401 - the same served app
 
 TEXT = "Hello world, this is a test."

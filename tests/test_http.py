@@ -3,6 +3,7 @@ uploads by id, and errors as 4xx JSON."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import httpx
@@ -11,6 +12,7 @@ import pytest
 import soundfile as sf
 
 from inference import SynthesisRequest
+from inference.request import modes
 from ui import AppSettings
 from ui.library.uploads import decode_audio
 
@@ -243,3 +245,11 @@ def test_full_queue_answers_503(app, client):
 def test_health(client):
     data = client.get("/voxcpm/health").json()
     assert data["ok"] is True and data["sample_rate"] == SAMPLE_RATE
+
+
+def test_spec_is_the_one_spec_of_the_modes(client):
+    """What the page reads for its modes, sliders and help: modes.spec_json(), as JSON."""
+    response = client.get("/voxcpm/spec")
+    assert response.status_code == 200
+    assert response.json() == json.loads(json.dumps(modes.spec_json()))
+    assert set(response.json()["modes"]) == {"design", "cloning", "ultimate"}

@@ -13,8 +13,9 @@ import pytest
 import soundfile as sf
 
 from inference.serving.latent_store import LatentStore
-from ui.http.frames import AUDIO, MEDIA_TYPE, read_frames
+from ui.http.frames import AUDIO, MEDIA_TYPE
 
+from .fixtures.frames import read_frames
 from .test_http import VOICE, VOICE_TEXT, app, upload  # noqa: F401 - the same served app
 
 TEXT = "Hello world, this is a test."

@@ -181,7 +181,7 @@ REQUESTS = [
     ({"text": " \u200b\x00\u0301\u202e\u3000"}, "text is empty"),  # all of them at once
     ({"text": TEXT, "mode": "ultimate", "reference_id": "CLIP", "prompt_text": "\u200b\u0301"},
      "needs the exact transcript"),
-    ({"text": "x" * 20001}, "the text has 20001 characters; the limit is 20000"),
+    ({"text": "x" * 20001}, "text is 20001 characters long; the limit is 20000"),  # the engine refuses it
     ({"text": TEXT, "control": "y" * 20001}, "the limit is 20000"),
     ({"text": "caf\ud800"}, "not valid Unicode"),
     ({"text": TEXT, "mode": "ultimate", "prompt_text": "Hello."}, "needs a reference clip"),

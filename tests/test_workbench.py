@@ -19,9 +19,10 @@ import pytest
 import soundfile as sf
 
 from ui import AppSettings
-from ui.http.frames import AUDIO, frame, json_frame, read_frames
+from ui.http.frames import AUDIO, frame, json_frame
 
 from .app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, serve, set_max_len
+from .fixtures.frames import read_frames
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 PATCH = 7680

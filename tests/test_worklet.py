@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ui.http.frames import HEADER, FrameError, read_frames
+from ui.http.frames import HEADER, FrameError
 
+from .fixtures.frames import read_frames
 from .test_frames import MALFORMED, sample_body
 
 ROOT = Path(__file__).resolve().parent.parent

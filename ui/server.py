@@ -19,12 +19,11 @@ from .guard.auth import TokenGate
 from .guard.events import KnownEvents
 from .guard.hosts import HostGuard
 from .guard.limits import RequestLimits
-from .page.layout import build_blocks
-from .http.openai import openai_router
-from .http.routes import router
+from .http.routes import include_routes
+from .http.voices import voice_lookup
 from .library.uploads import UploadStore
-from .http.voices import voice_lookup, voice_router
 from .library.voice_store import VoiceLibrary
+from .page.layout import build_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "static"
@@ -80,17 +79,8 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
     settings = settings or AppSettings()
     engines = list(engine) if isinstance(engine, (list, tuple)) else [engine]
     latents = LatentStore(max_bytes=settings.latents_mb * 2**20, ttl_s=settings.latents_ttl_s)
-    options = dict(max_queue=settings.max_queue, warm_up=settings.warm_up, max_backlog_s=settings.max_backlog_s,
-                   keep_finished=settings.keep_finished, max_unread_s=settings.max_unread_s, latents=latents)
-    # One engine keeps its plain worker: nothing to route, and one thread fewer.
-    worker = EngineWorker(engines[0], **options) if len(engines) == 1 else WorkerPool(engines, **options)
-    engine = engines[0]  # the limits and rates below are the same on every GPU
-    max_chars = int(getattr(engine, "max_text_chars", 20000))
-    clips = UploadStore(ttl_s=settings.upload_ttl_s, max_seconds=float(getattr(engine, "max_audio_seconds", 60.0)),
-                        max_bytes=settings.max_upload_mb * 2**20, target_rate=_input_rate(engine),
-                        max_per_client=settings.clips_per_client)
-
-    voices = _library(settings, engine)
+    worker = _worker(engines, settings, latents)
+    voices = _library(settings, engines[0])
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
@@ -100,19 +90,40 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
             voices.close()
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
-    app.state.worker, app.state.clips, app.state.max_text_chars = worker, clips, max_chars
-    app.state.latents = latents
-    app.state.build = {"model": settings.model_id, "revision": settings.model_revision, "app_version": _asset_version()}
-    app.state.settings = settings  # ui/connections.server_config reads the connection limits
-    app.state.voices, app.state.library_writable = voices, settings.library_writable
-    app.state.encoder_identity = getattr(engine, "encoder_identity", "none")
-    app.state.voice_lookup = voice_lookup(app.state)
-    app.include_router(router, prefix="/voxcpm")
-    app.include_router(voice_router, prefix="/voxcpm/voices")
-    app.include_router(openai_router, prefix="/v1")
+    _fill_state(app.state, engines[0], settings, worker, latents, voices)
+    include_routes(app)
     app.mount("/voxcpm/static", StaticFiles(directory=STATIC), name="voxcpm-static")
-    demo = build_blocks(clips, sample_rate=worker.sample_rate, prebuffer_ms=settings.prebuffer_ms,
-                        notice=settings.notice, max_text_chars=max_chars)
+    app.state.demo = _mount_page(app, settings)
+    _guard(app, settings)
+    return app, worker
+
+
+def _worker(engines: list, settings: AppSettings, latents: LatentStore) -> EngineWorker | WorkerPool:
+    options = dict(max_queue=settings.max_queue, warm_up=settings.warm_up, max_backlog_s=settings.max_backlog_s,
+                   keep_finished=settings.keep_finished, max_unread_s=settings.max_unread_s, latents=latents)
+    # One engine keeps its plain worker: nothing to route, and one thread fewer.
+    return EngineWorker(engines[0], **options) if len(engines) == 1 else WorkerPool(engines, **options)
+
+
+def _fill_state(state, engine, settings: AppSettings, worker, latents: LatentStore, voices: VoiceLibrary | None):
+    """What the routes read (ui/http/common.app_state). `engine`: the first one; the limits and
+    rates are the same on every GPU."""
+    state.worker, state.latents, state.settings = worker, latents, settings  # ui/guard/connections reads settings
+    state.max_text_chars = int(engine.max_text_chars)
+    state.clips = UploadStore(ttl_s=settings.upload_ttl_s, max_seconds=float(engine.max_audio_seconds),
+                              max_bytes=settings.max_upload_mb * 2**20, target_rate=_input_rate(engine),
+                              max_per_client=settings.clips_per_client)
+    state.build = {"model": settings.model_id, "revision": settings.model_revision, "app_version": _asset_version()}
+    state.voices, state.library_writable = voices, settings.library_writable
+    state.encoder_identity = engine.encoder_identity
+    state.voice_lookup = voice_lookup(state)
+
+
+def _mount_page(app: FastAPI, settings: AppSettings) -> gr.Blocks:
+    """The Gradio page at /, on the same app as the routes (so the stream is same-origin)."""
+    worker = app.state.worker
+    demo = build_blocks(app.state.clips, sample_rate=worker.sample_rate, prebuffer_ms=settings.prebuffer_ms,
+                        notice=settings.notice, max_text_chars=app.state.max_text_chars)
     demo.queue(max_size=settings.gradio_queue, default_concurrency_limit=4)
     gr.mount_gradio_app(
         app, demo, path="/", css_paths=[STATIC / "app.css"], head=_head(worker.sample_rate, settings.prebuffer_ms),
@@ -126,9 +137,7 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
     # server path (a secret, a symlink, /dev/zero read on the event loop) is copied into its cache
     # for every fn_index. Gradio's own hot reload marks a swapped-in Blocks the same way.
     demo.has_launched = True
-    app.state.demo = demo
-    _guard(app, settings)
-    return app, worker
+    return demo
 
 
 def _guard(app: FastAPI, settings: AppSettings):
@@ -151,7 +160,4 @@ def _library(settings: AppSettings, engine) -> VoiceLibrary | None:
 
 def _input_rate(engine) -> int:
     """The rate the engine encodes clips at, so stored clips need no further resampling."""
-    try:
-        return int(engine.cfg.vae.sample_rate)
-    except AttributeError:  # a stand-in engine in tests
-        return 16000
+    return int(engine.cfg.vae.sample_rate)

@@ -134,7 +134,7 @@ class Engine:
         while not all(s.done for s in streams):
             self.step()
         self.warmup_seconds = time.perf_counter() - start
-        log.info("warm-up took %.1f s on %s", self.warmup_seconds, self.device)
+        logging.getLogger("voxcpm.engine.warmup").info("warm-up took %.1f s on %s", self.warmup_seconds, self.device)
         return self.warmup_seconds
 
     # -- requests in ------------------------------------------------------------------------------

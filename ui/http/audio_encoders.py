@@ -19,7 +19,7 @@ import struct
 import numpy as np
 import soundfile as sf
 
-from .routes import to_pcm
+from .common import to_pcm
 
 FORMATS = ("wav", "pcm", "flac", "mp3", "opus")
 MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm", "flac": "audio/flac", "mp3": "audio/mpeg", "opus": "audio/ogg"}

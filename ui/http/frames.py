@@ -12,7 +12,8 @@ without polling. Every frame is an 8-byte header and a payload:
 
 Each patch is an "M" frame followed by its "A" frame. Readers skip frames of types they do not
 know (future additions), and refuse a bad header, an oversized or odd-length audio payload, or
-metadata that is not a JSON object. static/frames.js is the page's reader of the same format.
+metadata that is not a JSON object. static/frames.js is the page's reader of the same format, and
+tests/fixtures/frames.py the tests' one.
 """
 from __future__ import annotations
 
@@ -62,58 +63,3 @@ def chunk_meta(delivery, job) -> dict:
 def final_status(job, **extra) -> dict:
     """The last frame: the job's outcome and the server's figures (as /voxcpm/jobs/ID gives them)."""
     return {**job.status(), **extra}
-
-
-class FrameReader:
-    """Incremental reader: feed() any split of the bytes, get whole frames as (kind, payload)
-    with metadata decoded and audio as int16; close() refuses a body that stopped mid-frame."""
-
-    def __init__(self):
-        self._buffer = bytearray()
-        self._consumed = 0  # bytes of the body before the buffer, for error positions
-
-    def feed(self, data: bytes) -> list[tuple[bytes, object]]:
-        self._buffer += data
-        out = []
-        while len(self._buffer) >= HEADER.size:
-            kind, reserved, length = HEADER.unpack_from(self._buffer)
-            if reserved != b"\0\0\0" or length > MAX_PAYLOAD:
-                raise FrameError(f"bad frame header at byte {self._consumed}: "
-                                 f"{bytes(self._buffer[:HEADER.size]).hex()}")
-            end = HEADER.size + length
-            if len(self._buffer) < end:
-                break
-            payload = bytes(self._buffer[HEADER.size:end])
-            decoded = self._decode(kind, payload)
-            if decoded is not None:
-                out.append((kind, decoded))
-            del self._buffer[:end]
-            self._consumed += end
-        return out
-
-    def close(self):
-        if self._buffer:
-            raise FrameError(f"the stream ended inside a frame: {len(self._buffer)} bytes after byte {self._consumed}")
-
-    def _decode(self, kind: bytes, payload: bytes):
-        if kind == AUDIO:
-            if len(payload) % 2:
-                raise FrameError(f"an audio frame at byte {self._consumed} holds half a sample")
-            return np.frombuffer(payload, dtype="<i2").astype(np.int16)
-        if kind in (META, STATUS):
-            try:
-                obj = json.loads(payload.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError):
-                obj = None
-            if not isinstance(obj, dict):
-                raise FrameError(f"a {kind.decode()} frame at byte {self._consumed} is not a JSON object")
-            return obj
-        return None  # a type from a later version: skipped
-
-
-def read_frames(body: bytes) -> list[tuple[bytes, object]]:
-    """A whole framed body at once."""
-    reader = FrameReader()
-    frames = reader.feed(body)
-    reader.close()
-    return frames

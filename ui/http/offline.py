@@ -19,7 +19,7 @@ SOFTWARE = "VoxCPM2 streaming demo"
 
 
 def wav_bytes(audio: np.ndarray, rate: int, title: str, comment: dict) -> bytes:
-    """16-bit mono WAV of float audio in [-1, 1], rounded as the stream rounds it (ui/routes.to_pcm),
+    """16-bit mono WAV of float audio in [-1, 1], rounded as the stream rounds it (ui/http/common.to_pcm),
     with a title, the software and a JSON comment in its INFO chunk (libsndfile writes them)."""
     pcm = np.clip(np.rint(np.asarray(audio, dtype=np.float64) * 32767.0), -32768, 32767).astype(np.int16)
     out = io.BytesIO()

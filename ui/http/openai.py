@@ -25,10 +25,11 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from inference.errors import InputError
+from inference.request import modes
 from inference.serving.job import Job
 
 from .audio_encoders import FORMATS, MEDIA_TYPES, Encoder, missing_formats
-from .routes import _submit, errors_as, first_audio, next_event
+from .common import errors_as, first_audio, next_event, submit
 from .schema import StreamBody, blank
 from ..library.voice_names import RESERVED
 
@@ -66,9 +67,9 @@ class SpeechBody(BaseModel):
     stream_format: str = "audio"
     # Our extensions, documented in the README (the page's advanced settings).
     seed: int | None = None
-    cfg_value: float = 2.0
-    inference_timesteps: int = 10
-    max_len: int = 4096
+    cfg_value: float = modes.default("cfg_value")
+    inference_timesteps: int = modes.default("inference_timesteps")
+    max_len: int = modes.default("max_len")
     normalize: bool = False
     trim_silence: bool = False
 
@@ -132,7 +133,7 @@ async def speech(request: Request):
     def parse(raw):
         parsed["speech"], body = parse_speech(raw, state.voices)
         return body
-    job, req, body = await _submit(request, state, parse=parse)
+    job, req, body = await submit(request, state, parse=parse)
     fmt, events = parsed["speech"].response_format, parsed["speech"].stream_format == "sse"
     first = await first_audio(job, request)
     headers = {"X-Seed": str(req.seed), "X-Request-Id": job.id, "Cache-Control": "no-store",

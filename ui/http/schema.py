@@ -1,8 +1,9 @@
 """The JSON body of a streaming request, and how it becomes a SynthesisRequest.
 
 Unknown fields are refused rather than ignored, so a typo ("cfg": 3) never silently runs with
-defaults. Ranges are checked by SynthesisRequest itself, so the page, the route and the engine
-share one set of limits and one wording.
+defaults. Defaults come from the one spec of the modes (inference/request/modes.py), and ranges are
+checked by SynthesisRequest itself, so the page, the route and the engine share one set of limits
+and one wording.
 """
 from __future__ import annotations
 
@@ -12,25 +13,23 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from inference.errors import InputError
+from inference.request import modes
 from inference.request.request import SynthesisRequest
 from inference.text.content import has_content
-
-MODES = ("design", "cloning", "ultimate")
-RANDOM_SEED_LIMIT = 2**31  # seeds the page shows must survive JavaScript's 53-bit numbers
 
 
 class StreamBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    mode: Literal["design", "cloning", "ultimate"] = "design"
+    mode: Literal[tuple(modes.MODES)] = modes.DEFAULT_MODE
     text: str
     control: str | None = None  # voice description (design) or style instruction (cloning)
     reference_id: str | None = None
     prompt_text: str | None = None  # exact transcript of the clip (ultimate)
-    cfg_value: float = 2.0
-    inference_timesteps: int = 10
-    min_len: int = 2  # patches before the stop head may end the utterance (API only, not on the page)
-    max_len: int = 4096
+    cfg_value: float = modes.default("cfg_value")
+    inference_timesteps: int = modes.default("inference_timesteps")
+    min_len: int = modes.default("min_len")  # patches before the stop head may end the utterance (API only)
+    max_len: int = modes.default("max_len")
     seed: int | None = None
     request_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
     voice: str | None = Field(default=None, max_length=200)  # a saved voice (cloning modes), instead of reference_id
@@ -63,13 +62,14 @@ def blank(value: str | None) -> bool:
 
 def to_request(body: StreamBody, clips, max_text_chars: int, voices=None) -> SynthesisRequest:
     """Map the page's modes onto the engine's request; `clips` resolves upload ids, `voices(name)`
-    saved voices as (Voice, ReferenceClip) (ui/library/voice_store.py; None: no library). May read the
-    disk (a saved voice's patches): call it off the event loop."""
-    for name, value in (("text", body.text), ("voice description or style instruction", body.control),
-                        ("transcript", body.prompt_text)):
-        _check_text(name, value, max_text_chars)
+    saved voices as (Voice, ReferenceClip) (ui/library/voice_store.py; None: no library);
+    max_text_chars: the limit of the free-text fields (check_text). May read the disk (a saved
+    voice's patches): call it off the event loop."""
+    check_text("text", body.text)
+    check_text("voice description or style instruction", body.control, max_text_chars)
+    check_text("transcript", body.prompt_text, max_text_chars)
     control = None if blank(body.control) else body.control.strip()
-    seed = body.seed if body.seed is not None else secrets.randbelow(RANDOM_SEED_LIMIT)
+    seed = body.seed if body.seed is not None else secrets.randbelow(modes.PAGE_SEED_LIMIT)
     common = dict(text=body.text, cfg_value=body.cfg_value, inference_timesteps=body.inference_timesteps,
                   min_len=body.min_len, max_len=body.max_len, seed=seed, normalize=body.normalize,
                   trim_silence=body.trim_silence)
@@ -108,10 +108,15 @@ def _clone_source(body: StreamBody, clips, voices):
     return clips.get(body.reference_id).as_engine_input(), None
 
 
-def _check_text(name: str, value: str | None, limit: int):
+def check_text(name: str, value: str | None, limit: int | None = None):
+    """Refuses a free-text field that the tokenizer cannot take (lone surrogates), or, given the
+    limit, one longer than it. The limit is the engine's max_text_chars, read once by create_app
+    (app.state.max_text_chars) and passed here: the engine itself checks `text` against it
+    (Engine.plan, the authority, so `text` is checked here without a limit); the description,
+    style instruction and transcript, which it does not check, are checked here with the same value."""
     if value is None:
         return
-    if len(value) > limit:
+    if limit is not None and len(value) > limit:
         raise InputError(f"the {name} has {len(value)} characters; the limit is {limit}")
     try:
         value.encode("utf-8")

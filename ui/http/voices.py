@@ -7,11 +7,14 @@
     GET    /voxcpm/voices/{name}/audio  the clip as FLAC, to listen to
 
 A voice is saved from a clip already in the upload store: one uploaded or recorded in the page,
-or a take the page uploads as a WAV (its text as the transcript). Saving encodes the clip through
-the engine's queue like any request (one patch long), so the saved voice holds its patches from the
-start and no request with it ever runs the VAE encoder.
+or a take the page uploads as a WAV (its text as the transcript). Saving encodes the clip on the
+engine's thread (worker.call, between two steps) with the very call a request makes
+(Engine.encode_audio, on each side a request will want), so the saved voice holds the patches a
+request would make from the start, and no request with it ever runs the VAE encoder.
 """
 from __future__ import annotations
+
+import asyncio
 
 import anyio
 from fastapi import APIRouter, Request
@@ -19,11 +22,10 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from inference.errors import InputError
-from inference.request.request import SynthesisRequest
 from inference.serving.worker import QueueFullError
 
-from .routes import HTTPError, MAX_JSON_BYTES, _json, guarded, next_event, read_limited
-from .schema import blank, describe_validation
+from .common import HTTPError, guarded, read_json
+from .schema import blank, check_text, describe_validation
 from ..library.voice_names import RULE
 
 voice_router = APIRouter()
@@ -60,7 +62,7 @@ def library(request: Request, change: bool = False):
 
 
 async def body_of(request: Request, model: type[BaseModel]):
-    raw = _json(await read_limited(request, MAX_JSON_BYTES, "request body"))
+    raw = await read_json(request)
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
@@ -82,39 +84,35 @@ async def save_voice(request: Request):
     voices, state = library(request, change=True), request.app.state
     body = await body_of(request, SaveBody)
     transcript = None if blank(body.transcript) else body.transcript.strip()
-    if transcript is not None and len(transcript) > state.max_text_chars:
-        raise InputError(f"the transcript has {len(transcript)} characters; the limit is {state.max_text_chars}")
+    check_text("transcript", transcript, state.max_text_chars)
     clip = state.clips.get(body.clip_id)
     await anyio.to_thread.run_sync(voices.check_room, body.name, clip.audio.nbytes // 2)  # before any work
     reference = clip.as_engine_input()
-    await encode_once(request, reference, transcript)
+    await encode(state.worker, reference, transcript)
     latents = {state.encoder_identity: reference.known(state.encoder_identity)}
     voice = await anyio.to_thread.run_sync(voices.save, body.name, clip.audio, transcript, latents)
     return JSONResponse(voice.public(), status_code=201)
 
 
-async def encode_once(request: Request, reference, transcript: str | None):
-    """Encodes the clip on each side a request will want (the reference side, and the prompt side
-    when there is a transcript), through the worker's queue: a one-patch request does it."""
-    state = request.app.state
-    wanted = {"right", "left"} if transcript else {"right"}
-    if wanted <= set(reference.known(state.encoder_identity)):
-        return
-    req = SynthesisRequest(transcript or "Hello.", reference_audio=reference, seed=0, min_len=0, max_len=1,
-                           prompt_audio=reference if transcript else None, prompt_text=transcript)
+def encoding(reference, transcript: str | None):
+    """fn(engine) that encodes the clip on each side a request with the voice will want, as the
+    request would (inference/request/prompt.encode_voice): padded on the right as a reference, and on
+    the left as a continuation prompt when there is a transcript. The ReferenceClip keeps the patches."""
+    def encode_sides(engine):
+        engine.encode_audio(reference, "right", "reference audio")
+        if transcript:
+            engine.encode_audio(reference, "left", "prompt audio")
+    return encode_sides
+
+
+async def encode(worker, reference, transcript: str | None):
+    """Runs `encoding` on an engine's thread (any GPU's: they hold the same weights) and awaits it."""
     try:
-        job = state.worker.submit(req)
+        await asyncio.wrap_future(worker.call(encoding(reference, transcript)))
     except QueueFullError as exc:
         raise HTTPError(503, f"the voice was not saved: {exc}", {"Retry-After": "5"}) from None
-    try:
-        while (event := await next_event(job, request)) is not None and event[0] == "chunk":
-            pass
-    finally:
-        job.discard()
-    if event is None:
-        raise HTTPError(499, "the client closed the connection")
-    if event[0] == "error":
-        raise HTTPError(400 if job.outcome == "input_error" else 500, f"the clip could not be encoded: {event[1]}")
+    except InputError as exc:  # anything else: guarded() answers 500 and logs the traceback
+        raise HTTPError(400, f"the clip could not be encoded: {exc}") from None
 
 
 @voice_router.patch("/{name}")

@@ -21,11 +21,12 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from inference.request.audio_input import MAX_CHANNELS, MAX_RATE, MIN_RATE, decode_mono, resample
 from inference.errors import InputError
+from inference.request.audio_input import MAX_CHANNELS, MAX_RATE, MIN_RATE, decode_mono, resample
+from inference.request.reference import ReferenceClip
 
 from ..guard.limits import too_large
-from inference.request.reference import ReferenceClip
+from .refusal import Refusal
 
 log = logging.getLogger("voxcpm.uploads")
 FORMATS = "WAV, FLAC, OGG or MP3"
@@ -116,12 +117,8 @@ def decode_audio(data: bytes, max_seconds: float, target_rate: int = 16000,
     return target_rate, resample(mono, rate, target_rate)
 
 
-class StoreFull(InputError):
+class StoreFull(Refusal):
     """An upload refused for want of room: its client's share is used up (429) or the server's (503)."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
 
 
 def client_key(address: str | None) -> str | None:

@@ -26,9 +26,9 @@ import numpy as np
 import soundfile as sf
 import torch
 
-from inference.errors import InputError
 from inference.request.reference import ReferenceClip
 
+from .refusal import Refusal
 from .voice_names import check_name, same_name
 
 log = logging.getLogger("voxcpm.voices")
@@ -53,12 +53,8 @@ class Voice:
         return out
 
 
-class VoiceError(InputError):
+class VoiceError(Refusal):
     """A library change refused: `status` is the HTTP status that says why (404, 409, 507...)."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
 
 
 class VoiceLibrary:

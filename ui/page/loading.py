@@ -37,13 +37,14 @@ class Phases:
         return took
 
 
-class EngineWarmupLine(logging.Filter):
-    """Drops the engine's own "warm-up took" line: the warm-up phase line reports that same figure,
-    and two warm-up times in one start-up read as a contradiction. Matches nothing once the engine
-    reports its phases through a hook instead."""
+ENGINE_WARMUP_LOG = "voxcpm.engine.warmup"  # the logger of the engine's own warm-up time (Engine.warmup)
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("warm-up took")
+
+def quiet_engine_warmup():
+    """Leaves out the engine's own warm-up line, which it logs on a logger of its own for this: the
+    warm-up phase line (Phases.end) reports that same figure, and two warm-up times in one start-up
+    read as a contradiction. Its warnings still show."""
+    logging.getLogger(ENGINE_WARMUP_LOG).setLevel(logging.WARNING)
 
 
 class LoadingGate:

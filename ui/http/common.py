@@ -1,0 +1,169 @@
+"""What every route shares: the error answers, reading a body, queueing a request, and waiting for
+a job's events without blocking the event loop.
+
+Errors come back as 4xx JSON `{"error": ...}` before any audio is sent: a streaming route waits for
+the job's first patch (or its failure) before it sends the status line (`first_audio`).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+
+import anyio
+import numpy as np
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
+
+from inference.errors import InputError
+from inference.serving.job import Job
+from inference.serving.worker import QueueFullError
+
+from .schema import parse_body, to_request
+from ..guard.limits import too_large
+from ..library.refusal import Refusal
+
+log = logging.getLogger("voxcpm.http")
+POLL_S = 0.05  # how often a waiting route looks for a closed connection and new audio
+MAX_JSON_BYTES = 256 * 1024  # 20,000 CJK characters escaped as \uXXXX, and room to spare
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers
+
+
+def error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def errors_as(respond):
+    """A route decorator: input errors become 4xx answers made by `respond(status, message,
+    headers)` (400, or a Refusal's own status); anything else a generic 500 (the traceback stays
+    in the log)."""
+    def decorate(handler):
+        @functools.wraps(handler)
+        async def wrapper(*args, **kwargs):
+            try:
+                return await handler(*args, **kwargs)
+            except HTTPError as exc:
+                return respond(exc.status, exc.message, exc.headers)
+            except Refusal as exc:
+                return respond(exc.status, str(exc), None)
+            except InputError as exc:
+                return respond(400, str(exc), None)
+            except ClientDisconnect:  # the client left mid-request: nothing failed here, and nobody reads this
+                log.info("client left during %s before its request was complete", handler.__name__)
+                return respond(499, "the client closed the connection", None)
+            except Exception:
+                log.exception("route %s failed", handler.__name__)
+                return respond(500, "internal error on the server; it has been logged", None)
+        return wrapper
+    return decorate
+
+
+guarded = errors_as(error_response)
+
+
+def app_state(request: Request):
+    """What create_app (ui/server.py) put on the app: the worker, the clip store, the limits..."""
+    return request.app.state
+
+
+def to_pcm(audio: np.ndarray) -> bytes:
+    """float32 [-1, 1] -> int16 little-endian, rounded to nearest (clipping only what overflows)."""
+    return np.clip(np.rint(audio * 32767.0), -32768, 32767).astype("<i2").tobytes()
+
+
+async def read_limited(request: Request, limit: int, what: str) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HTTPError(413, too_large(what, limit))
+    data = bytearray()
+    async for part in request.stream():
+        data += part
+        if len(data) > limit:
+            raise HTTPError(413, too_large(what, limit))
+    return bytes(data)
+
+
+def parse_json(raw: bytes):
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise HTTPError(400, "the request body is not valid JSON") from None
+    except ValueError:  # e.g. an integer of more digits than Python will convert
+        raise HTTPError(400, "the request body holds a number too long to read") from None
+
+
+async def read_json(request: Request):
+    """The request's JSON body, at most MAX_JSON_BYTES."""
+    return parse_json(await read_limited(request, MAX_JSON_BYTES, "request body"))
+
+
+async def next_event(job: Job, request: Request | None):
+    """The job's next event, or None once the client has gone (the job is then cancelled)."""
+    while True:
+        # abandon_on_cancel: when the client goes, Starlette cancels this at once and the finally
+        # below stops the job, instead of first waiting for the patch being made after this one.
+        event = await anyio.to_thread.run_sync(job.next_event, POLL_S, abandon_on_cancel=True)
+        if event is not None:
+            return event
+        if request is not None and await request.is_disconnected():
+            job.cancel()
+            return None
+
+
+async def first_audio(job: Job, request: Request):
+    """The job's first Delivery (inference/serving/job.py), or the HTTPError that says why there is none (sent before any audio)."""
+    event = await next_event(job, request)
+    if event is None:
+        raise HTTPError(499, "the client closed the connection")
+    kind, value = event
+    if kind == "error":
+        status = {"input_error": 400, "out_of_memory": 503}.get(job.outcome, 500)
+        raise HTTPError(status, value, {"Retry-After": "5"} if status == 503 else None)
+    if kind == "end":
+        raise HTTPError(409 if job.cancelled else 500, "the request ended before any audio")
+    return value
+
+
+async def submit(request: Request, state, parse=None):
+    """Parse, check and queue: (job, SynthesisRequest, StreamBody). A refusal here gets its own log
+    line, as a finished job does. parse(json) -> StreamBody: the route's own body format (default:
+    the page's), run off the event loop."""
+    body = None
+    try:
+        data = await read_json(request)
+
+        def prepare():
+            nonlocal body
+            body = (parse or parse_body)(data)
+            return to_request(body, state.clips, state.max_text_chars, state.voice_lookup)
+        # Off the event loop: a saved voice is looked up, and its patches may be read from the disk.
+        req = await anyio.to_thread.run_sync(prepare)
+        return state.worker.submit(req, job_id=body.request_id), req, body
+    except QueueFullError as exc:
+        _log_refusal(body, 503, "busy")
+        raise HTTPError(503, str(exc), {"Retry-After": "5"}) from None
+    except HTTPError as exc:
+        _log_refusal(body, exc.status, "too_large" if exc.status == 413 else "input_error")
+        raise
+    except InputError:
+        _log_refusal(body, 400, "input_error")
+        raise
+    except ClientDisconnect:
+        _log_refusal(body, 499, "client_left")
+        raise
+    except Exception:  # guarded() answers 500 and logs the traceback; the outcome line still goes out
+        _log_refusal(body, 500, "error")
+        raise
+
+
+def _log_refusal(body, status: int, outcome: str):
+    mode = body.mode if body is not None else "?"
+    chars = len(body.text) if body is not None else -1
+    log.info("request refused mode=%s text_chars=%d ttfp=- rtf=- patches=0 outcome=%s status=%d",
+             mode, chars, outcome, status)

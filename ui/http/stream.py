@@ -1,0 +1,74 @@
+"""POST /voxcpm/stream: a request's audio as it is made, as bare PCM or framed (ui/http/frames.py).
+
+The page plays audio through an AudioWorklet fed by fetch(), which needs a plain byte stream, not
+Gradio's event protocol.
+"""
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+
+from inference.serving.job import Job
+
+from . import frames
+from .common import HTTPError, app_state, first_audio, guarded, next_event, submit, to_pcm
+
+stream_router = APIRouter()
+
+
+async def pcm_stream(job: Job, first):
+    try:
+        yield to_pcm(first.chunk.audio)
+        while True:
+            event = await next_event(job, None)  # Starlette cancels this body when the client goes
+            if event[0] != "chunk":
+                return
+            yield to_pcm(event[1].chunk.audio)
+    finally:
+        job.discard()  # stops a live job within one patch; drops audio a finished one still holds
+
+
+async def framed_stream(job: Job, first, status: dict):
+    """Each patch as a metadata frame and an audio frame, then the final status (ui/http/frames.py)."""
+    try:
+        event = ("chunk", first)
+        while event[0] == "chunk":
+            delivery = event[1]
+            yield (frames.json_frame(frames.META, frames.chunk_meta(delivery, job))
+                   + frames.frame(frames.AUDIO, to_pcm(delivery.chunk.audio)))
+            event = await next_event(job, None)
+        yield frames.json_frame(frames.STATUS, frames.final_status(job, **status))
+    finally:
+        job.discard()
+
+
+def wants_frames(request: Request) -> bool:
+    """Framed when asked for (?format=frames, or the frames type in Accept); bare PCM otherwise,
+    so plain clients (curl, ffplay) keep getting samples only."""
+    chosen = request.query_params.get("format")
+    if chosen is not None:
+        if chosen not in ("frames", "pcm"):
+            raise HTTPError(400, f"format {chosen[:20]!r} is unknown: use format=frames or format=pcm")
+        return chosen == "frames"
+    return frames.MEDIA_TYPE in request.headers.get("accept", "")
+
+
+@stream_router.post("/stream")
+@guarded
+async def stream(request: Request):
+    state = app_state(request)
+    framed = wants_frames(request)
+    job, req, body = await submit(request, state)
+    first = await first_audio(job, request)
+    rate = state.worker.sample_rate
+    headers = {
+        "X-Sample-Rate": str(rate), "X-Channels": "1", "X-Sample-Format": "s16le",
+        "X-Seed": str(req.seed), "X-Request-Id": job.id, "X-Mode": body.mode,
+        "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+    }
+    if framed:
+        status = dict(seed=req.seed, **state.build)  # job-level facts for the final status frame
+        return StreamingResponse(framed_stream(job, first, status), media_type=frames.MEDIA_TYPE, headers=headers)
+    # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
+    media = f"audio/pcm;rate={rate};channels=1;format=s16le"
+    return StreamingResponse(pcm_stream(job, first), media_type=media, headers=headers)
