@@ -11,11 +11,12 @@ import pytest
 from inference import InputError, SynthesisRequest
 from inference.runtime.engine import WARMUP_LOCK
 from inference.serving.failures import INTERNAL_ERROR
+from inference.serving.interfaces import Serving
 from inference.serving.job import JobFailed
 from inference.serving.pool import FAILURES_TO_AVOID, WorkerPool, gpu_status
 
 from .app_helpers import load_engine, reference_engine, wait_until
-from .fixtures.engines import EngineWrapper
+from .fixtures.engines import EngineWrapper, StandInEngine, burst
 
 
 class Broken(EngineWrapper):
@@ -209,3 +210,18 @@ def test_warm_ups_take_turns_each_on_its_own_worker_thread(make_pool):
     assert [g["failing"] for g in pool.gpus()] == [False, False]
     assert len(np.concatenate(list(pool.submit(short())))) > 0
 
+
+def test_a_burst_fills_every_row_and_line_and_only_the_excess_is_refused(make_pool):
+    eight, four = StandInEngine(rows=8), StandInEngine(rows=4)
+    pool = make_pool([eight, four], max_queue=2)
+    assert isinstance(pool, Serving)
+    for engine in (eight, four):
+        engine.gate.clear()  # nothing finishes during the burst
+    try:
+        jobs, refused = burst(pool, (8 + 2) + (4 + 2) + 3)
+        assert refused == 3 and [job.id for job in jobs] == [f"burst-{i}" for i in range(16)]
+        assert [engine_of(pool, j) for j in jobs].count(eight) == 10  # its rows and its line
+    finally:
+        for engine in (eight, four):
+            engine.gate.set()
+    assert all(len(np.concatenate(list(job))) > 0 and job.outcome == "ok" for job in jobs)

@@ -14,7 +14,7 @@ from inference.serving.job import JobFailed
 from inference.serving.worker import EngineWorker
 
 from .app_helpers import load_engine, reference_engine, wait_until
-from .fixtures.engines import EngineWrapper, StandInEngine
+from .fixtures.engines import EngineWrapper, StandInEngine, burst
 
 
 class Flaky(EngineWrapper):
@@ -221,6 +221,31 @@ def stand_in():
     engine = StandInEngine(rows=32)
     yield engine
     engine.gate.set()  # a failed test must not leave its worker waiting in step()
+
+
+def test_a_burst_that_fits_the_free_rows_is_accepted_whole(stand_in):
+    worker = EngineWorker(stand_in, max_queue=4)
+    stand_in.gate.clear()  # the first job holds the loop in step(): the rest of the burst waits in line
+    jobs, refused = burst(worker, 24)
+    assert refused == 0 and worker.held == 24  # 24 > max_queue, but 32 rows are free
+    stand_in.gate.set()
+    for job in jobs:
+        assert len(np.concatenate(list(job))) == 3 * stand_in.patch_samples and job.outcome == "ok"
+    assert [req.text for req in stand_in.started] == [f"Request {i}." for i in range(24)]  # in arrival order
+    worker.close()
+
+
+def test_only_the_excess_over_rows_and_line_is_refused(stand_in):
+    worker = EngineWorker(stand_in, max_queue=4)
+    stand_in.gate.clear()
+    jobs, refused = burst(worker, 32 + 4 + 3)
+    assert refused == 3 and [job.id for job in jobs] == [f"burst-{i}" for i in range(36)]
+    with pytest.raises(QueueFullError, match="busy: all 32 streams are in use"):
+        worker.submit(short())
+    stand_in.gate.set()
+    assert all(len(np.concatenate(list(job))) > 0 and job.outcome == "ok" for job in jobs)
+    assert len(np.concatenate(list(worker.submit(short())))) > 0  # room again once they ended
+    worker.close()
 
 
 def test_engines_and_streams_and_the_worker_have_the_shapes_the_layers_rely_on(engine, stand_in):

@@ -109,7 +109,7 @@ class Serving(Protocol):
 
     @property
     def max_queue(self) -> int:
-        """Requests allowed to wait for a row."""
+        """Requests allowed to wait once every row is taken."""
 
     @property
     def warmup_error(self) -> BaseException | None:
@@ -125,7 +125,7 @@ class Serving(Protocol):
     def waiting(self) -> int: ...
 
     def submit(self, request: SynthesisRequest, job_id: str | None = None) -> Job:
-        """Queues a request; QueueFullError when the waiting line is full."""
+        """Queues a request; QueueFullError when every row and the waiting line are taken."""
 
     def get(self, job_id: str) -> Job | None: ...
 

@@ -3,7 +3,9 @@ API the UI uses for a single worker (interfaces.Serving), so the routes and the 
 how many GPUs serve them.
 
 Each new request goes to the worker with the most free rows minus waiting jobs (ties: the shorter
-line): rows minus the jobs it holds (waiting, running, or between the two). A GPU that fails is routed around: a worker whose thread died has its jobs failed and gets no more; a
+line): rows minus the jobs it holds (waiting, running, or between the two). A request is refused
+only when every worker refuses it, that is when each one's rows and waiting line are full. A GPU
+that fails is routed around: a worker whose thread died has its jobs failed and gets no more; a
 worker whose warm-up failed, or whose last few jobs all ended in internal errors (a lost device),
 gets requests only when no other can take them, and is tried again after a pause.
 """
@@ -71,7 +73,7 @@ class WorkerPool:
 
     def __init__(self, engines: list[BatchEngine], max_queue: int = 16, warm_up: bool = False,
                  serial_warm_up: bool = False, **worker_options):
-        """max_queue: requests allowed to wait on each GPU. serial_warm_up:
+        """max_queue: requests allowed to wait on each GPU once its rows are taken. serial_warm_up:
         start each worker only once the previous one is ready (its warm-up done); by default all
         start at once and each warms up its engine on its own thread, which Engine.warmup's lock
         makes take turns."""
@@ -119,7 +121,8 @@ class WorkerPool:
                 return job
         if not any(m.alive for m in self._members):
             raise QueueFullError("No GPU is serving requests; the server log says why.")
-        raise QueueFullError(f"The server is busy: {self.waiting} requests are already waiting. Try again shortly.")
+        raise QueueFullError(f"The server is busy: all {sum(m.rows for m in self._members)} streams are in use "
+                             f"and {self.waiting} requests are already waiting. Try again shortly.")
 
     def call(self, fn) -> concurrent.futures.Future:
         """fn(engine) on one serving GPU's worker thread (every engine holds the same weights)."""

@@ -7,6 +7,10 @@ has free rows, steps the engine (one patch of every running job), hands each job
 (delivery.py) and retires the jobs that ended. A job can be cancelled while queued or within one
 patch of generation, and fails alone when its request does (failures.py). The worker is the one
 owner of its jobs' state: it alone calls their lifecycle methods.
+
+Admission: a request is refused only when every row is taken and the waiting line is full, that
+is when the worker already holds rows + max_queue unfinished jobs. A burst that fits is accepted
+whole, even before the loop has moved any of it from the line onto free rows.
 """
 from __future__ import annotations
 
@@ -38,8 +42,8 @@ class EngineWorker:
     def __init__(self, engine: BatchEngine, max_queue: int = 16, keep_finished: int = 256, warm_up: bool = False,
                  max_backlog_s: float = 120.0, max_unread_s: float = 240.0, latents: LatentStore | None = None):
         """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs
-        are captured by the thread that replays them. max_queue: jobs allowed to wait for a row.
-        max_backlog_s: audio a job may hold unread before it is stopped, so that a
+        are captured by the thread that replays them. max_queue: jobs allowed to wait once every
+        row is taken. max_backlog_s: audio a job may hold unread before it is stopped, so that a
         client that stops reading cannot pile up memory; max_unread_s: the same for all jobs
         together. latents: where finished jobs' latents are kept for their offline render (none
         kept without it)."""
@@ -75,12 +79,13 @@ class EngineWorker:
         return job
 
     def _admit(self, job_id: str | None):
-        """Refuses a new job when closed or when the line is full (called with the lock held)."""
+        """Refuses a new job when closed, or when every row is taken and the line is full (called
+        with the lock held)."""
         if self._closed:
             raise QueueFullError(SHUTTING_DOWN)
-        if len(self._waiting) >= self.max_queue:
-            raise QueueFullError(
-                f"The server is busy: {len(self._waiting)} requests are already waiting. Try again shortly.")
+        if self._held() >= self.rows + self.max_queue:
+            raise QueueFullError(f"The server is busy: all {self.rows} streams are in use and "
+                                 f"{len(self._waiting)} requests are already waiting. Try again shortly.")
         if job_id in self._jobs:
             raise InputError(f"request id {job_id!r} is already in use")
 
