@@ -82,7 +82,7 @@ def run_round(pool: WorkerPool, c: int, args) -> tuple[dict, collections.Counter
     for i in range(c):
         starts[i] = time.perf_counter()
         job = pool.submit(concurrency.fixed_request(args.patches, args.timesteps, seed=i))
-        where[pool.workers.index(job._worker)] += 1
+        where[pool.workers.index(pool.worker_of(job))] += 1
         threads.append(threading.Thread(target=read, args=(i, job), daemon=True))
         threads[-1].start()
         jobs.append(job)

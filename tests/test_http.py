@@ -230,13 +230,16 @@ def test_full_queue_answers_503(app, client):
         body = {"text": TEXT, "seed": 9, "min_len": 300, "max_len": 300, "request_id": request_id}
         return client.build_request("POST", "/voxcpm/stream", json=body)
 
+    # Busy means every row and the waiting line are taken: one stream over HTTP, then the other
+    # rows and the line (max_queue=2) filled with long requests.
     with httpx.Client(base_url=app.url, timeout=120) as other:
         running = other.send(hold("queue-running"), stream=True)
-        waiting = [app.worker.submit(SynthesisRequest(TEXT, seed=s, max_len=2)) for s in (1, 2)]
+        fill = app.worker.rows - 1 + app.worker.max_queue
+        held = [app.worker.submit(SynthesisRequest(TEXT, seed=s, min_len=300, max_len=300)) for s in range(fill)]
         response = client.post("/voxcpm/stream", json={"text": TEXT})
         assert response.status_code == 503 and "busy" in response.json()["error"]
         assert response.headers["retry-after"]
-        for job in waiting:
+        for job in held:
             job.cancel()
         running.close()
     wait_until(lambda: not app.worker.busy, timeout=20)

@@ -9,23 +9,22 @@ import numpy as np
 import pytest
 
 from inference import InputError, SynthesisRequest
-from inference.serving.job import JobFailed
 from inference.runtime.engine import WARMUP_LOCK
+from inference.serving.failures import INTERNAL_ERROR
+from inference.serving.interfaces import Serving
+from inference.serving.job import JobFailed
 from inference.serving.pool import FAILURES_TO_AVOID, WorkerPool, gpu_status
-from inference.serving.worker import INTERNAL_ERROR
 
 from .app_helpers import load_engine, reference_engine, wait_until
+from .fixtures.engines import EngineWrapper, StandInEngine, burst
 
 
-class Broken:
+class Broken(EngineWrapper):
     """A real engine whose step fails as a lost GPU's does, once `broken` is set."""
 
     def __init__(self, engine):
-        self.engine = engine
+        super().__init__(engine)
         self.broken = threading.Event()
-
-    def __getattr__(self, name):
-        return getattr(self.engine, name)
 
     def step(self):
         if self.broken.is_set():
@@ -50,13 +49,12 @@ class SlowWarmUp(Broken):
     def __init__(self, engine):
         super().__init__(engine)
         self.go = threading.Event()
-        self.warmup_seconds = None
 
     def warmup(self):
         self.go.wait(30)
         if self.broken.is_set():
             raise RuntimeError("CUDA error: out of memory")
-        self.warmup_seconds = 0.0
+        return 0.0
 
 
 @pytest.fixture(scope="module")
@@ -87,14 +85,14 @@ def long(seed=2):
                             min_len=300, max_len=300)
 
 
-def engine_of(job):
-    return job._worker.engine
+def engine_of(pool, job):
+    return pool.worker_of(job).engine
 
 
 def settle(pool):
     """Until every job the pool gave out has finished and been counted."""
-    wait_until(lambda: all(g["rows_in_use"] == 0 and g["waiting"] == 0 for g in pool.gpus())
-               and all(not m.live for m in pool._members), timeout=60)
+    wait_until(lambda: all(w.held == 0 for w in pool.workers)
+               and all(g["rows_in_use"] == 0 and g["waiting"] == 0 for g in pool.gpus()), timeout=60)
 
 
 def test_each_request_goes_to_the_engine_with_most_free_rows(engines, make_pool):
@@ -102,24 +100,24 @@ def test_each_request_goes_to_the_engine_with_most_free_rows(engines, make_pool)
     pool = make_pool([one, three])
     jobs = [pool.submit(long(seed=s)) for s in range(4)]
     # free rows (1, 3) -> three; (1, 2) -> three; (1, 1) tie, same line -> the first; (0, 1) -> three
-    assert [engine_of(j) for j in jobs] == [three, three, one, three]
+    assert [engine_of(pool, j) for j in jobs] == [three, three, one, three]
     wait_until(lambda: [g["rows_in_use"] for g in pool.gpus()] == [1, 3])
     # All rows taken: the fifth waits where the line is shorter (ties: the first engine).
     fifth = pool.submit(long(seed=5))
     sixth = pool.submit(long(seed=6))
-    assert {engine_of(fifth), engine_of(sixth)} == {one, three}
+    assert {engine_of(pool, fifth), engine_of(pool, sixth)} == {one, three}
     assert [g["waiting"] for g in pool.gpus()] == [1, 1]
     for job in jobs + [fifth, sixth]:
         job.cancel()
     settle(pool)
-    assert engine_of(pool.submit(short())) is three  # rows freed by cancelled jobs count again
+    assert engine_of(pool, pool.submit(short())) is three  # rows freed by cancelled jobs count again
 
 
 def test_job_ids_are_unique_across_engines_and_get_finds_any(engines, make_pool):
     pool = make_pool(engines)
     jobs = [pool.submit(long(seed=s)) for s in range(5)]
     assert len({j.id for j in jobs}) == 5
-    assert len({id(engine_of(j)) for j in jobs}) == 3  # spread over all three
+    assert len({id(engine_of(pool, j)) for j in jobs}) == 3  # spread over all three
     for job in jobs:
         assert pool.get(job.id) is job
     named = pool.submit(short(), job_id="mine")
@@ -135,7 +133,7 @@ def test_job_ids_are_unique_across_engines_and_get_finds_any(engines, make_pool)
 def test_audio_through_the_pool_equals_one_engine(engines, make_pool):
     pool = make_pool(engines)
     jobs = [pool.submit(short(seed=s)) for s in (1, 2, 3)]
-    assert len({id(engine_of(j)) for j in jobs}) >= 2
+    assert len({id(engine_of(pool, j)) for j in jobs}) >= 2
     for seed, job in zip((1, 2, 3), jobs):
         audio = np.concatenate(list(job))
         want = reference_engine().synthesize(short(seed=seed))
@@ -152,14 +150,14 @@ def test_a_failing_engine_fails_only_its_requests_and_is_then_avoided(engines, m
     # tie going to the first engine) to the broken one, until that one is marked failing.
     for seed in range(FAILURES_TO_AVOID):
         good, bad = pool.submit(short(seed=seed)), pool.submit(short(seed=seed + 10))
-        assert good._worker.engine is engines[1] and bad._worker.engine is broken
+        assert engine_of(pool, good) is engines[1] and engine_of(pool, bad) is broken
         with pytest.raises(JobFailed, match="internal error"):
             list(bad)
         assert bad.error == INTERNAL_ERROR and bad.outcome == "error"
         assert len(np.concatenate(list(good))) > 0 and good.outcome == "ok"
     wait_until(lambda: pool.gpus()[0]["failing"])
     later = [pool.submit(short(seed=s)) for s in range(3)]
-    assert all(j._worker.engine is engines[1] for j in later)  # the failing GPU gets none
+    assert all(engine_of(pool, j) is engines[1] for j in later)  # the failing GPU gets none
     assert all(len(np.concatenate(list(j))) > 0 for j in later)
     status = pool.gpus()
     assert status[0]["alive"] and status[0]["failing"] and not status[1]["failing"]
@@ -170,15 +168,15 @@ def test_a_dead_worker_thread_fails_its_jobs_and_gets_no_more(engines, make_pool
     dying = Dying(engines[2])
     pool = make_pool([dying, engines[1]])
     busy = pool.submit(long())  # on the 3-row engine (more free rows), before anything breaks
-    assert busy._worker.engine is engines[1]
+    assert engine_of(pool, busy) is engines[1]
     dying.broken.set()
     lost = pool.submit(short())  # on the dying engine: its thread dies with this job in line
-    assert lost._worker.engine is dying
+    assert engine_of(pool, lost) is dying
     assert lost.next_event(timeout=10) == ("error", INTERNAL_ERROR)  # not left waiting forever
     assert lost.state == "failed" and lost.outcome == "error"
     assert pool.gpus()[0]["alive"] is False
     later = [pool.submit(short(seed=s)) for s in range(3)]
-    assert all(j._worker.engine is engines[1] for j in later)
+    assert all(engine_of(pool, j) is engines[1] for j in later)
     assert all(len(np.concatenate(list(j))) > 0 for j in later)
     assert busy.state == "running"  # the other GPU's running request goes on
     busy.cancel()
@@ -195,7 +193,7 @@ def test_ready_waits_for_every_warm_up_and_a_failed_warm_up_is_avoided(engines, 
     status = gpu_status(pool)
     assert [g["failing"] for g in status] == [True, False]
     job = pool.submit(short())  # the engine whose warm-up failed has more free rows, but is avoided
-    assert job._worker.engine is slow
+    assert engine_of(pool, job) is slow
     assert len(np.concatenate(list(job))) > 0
 
 
@@ -211,3 +209,19 @@ def test_warm_ups_take_turns_each_on_its_own_worker_thread(make_pool):
     assert all(e.warmup_seconds is not None for e in engines)
     assert [g["failing"] for g in pool.gpus()] == [False, False]
     assert len(np.concatenate(list(pool.submit(short())))) > 0
+
+
+def test_a_burst_fills_every_row_and_line_and_only_the_excess_is_refused(make_pool):
+    eight, four = StandInEngine(rows=8), StandInEngine(rows=4)
+    pool = make_pool([eight, four], max_queue=2)
+    assert isinstance(pool, Serving)
+    for engine in (eight, four):
+        engine.gate.clear()  # nothing finishes during the burst
+    try:
+        jobs, refused = burst(pool, (8 + 2) + (4 + 2) + 3)
+        assert refused == 3 and [job.id for job in jobs] == [f"burst-{i}" for i in range(16)]
+        assert [engine_of(pool, j) for j in jobs].count(eight) == 10  # its rows and its line
+    finally:
+        for engine in (eight, four):
+            engine.gate.set()
+    assert all(len(np.concatenate(list(job))) > 0 and job.outcome == "ok" for job in jobs)

@@ -61,7 +61,7 @@ def test_concurrent_streams_spread_and_health_reports_each_engine(app, client):
     opened.wait(60)
     gpus = client.get("/voxcpm/health").json()["gpus"]
     assert [g["rows_in_use"] for g in gpus] == [1, 1]  # one on each engine, not both on the first
-    assert {app.worker.get(i)._worker for i in ids} == set(app.worker.workers)
+    assert {app.worker.worker_of(app.worker.get(i)) for i in ids} == set(app.worker.workers)
     done.set()
     for t in threads:
         t.join(30)

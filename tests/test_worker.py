@@ -8,36 +8,31 @@ import numpy as np
 import pytest
 
 from inference import InputError, SynthesisRequest
+from inference.serving.failures import INTERNAL_ERROR, QueueFullError
+from inference.serving.interfaces import BatchEngine, EngineStream, Serving
 from inference.serving.job import JobFailed
-from inference.serving.worker import INTERNAL_ERROR, EngineWorker, QueueFullError
+from inference.serving.worker import EngineWorker
 
 from .app_helpers import load_engine, reference_engine, wait_until
+from .fixtures.engines import EngineWrapper, StandInEngine, burst
 
 
-class Flaky:
+class Flaky(EngineWrapper):
     """The real engine, except that text "boom" raises an unexpected error, as a bug would."""
 
     def __init__(self, engine):
-        self.engine = engine
-        self.sample_rate = engine.sample_rate
+        super().__init__(engine)
         self.threads = set()
 
-    def start(self, request):
+    def start(self, req):
         self.threads.add(threading.get_ident())
-        if request.text == "boom":
+        if req.text == "boom":
             raise RuntimeError("/secret/path/model.py exploded")
-        return self.engine.start(request)
+        return self.engine.start(req)
 
     def step(self):
         self.threads.add(threading.get_ident())
         self.engine.step()
-
-    def stop(self, stream):
-        self.engine.stop(stream)
-
-    @property
-    def free_rows(self):
-        return self.engine.free_rows
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +66,7 @@ def test_chunks_equal_synthesize_and_one_thread_runs_the_engine(engine):
         assert audio.shape == want.shape and np.linalg.norm(audio - want) / np.linalg.norm(want) < 1e-5
         assert job.state == "done" and job.outcome == "ok"
         assert job.status()["samples"] == audio.shape[0] == job.metrics.patches * 7680
-    assert engine.threads == {worker._thread.ident}
+    assert engine.threads == {worker.thread_id}
 
 
 def test_jobs_run_together_up_to_the_engine_rows(engine):
@@ -162,30 +157,27 @@ def test_close_cancels_and_ends_the_thread(one_row):
     wait_until(lambda: running.state == "running")
     queued = worker.submit(short())
     worker.close()
-    assert not worker._thread.is_alive()
+    assert not worker.alive
     assert running.state == "cancelled" and queued.state == "cancelled"
     with pytest.raises(QueueFullError):
         worker.submit(short())
 
 
 def test_warm_up_runs_on_the_worker_thread():
-    class Recorder:
-        sample_rate = 48000
-
+    class Recorder(StandInEngine):
         def warmup(self):
             self.thread = threading.get_ident()
+            return 0.0
 
     engine = Recorder()
     worker = EngineWorker(engine, warm_up=True)
     assert worker.ready.wait(10)
-    assert engine.thread == worker._thread.ident
+    assert engine.thread == worker.thread_id
     worker.close()
 
 
 def test_a_failed_warm_up_is_kept_for_the_app_to_stop_on():
-    class Broken:
-        sample_rate = 48000
-
+    class Broken(StandInEngine):
         def warmup(self):
             raise RuntimeError("no GPU memory left for the graphs")
 
@@ -222,3 +214,48 @@ def test_discarding_a_finished_job_drops_its_unread_audio(engine):
     assert job.unread_chunks() > 0
     job.discard()
     assert job.unread_chunks() == 0 and job.state == "done"
+
+
+@pytest.fixture()
+def stand_in():
+    engine = StandInEngine(rows=32)
+    yield engine
+    engine.gate.set()  # a failed test must not leave its worker waiting in step()
+
+
+def test_a_burst_that_fits_the_free_rows_is_accepted_whole(stand_in):
+    worker = EngineWorker(stand_in, max_queue=4)
+    stand_in.gate.clear()  # the first job holds the loop in step(): the rest of the burst waits in line
+    jobs, refused = burst(worker, 24)
+    assert refused == 0 and worker.held == 24  # 24 > max_queue, but 32 rows are free
+    stand_in.gate.set()
+    for job in jobs:
+        assert len(np.concatenate(list(job))) == 3 * stand_in.patch_samples and job.outcome == "ok"
+    assert [req.text for req in stand_in.started] == [f"Request {i}." for i in range(24)]  # in arrival order
+    worker.close()
+
+
+def test_only_the_excess_over_rows_and_line_is_refused(stand_in):
+    worker = EngineWorker(stand_in, max_queue=4)
+    stand_in.gate.clear()
+    jobs, refused = burst(worker, 32 + 4 + 3)
+    assert refused == 3 and [job.id for job in jobs] == [f"burst-{i}" for i in range(36)]
+    with pytest.raises(QueueFullError, match="busy: all 32 streams are in use"):
+        worker.submit(short())
+    stand_in.gate.set()
+    assert all(len(np.concatenate(list(job))) > 0 and job.outcome == "ok" for job in jobs)
+    assert len(np.concatenate(list(worker.submit(short())))) > 0  # room again once they ended
+    worker.close()
+
+
+def test_engines_and_streams_and_the_worker_have_the_shapes_the_layers_rely_on(engine, stand_in):
+    real = reference_engine()  # the test thread's own engine
+    assert isinstance(real, BatchEngine) and isinstance(stand_in, BatchEngine) and isinstance(engine, BatchEngine)
+    stream = real.start(short())
+    assert isinstance(stream, EngineStream) and isinstance(stand_in.start(short()), EngineStream)
+    real.stop(stream)
+    worker = EngineWorker(stand_in)
+    assert isinstance(worker, Serving)
+    assert worker.gpus() == [{"device": "cpu", "rows": 32, "rows_in_use": 0, "waiting": 0, "alive": True,
+                              "failing": False}]
+    worker.close()

@@ -13,6 +13,7 @@ is told. Kept apart from worker.py so that a batched engine asks it the same way
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 log = logging.getLogger("voxcpm.worker")
 
@@ -23,20 +24,21 @@ SERVER_FULL = ("Stopped: the server holds as much unread audio as it allows ({se
 
 
 class UnreadBudget:
-    def __init__(self, worker, per_job_s: float, total_s: float):
-        """worker: the EngineWorker whose listed jobs (running and finished) are counted."""
-        self._worker = worker
-        self.per_job_s, self.total_s = per_job_s, total_s
+    def __init__(self, sample_rate: int, per_job_s: float, total_s: float, unread_patches: Callable[[], int]):
+        """unread_patches(): patches waiting unread across every job the worker lists (running and
+        finished), as `patches_waiting` counts them; asked only when a job is itself behind."""
+        self.sample_rate, self.per_job_s, self.total_s = sample_rate, per_job_s, total_s
+        self.unread_patches = unread_patches
 
     def check(self, job, chunk_samples: int) -> str | None:
         """None while `job` may go on; else why it must stop. Patches are of equal length, so
         unread audio is counted in patches of `chunk_samples`."""
-        rate = self._worker.sample_rate
+        rate = self.sample_rate
         if job.unread_chunks() * chunk_samples > self.per_job_s * rate:
             return FELL_BEHIND.format(seconds=self.per_job_s)
         if job.unread_chunks() <= 1:  # its consumer has everything but the patch just made
             return None
-        total = self.unread_samples(chunk_samples)
+        total = self.unread_patches() * chunk_samples
         if total <= self.total_s * rate:
             return None
         log.warning("stopping request %s: %.1f s of audio wait unread across all connections, over the "
@@ -44,13 +46,8 @@ class UnreadBudget:
                     job.unread_chunks())
         return SERVER_FULL.format(seconds=self.total_s)
 
-    def unread_samples(self, chunk_samples: int) -> int:
-        with self._worker._lock:
-            jobs = list(self._worker._jobs.values())
-        return sum(_audio_waiting(j) for j in jobs) * chunk_samples
 
-
-def _audio_waiting(job) -> int:
+def patches_waiting(job) -> int:
     """Patches of audio in the job's channel: a finished job's last event is its end, not audio."""
     waiting = job.unread_chunks()
-    return max(0, waiting - 1) if job.state not in ("queued", "running") else waiting
+    return waiting if job.live else max(0, waiting - 1)

@@ -1,25 +1,45 @@
 """A queued request as its consumer sees it: state, metrics, the audio channel, cancellation;
-and the error its consumer gets when it fails. inference/serving/worker.py runs jobs."""
+and the error its consumer gets when it fails.
+
+A job's state has one owner, the worker that runs it (inference/serving/worker.py): only the
+worker calls the lifecycle methods at the end of the class (begin, started, deliver, report_text,
+finish, hang_up); a consumer reads the state and uses the channel, and asks the worker's line
+(the `Line` it was given) for its position or to be withdrawn when it cancels."""
 from __future__ import annotations
 
 import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
+
+from ..request.continuation import Report
+from ..request.request import AudioChunk, SynthesisRequest
+
+LIVE = ("queued", "running")  # states before the end; then done, cancelled or failed
 
 
 @dataclass
 class Delivery:
     """One patch as its consumer gets it: the engine's chunk (audio as float32), where its first
     sample falls in the utterance, and when the worker handed it over."""
-    chunk: Any  # inference.request.request.AudioChunk
+    chunk: AudioChunk
     offset: int  # samples of this job delivered before this chunk
     server_s: float  # seconds from the job leaving the queue to this hand-over
 
 
 class JobFailed(RuntimeError):
     """Raised to a job's consumer; the message is safe to show to the person who asked."""
+
+
+class Line(Protocol):
+    """What a job asks of the worker that holds it, from its consumer's thread."""
+
+    def position(self, job: Job) -> int:
+        """1 for the next job to run, 0 once it has left the line."""
+
+    def withdraw(self, job: Job) -> None:
+        """Takes a cancelled job out of the line, if it is still there, and ends it."""
 
 
 @dataclass
@@ -48,43 +68,74 @@ class JobMetrics:
 class Job:
     """One request's life: queued, running, then done, cancelled or failed."""
 
-    def __init__(self, worker, request, job_id: str):  # worker: the EngineWorker that runs it
+    def __init__(self, request: SynthesisRequest, job_id: str, sample_rate: int, line: Line):
         self.id = job_id
-        self.request = request  # dropped once finished: it may hold a minute of reference audio
-        self.mode = getattr(request, "mode", "?")
-        self.text_chars = len(getattr(request, "text", "") or "")
-        self.state = "queued"
-        self.error: str | None = None
-        self.outcome: str | None = None  # ok, cancelled, input_error, too_slow, out_of_memory or error
+        self.mode = request.mode
+        self.text_chars = len(request.text)
         self.metrics = JobMetrics(queued_at=time.perf_counter())
-        self._worker = worker
+        self._request: SynthesisRequest | None = request
+        self._sample_rate = sample_rate
+        self._line = line
+        self._state = "queued"
+        self._error: str | None = None
+        self._outcome: str | None = None  # ok, cancelled, input_error, too_slow, out_of_memory or error
         self._events: queue.Queue = queue.Queue()
         self._cancel = threading.Event()
         self._ended = False
-        self.text_report = None  # a long text's progress (continuation.Report), from the worker
-        self.segment_ends: list[int] = []  # samples delivered when each segment's audio ended
-        self.retries_logged = 0
-        self.patches: list = []  # the latents delivered, until the worker files them (LatentStore)
-        self.decode_context = None  # the patches the stream's decoder was warmed on, if any
+        self._text_report: Report | None = None
+        self._segment_ends: list[int] = []
+
+    # -- what anyone may read -------------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @property
+    def error(self) -> str | None:
+        return self._error
+
+    @property
+    def outcome(self) -> str | None:
+        return self._outcome
+
+    @property
+    def request(self) -> SynthesisRequest | None:
+        """None once finished: it may hold a minute of reference audio."""
+        return self._request
+
+    @property
+    def text_report(self) -> Report | None:
+        """A long text's progress (continuation.Report), as the worker last saw it."""
+        return self._text_report
+
+    @property
+    def segment_ends(self) -> list[int]:
+        """Samples delivered when each segment's audio ended."""
+        return list(self._segment_ends)
+
+    @property
+    def live(self) -> bool:
+        return self._state in LIVE
 
     @property
     def position(self) -> int:
         """1 for the next job to run, 0 once running or finished."""
-        return self._worker.position(self)
+        return self._line.position(self)
 
     @property
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
+    # -- what its consumer does -----------------------------------------------------------------
     def cancel(self):
         """Stop at the next patch boundary (or leave the line at once) and free the slot."""
         self._cancel.set()
-        self._worker.withdraw(self)
+        self._line.withdraw(self)
 
     def discard(self):
         """The consumer has gone: stop the job if it is live, and drop audio it will never read
         (finished jobs stay listed a while, and must not hold a whole utterance meanwhile)."""
-        if self.state in ("queued", "running"):
+        if self.live:
             self.cancel()
         else:
             self._drain()
@@ -119,24 +170,59 @@ class Job:
             self.discard()
 
     def status(self) -> dict:
-        out = {"id": self.id, "state": self.state, "position": self.position, "error": self.error,
-               "outcome": self.outcome}
-        out.update(self.metrics.as_dict(self._worker.sample_rate))
+        out = {"id": self.id, "state": self._state, "position": self.position, "error": self._error,
+               "outcome": self._outcome}
+        out.update(self.metrics.as_dict(self._sample_rate))
         out.update(self.text_status())
         return out
 
     def text_status(self) -> dict:
         """What the page shows of the text: as spoken, which segment ends where in the audio,
         the seed each segment kept, and any runaway retries."""
-        report, ends = self.text_report, self.segment_ends
+        report, ends = self._text_report, self.segment_ends
         if report is None:
             return {}
         return {"spoken_text": "".join(report.segments), "segments": report.segments,
                 "segment_count": report.segment_count, "segment_ends": ends, "seeds": report.seeds,
                 "retries": report.retries, "cut_segments": report.cut}
 
-    def _emit(self, kind: str, value=None):
-        self._events.put((kind, value))
+    # -- its lifecycle: called by the worker that runs it, and by nothing else --------------------
+    def begin(self):
+        """It has left the line for a free row (the worker holds its lock)."""
+        self._state = "running"
+
+    def started(self):
+        """The engine is about to get it: the queue time ends here."""
+        self.metrics.started_at = time.perf_counter()
+
+    def deliver(self, chunk: AudioChunk):
+        """Hands one patch (audio already float32) to the consumer and counts it."""
+        now, m, ends = time.perf_counter(), self.metrics, self._segment_ends
+        while len(ends) <= chunk.segment:
+            ends.append(m.samples)
+        if m.first_chunk_at is None:
+            m.first_chunk_at = now
+        delivery = Delivery(chunk, m.samples, now - m.started_at)
+        m.patches += 1
+        m.samples += chunk.audio.shape[0]
+        ends[chunk.segment] = m.samples
+        self._events.put(("chunk", delivery))
+
+    def report_text(self, report: Report):
+        self._text_report = report
+
+    def finish(self, state: str, error: str | None = None, outcome: str | None = None):
+        """Its end: state done, cancelled or failed. Its consumer hears of it at hang_up(), once
+        the worker has logged it, so the log line is there when the consumer returns."""
+        self.metrics.finished_at = time.perf_counter()
+        self._request = None
+        if state == "cancelled":
+            self._drain()  # nobody wants the audio of a cancelled job; finished jobs are kept a while
+        self._state, self._error = state, error
+        self._outcome = outcome or ("ok" if state == "done" else state)
+
+    def hang_up(self):
+        self._events.put(("error", self._error) if self._error else ("end", None))
 
     def _drain(self):
         try:
@@ -144,3 +230,4 @@ class Job:
                 self._events.get_nowait()
         except queue.Empty:
             pass
+

@@ -1,26 +1,29 @@
 """Several GPUs of one host: one batched engine and one EngineWorker (thread) per GPU, behind the
-API the UI uses for a single worker (submit, get, sample_rate, max_queue, busy, waiting, ready,
-close), so the routes and the page do not know how many GPUs serve them.
+API the UI uses for a single worker (interfaces.Serving), so the routes and the page do not know
+how many GPUs serve them.
 
 Each new request goes to the worker with the most free rows minus waiting jobs (ties: the shorter
-line). The pool counts the jobs it gave each worker that are not finished yet: rows minus that
-count is the same figure, without the moment when the worker has taken a job from its line but not
-yet started it (counted in neither). A GPU that fails is routed around: a worker whose thread died
-has its jobs failed and gets no more; a worker whose warm-up failed, or whose last few jobs all
-ended in internal errors (a lost device), gets requests only when no other can take them, and is
-tried again after a pause.
+line): rows minus the jobs it holds (waiting, running, or between the two). A request is refused
+only when every worker refuses it, that is when each one's rows and waiting line are full. A GPU
+that fails is routed around: a worker whose thread died has its jobs failed and gets no more; a
+worker whose warm-up failed, or whose last few jobs all ended in internal errors (a lost device),
+gets requests only when no other can take them, and is tried again after a pause.
 """
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import logging
 import threading
 import time
 import uuid
 
 from ..errors import InputError
+from ..request.request import SynthesisRequest
+from .failures import QueueFullError
+from .interfaces import BatchEngine
 from .job import Job
-from .worker import EngineWorker, QueueFullError
+from .worker import EngineWorker
 
 log = logging.getLogger("voxcpm.pool")
 
@@ -30,12 +33,12 @@ REAP_EVERY_S = 0.5  # how often finished jobs are counted and dead worker thread
 
 
 class _Member:
-    """One GPU: its worker, the jobs the pool gave it that are not finished, and recent outcomes."""
+    """One GPU: its worker, the jobs the pool gave it whose outcome it has not counted yet, and
+    recent outcomes."""
 
     def __init__(self, worker: EngineWorker, warm_up: bool):
         self.worker = worker
-        self.device = str(getattr(worker.engine, "device", "cpu"))
-        self.rows = int(getattr(worker.engine, "rows", 1))
+        self.device, self.rows = worker.device, worker.rows
         self.warm_up = warm_up
         self.live: list[Job] = []
         self.outcomes: collections.deque[str] = collections.deque(maxlen=FAILURES_TO_AVOID)
@@ -44,7 +47,7 @@ class _Member:
 
     @property
     def alive(self) -> bool:
-        return not self.dead and self.worker._thread.is_alive()
+        return not self.dead and self.worker.alive
 
     def warm_up_failed(self) -> bool:
         return self.warm_up and self.worker.warmup_error is not None  # the worker logged why
@@ -54,25 +57,26 @@ class _Member:
         return self.warm_up_failed() or (errors and now - self.last_error < RETRY_AFTER_S)
 
     def count_finished(self):
-        for job in [j for j in self.live if j.state not in ("queued", "running")]:
+        for job in [j for j in self.live if not j.live]:
             self.live.remove(job)
             self.outcomes.append(job.outcome or job.state)
             if job.outcome == "error":
                 self.last_error = time.monotonic()
 
     def status(self) -> dict:
-        return {"device": self.device, "rows": self.rows, "rows_in_use": self.worker.running,
-                "waiting": self.worker.waiting, "alive": self.alive, "failing": self.failing(time.monotonic())}
+        own = self.worker.gpus()[0]
+        return {**own, "alive": self.alive, "failing": self.failing(time.monotonic())}
 
 
 class WorkerPool:
     """One EngineWorker per engine; requests go to the least loaded one that is serving."""
 
-    def __init__(self, engines: list, max_queue: int = 16, warm_up: bool = False, serial_warm_up: bool = False,
-                 **worker_options):
-        """max_queue: requests allowed to wait on each GPU. serial_warm_up: start each worker only once
-        the previous one is ready (its warm-up done); by default all start at once and each warms
-        up its engine on its own thread, which Engine.warmup's lock makes take turns."""
+    def __init__(self, engines: list[BatchEngine], max_queue: int = 16, warm_up: bool = False,
+                 serial_warm_up: bool = False, **worker_options):
+        """max_queue: requests allowed to wait on each GPU once its rows are taken. serial_warm_up:
+        start each worker only once the previous one is ready (its warm-up done); by default all
+        start at once and each warms up its engine on its own thread, which Engine.warmup's lock
+        makes take turns."""
         if not engines:
             raise ValueError("a worker pool needs at least one engine")
         rates = {int(e.sample_rate) for e in engines}
@@ -102,7 +106,7 @@ class WorkerPool:
         return errors[0] if all(errors) else None
 
     # -- the API of one worker --------------------------------------------------------------------
-    def submit(self, request, job_id: str | None = None) -> Job:
+    def submit(self, request: SynthesisRequest, job_id: str | None = None) -> Job:
         with self._lock:
             job_id = job_id or uuid.uuid4().hex
             if any(m.worker.get(job_id) is not None for m in self._members):
@@ -117,9 +121,10 @@ class WorkerPool:
                 return job
         if not any(m.alive for m in self._members):
             raise QueueFullError("No GPU is serving requests; the server log says why.")
-        raise QueueFullError(f"The server is busy: {self.waiting} requests are already waiting. Try again shortly.")
+        raise QueueFullError(f"The server is busy: all {sum(m.rows for m in self._members)} streams are in use "
+                             f"and {self.waiting} requests are already waiting. Try again shortly.")
 
-    def call(self, fn):
+    def call(self, fn) -> concurrent.futures.Future:
         """fn(engine) on one serving GPU's worker thread (every engine holds the same weights)."""
         with self._lock:
             choices = self._choices()
@@ -128,10 +133,11 @@ class WorkerPool:
         return choices[0].worker.call(fn)
 
     def get(self, job_id: str) -> Job | None:
-        for member in self._members:
-            if (job := member.worker.get(job_id)) is not None:
-                return job
-        return None
+        return next((job for m in self._members if (job := m.worker.get(job_id)) is not None), None)
+
+    def worker_of(self, job: Job) -> EngineWorker | None:
+        """The worker that holds `job` (while it is listed there), e.g. to see where it went."""
+        return next((m.worker for m in self._members if m.worker.get(job.id) is job), None)
 
     @property
     def busy(self) -> bool:
@@ -167,25 +173,25 @@ class WorkerPool:
         self._reap()
         now = time.monotonic()
         alive = [m for m in self._members if m.alive]
-        return sorted(alive, key=lambda m: (m.failing(now), -(m.rows - len(m.live)), m.worker.waiting))
+        return sorted(alive, key=lambda m: (m.failing(now), -(m.rows - m.worker.held), m.worker.waiting))
 
     def _reap(self):
         """Counts finished jobs, and fails the jobs of a worker whose thread has died (called with
-        the lock held): without this they would wait forever on a loop that no longer runs."""
+        the lock held)."""
         for member in self._members:
             member.count_finished()
-            if not member.dead and not member.worker._thread.is_alive():
+            if not member.dead and not member.worker.alive:
                 member.dead = True
                 log.error("the worker of %s has stopped: its %d requests fail, the other GPUs serve",
                           member.device, len(member.live))
-                _abandon(member.worker, member.live, RuntimeError(f"the worker thread of {member.device} died"))
+                # Nothing else would end them: they would wait forever on a loop that no longer runs.
+                member.worker.fail_all(RuntimeError(f"the worker thread of {member.device} died"))
                 member.count_finished()
 
     def _watch(self):
         """Sets `ready` once every worker is ready (or dead), then reaps periodically."""
         for member in self._members:
-            while not member.worker.ready.wait(REAP_EVERY_S) and member.worker._thread.is_alive():
-                pass
+            _wait_ready(member.worker)
         log.info("%d GPU workers ready: %s", len(self._members), self._summary())
         self.ready.set()
         while not self._closed.wait(REAP_EVERY_S):
@@ -203,26 +209,11 @@ class WorkerPool:
         return ", ".join(parts)
 
 
-def _abandon(worker: EngineWorker, jobs: list[Job], exc: BaseException):
-    """Fails the unfinished jobs of a worker whose thread has died, as its loop would have, and
-    closes its line. Only the loop touches these fields otherwise, and it no longer runs."""
-    with worker._lock:
-        worker._closed = True
-        worker._waiting.clear()
-    for job in [j for j in jobs if j.state in ("queued", "running")]:
-        worker._fail(job, exc)
-
-
 def _wait_ready(worker: EngineWorker):
-    while not worker.ready.wait(REAP_EVERY_S) and worker._thread.is_alive():
+    while not worker.ready.wait(REAP_EVERY_S) and worker.alive:
         pass
 
 
-def gpu_status(worker) -> list[dict]:
+def gpu_status(worker: EngineWorker | WorkerPool) -> list[dict]:
     """Per-GPU status of a pool, or of a single worker as a list of one, for /health."""
-    if isinstance(worker, WorkerPool):
-        return worker.gpus()
-    engine = worker.engine
-    return [{"device": str(getattr(engine, "device", "cpu")), "rows": int(getattr(engine, "rows", 1)),
-             "rows_in_use": worker.running, "waiting": worker.waiting, "alive": worker._thread.is_alive(),
-             "failing": False}]
+    return worker.gpus()

@@ -1,0 +1,58 @@
+"""Handing a running job what its stream made: each chunk to its consumer (as float32 audio),
+its latents kept for the offline render, its text's progress, and the check that its consumer
+keeps up. Runs on the worker's thread after each engine step."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .backlog import UnreadBudget
+from .failures import FellBehind
+from .interfaces import EngineStream
+from .job import Job
+
+log = logging.getLogger("voxcpm.worker")
+
+
+@dataclass
+class Running:
+    """What the worker keeps of a job on the engine, besides what the job shows its consumer."""
+    stream: EngineStream
+    patches: list = field(default_factory=list)  # the latents delivered, filed in the LatentStore at the end
+    retries_logged: int = 0
+
+
+def hand_over(job: Job, running: Running, unread: UnreadBudget):
+    """Every chunk the stream holds, to the job; raises FellBehind when its consumer lags."""
+    report_text(job, running)
+    stream = running.stream
+    while stream.chunks:
+        chunk = stream.chunks.popleft()
+        chunk.audio = audio = np.asarray(chunk.audio, dtype=np.float32)
+        running.patches.append(chunk.latents)
+        job.deliver(chunk)
+        if (why := unread.check(job, audio.shape[0])) is not None:
+            raise FellBehind(why)
+
+
+def report_text(job: Job, running: Running):
+    """The text's progress to the job, and a log line for each runaway segment retried since."""
+    report = running.stream.plan.snapshot()
+    job.report_text(report)
+    for retry in report.retries[running.retries_logged:]:
+        log.warning("request %s: segment %d ran away (%d patches without a stop, seed %d); generating it "
+                    "again with seed %d", job.id, retry["segment"], retry["patches"], retry["seed"], retry["seed"] + 1)
+    running.retries_logged = len(report.retries)
+
+
+def outcome_line(job: Job, served: int, streams: int, sample_rate: int) -> str:
+    """The log line of a job's end: what was asked, how long it waited and took, how it ended."""
+    m = job.metrics.as_dict(sample_rate)
+    fmt = lambda v, unit="s": "-" if v is None else f"{v:.3f}{unit}"  # noqa: E731
+    report = job.text_report
+    retries = 0 if report is None else len(report.retries)
+    return (f"request {job.id} #{served} mode={job.mode} text_chars={job.text_chars} queue={fmt(m['queue_s'])} "
+            f"streams={streams} ttfp={fmt(m['ttfp_s'])} rtf={fmt(m['rtf'], '')} patches={m['patches']} "
+            f"audio={fmt(m['audio_s'])} outcome={job.outcome} segments={len(job.segment_ends)} retries={retries}")

@@ -1,0 +1,138 @@
+"""The serving layer's two seams, as Protocols.
+
+`BatchEngine` and `EngineStream`: what a worker needs of an engine and of the streams it starts
+(inference/runtime/engine.Engine and stream.Stream have this shape). `Serving`: what the HTTP
+layer uses of a worker or of a pool of them (EngineWorker, WorkerPool). Tests' stand-ins
+implement these whole (tests/fixtures/), so product code reads every member plainly instead of
+guessing with getattr(x, name, default)."""
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import threading
+from typing import Any, Callable, Protocol, TypeVar, runtime_checkable
+
+import torch
+
+from ..request.continuation import Report
+from ..request.request import AudioChunk, SynthesisRequest
+from .job import Job
+
+T = TypeVar("T")
+
+
+class TextPlan(Protocol):
+    """A stream's text as segments (inference/request/continuation.Continuation)."""
+
+    def snapshot(self) -> Report:
+        """The progress so far; called for every patch the stream delivers."""
+
+
+@runtime_checkable
+class EngineStream(Protocol):
+    """One request on an engine, as its worker reads it after each step (all read-only to it,
+    but for popping the chunks it takes)."""
+
+    @property
+    def chunks(self) -> collections.deque[AudioChunk]:
+        """Made and not yet taken, oldest first."""
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why it ended, if it failed."""
+
+    @property
+    def plan(self) -> TextPlan:
+        """Its text's segments; set by the engine's start()."""
+
+    @property
+    def decode_context(self) -> torch.Tensor | None:
+        """[C, P, D] patches its decoder was warmed on (a continuation), or None."""
+
+
+S = TypeVar("S", bound=EngineStream)
+
+
+@runtime_checkable
+class BatchEngine(Protocol[S]):
+    """Generates up to `rows` streams at once, one patch of each per step(); not thread-safe:
+    one worker thread calls it. S: its own kind of stream, the only kind its stop() takes."""
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def rows(self) -> int:
+        """Streams it can run at once."""
+
+    @property
+    def free_rows(self) -> int: ...
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    @property
+    def max_text_chars(self) -> int:
+        """The limits it checks requests against, which the HTTP layer also shows and applies."""
+
+    @property
+    def max_audio_seconds(self) -> float: ...
+
+    @property
+    def encoder_identity(self) -> str:
+        """What its encoded reference patches depend on (a clip's memo from another is not used)."""
+
+    def warmup(self) -> float:
+        """Captures, compiles and runs short requests so no request pays for it; seconds taken."""
+
+    def start(self, req: SynthesisRequest) -> S:
+        """Checks the request (raising InputError) and gives it a row; it joins at the next step."""
+
+    def step(self) -> None:
+        """One patch of every live stream; failures land on the streams they concern."""
+
+    def stop(self, stream: S) -> None:
+        """Ends a stream now and frees its row."""
+
+
+@runtime_checkable
+class Serving(Protocol):
+    """What the HTTP layer uses of the worker of one GPU or the pool of several."""
+
+    ready: threading.Event  # set once warm-up has ended (well or not)
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    @property
+    def max_queue(self) -> int:
+        """Requests allowed to wait once every row is taken."""
+
+    @property
+    def warmup_error(self) -> BaseException | None:
+        """Why no GPU can serve after warm-up; the app then stops."""
+
+    @property
+    def busy(self) -> bool: ...
+
+    @property
+    def running(self) -> int: ...
+
+    @property
+    def waiting(self) -> int: ...
+
+    def submit(self, request: SynthesisRequest, job_id: str | None = None) -> Job:
+        """Queues a request; QueueFullError when every row and the waiting line are taken."""
+
+    def get(self, job_id: str) -> Job | None: ...
+
+    def call(self, fn: Callable[[Any], T]) -> concurrent.futures.Future[T]:
+        """fn(engine) on the thread that owns an engine, between two steps."""
+
+    def gpus(self) -> list[dict]:
+        """Each GPU's device, rows, rows_in_use, waiting, alive and failing, for /health."""
+
+    def close(self, timeout: float | None = 10.0) -> None: ...
