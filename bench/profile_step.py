@@ -152,21 +152,22 @@ def main():
                for i in range(max(args.buckets))]
     engine.step()  # admits every stream into its row
     span = r.span(max(s.position for s in streams))
-    for b in args.buckets:
-        frames = torch.zeros(b, 64, 4, device="cuda", dtype=step.vae_dtype)
-        parts = {"prologue": lambda: step.prologue(b), "euler": lambda: step.euler(b),
-                 "finish": lambda: step.finish(b, span),
-                 "vae": lambda: step.vae.decode_chunk(frames, step.decoder.rows(b)),
-                 "lm_advance": lambda: step.model.advance(step.patch[:b], step.position[:b], span)}
-        for name, fn in parts.items():
-            graph = capture(fn)
-            print(f"b={b} {name}: {kernels(fn, top=args.top)} kernels, as a graph {replay_ms(graph.replay, 20):.3f} ms")
-        times = {name: replay_ms(lambda g=g: g(*key), 20) for name, g, key in
-                 (("prologue", r.prologue, (b,)), ("euler", r.euler, (b,)), ("finish", r.finish, (b, span)))}
-        patch = replay_ms(lambda: r.launch(b, span - 1, 9) or r.collect(), 20)
-        print(f"b={b} graphs: prologue {times['prologue']:.3f} ms, euler {times['euler']:.3f} ms, finish "
-              f"{times['finish']:.3f} ms; one patch with its copy to the host {patch:.3f} ms "
-              f"({patch / b:.3f} ms per stream)")
+    with step.fns.scope:  # where the step's compiled functions may compile (a raised recompile limit)
+        for b in args.buckets:
+            frames = torch.zeros(b, 64, 4, device="cuda", dtype=step.vae_dtype)
+            parts = {"prologue": lambda: step.prologue(b), "euler": lambda: step.euler(b),
+                     "finish": lambda: step.finish(b, span),
+                     "vae": lambda: step.vae.decode_chunk(frames, step.decoder.rows(b)),
+                     "lm_advance": lambda: step.model.advance(step.patch[:b], step.position[:b], span, step.fns.ops)}
+            for name, fn in parts.items():
+                graph = capture(fn)
+                print(f"b={b} {name}: {kernels(fn, top=args.top)} kernels, as a graph {replay_ms(graph.replay, 20):.3f} ms")
+            times = {name: replay_ms(lambda g=g: g(*key), 20) for name, g, key in
+                     (("prologue", r.prologue, (b,)), ("euler", r.euler, (b,)), ("finish", r.finish, (b, span)))}
+            patch = replay_ms(lambda: r.launch(b, span - 1, 9) or r.collect(), 20)
+            print(f"b={b} graphs: prologue {times['prologue']:.3f} ms, euler {times['euler']:.3f} ms, finish "
+                  f"{times['finish']:.3f} ms; one patch with its copy to the host {patch:.3f} ms "
+                  f"({patch / b:.3f} ms per stream)")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from tests.test_golden_parity import CKPT, GOLDEN
 def alone(model, prompt, row: int):
     """The plain formulation: one prompt, unpadded, LocEnc over all of its positions."""
     n = len(prompt)
-    embeds = model.embed_patches(prompt.patches[None], plain=True)
+    embeds = model.embed_patches(prompt.patches[None])  # the plain ops
     state = model.prefill(prompt.tokens[None], prompt.text_mask[None], prompt.audio_mask[None], embeds,
                           prompt.patches[None, -1], last=torch.tensor([n - 1]), rows=torch.tensor([row]))
     return state, model.base_cache.k[:, row, :, :n].clone(), model.residual_cache.v[:, row, :, :n].clone()

@@ -5,7 +5,7 @@ import pytest
 
 from inference import SynthesisRequest
 from inference.text.normalize import normalize
-from inference.request.prompt import speech_text
+from inference.request.prompt import control_prefix
 from inference.text.segments import SEGMENT_WEIGHT, split_segments, split_sentences, weight
 from inference.text.spoken import SpokenText
 from bench.official import official_text_normalizer
@@ -74,7 +74,8 @@ def test_where_the_official_fails_ours_still_reads():
 
 def test_control_brackets_are_stripped_before_wrapping():
     req = SynthesisRequest(text="Hello.", control="((happy)) （calm）")
-    assert speech_text(req) == "(happy calm)Hello."
+    # What the first segment's prompt is built from (inference/request/continuation.py).
+    assert control_prefix(req) + SpokenText(req.text, req.normalize, SEGMENT_WEIGHT).segment(0) == "(happy calm)Hello."
 
 
 ENGLISH = "Dr. Smith paid $5 on Jan. 5. He left!  Then what? OK. " * 40

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import TransformerConfig
-from .transformer import Transformer
+from .transformer import PLAIN_OPS, LayerOps, Transformer
 
 
 def timestep_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
@@ -46,20 +46,20 @@ class LocDiT(nn.Module):
         self.time_mlp = TimestepMLP(cfg.hidden_size)
         self.delta_time_mlp = TimestepMLP(cfg.hidden_size)
         self.decoder = Transformer(cfg)
-        self.guided_euler = guided_euler  # the CUDA runner swaps in a compiled (fused) version
 
     def time_token(self, t: torch.Tensor, dt: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """[N] times -> [N, H]. Depends only on the schedule, so the fast path precomputes it."""
         tt = self.time_mlp(timestep_embedding(t, self.hidden).to(dtype))
         return tt + self.delta_time_mlp(timestep_embedding(dt, self.hidden).to(dtype))
 
-    def velocity(self, x: torch.Tensor, mu: torch.Tensor, time: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+    def velocity(self, x: torch.Tensor, mu: torch.Tensor, time: torch.Tensor, cond: torch.Tensor,
+                 ops: LayerOps = PLAIN_OPS) -> torch.Tensor:
         """x [N, P, D] noisy patch, mu [N, 2H], time [N, H], cond [N, P, D] -> velocity [N, P, D]."""
         n, p, _ = x.shape
         tokens = torch.cat(
             (mu.view(n, -1, self.hidden), time.unsqueeze(1), self.cond_proj(cond), self.in_proj(x)), dim=1
         )
-        hidden = self.decoder(tokens, causal=False)
+        hidden = self.decoder(tokens, causal=False, ops=ops)
         return self.out_proj(hidden[:, -p:])
 
 
@@ -101,12 +101,14 @@ def guided_euler(x, v, dt, cfg_value) -> torch.Tensor:
     return x - dt * guided_velocity(v[:b], v[b:], cfg_value)
 
 
-def euler_update(dit: LocDiT, x, mu_pair, cond_pair, time, dt, cfg_value) -> torch.Tensor:
+def euler_update(dit: LocDiT, x, mu_pair, cond_pair, time, dt, cfg_value, ops: LayerOps = PLAIN_OPS,
+                 combine=guided_euler) -> torch.Tensor:
     """One guided Euler step of B rows: x [B, P, D], time [B, H] and dt, cfg_value [B] per row;
-    mu_pair/cond_pair are the [conditioned; unconditioned] batch of 2B."""
+    mu_pair/cond_pair are the [conditioned; unconditioned] batch of 2B. `ops` and `combine` (a
+    function like guided_euler) are the plain functions or the runtime's compiled ones."""
     b = x.shape[0]
-    v = dit.velocity(torch.cat((x, x), dim=0), mu_pair, torch.cat((time, time), dim=0), cond_pair)
-    return dit.guided_euler(x, v, dt.view(b, 1, 1), cfg_value.view(b, 1, 1))
+    v = dit.velocity(torch.cat((x, x), dim=0), mu_pair, torch.cat((time, time), dim=0), cond_pair, ops)
+    return combine(x, v, dt.view(b, 1, 1), cfg_value.view(b, 1, 1))
 
 
 def guidance_pair(mu: torch.Tensor, cond: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

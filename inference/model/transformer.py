@@ -85,8 +85,10 @@ def decode_attention(q, keys, values, bias):
 
 @dataclass(frozen=True)
 class LayerOps:
-    """The small functions each step is made of; on CUDA the runner swaps in torch.compile'd
-    versions (fewer, fused kernels) while prefill keeps these plain ones."""
+    """The small functions a layer is made of, passed into every call of a transformer. These
+    plain ones are the default; the runtime builds one bundle of compiled versions (fewer, fused
+    kernels: inference/runtime/compiled.py) and passes it to the per-step calls, while prefill,
+    whose shapes vary per request, keeps the plain ones."""
 
     attention_inputs: Callable = attention_inputs
     layer_output: Callable = layer_output
@@ -178,7 +180,6 @@ class Transformer(nn.Module):
             self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.ops = PLAIN_OPS  # per-step calls; prefill always uses the plain ops
         self.init_rope()
 
     def init_rope(self):
@@ -197,11 +198,10 @@ class Transformer(nn.Module):
             return None
         return self.rope_cos[positions], self.rope_sin[positions]
 
-    def forward(self, x: torch.Tensor, causal: bool, cache: KVCache | None = None, plain: bool = False,
-                rows: torch.Tensor | None = None):
+    def forward(self, x: torch.Tensor, causal: bool, cache: KVCache | None = None,
+                rows: torch.Tensor | None = None, ops: LayerOps = PLAIN_OPS):
         """x [B, T, H] -> normed hidden [B, T, H]; with a cache, the first T slots of its `rows`
-        ([B] long) are filled. `plain` forces the uncompiled ops, for inputs whose shape varies."""
-        ops = PLAIN_OPS if plain else self.ops
+        ([B] long) are filled."""
         rope = self.rope(torch.arange(x.shape[1], device=x.device))
         for i, layer in enumerate(self.layers):
             q, k, v = layer.inputs(ops, x, rope)
@@ -211,7 +211,8 @@ class Transformer(nn.Module):
             x = layer.output(ops, x, attn)
         return ops.norm(x, self.norm.weight, self.norm.eps)
 
-    def step(self, x: torch.Tensor, position: torch.Tensor, cache: KVCache, span: int) -> torch.Tensor:
+    def step(self, x: torch.Tensor, position: torch.Tensor, cache: KVCache, span: int,
+             ops: LayerOps = PLAIN_OPS) -> torch.Tensor:
         """One token per row: x [B, H] for cache rows 0..B-1, row b at position[b] ([B] long, on
         x's device).
 
@@ -228,10 +229,10 @@ class Transformer(nn.Module):
         rows = torch.arange(b, device=x.device)
         h = x.unsqueeze(1)
         for i, layer in enumerate(self.layers):
-            q, k, v = layer.inputs(self.ops, h, rope)
+            q, k, v = layer.inputs(ops, h, rope)
             keys, values = cache.k[i, :b], cache.v[i, :b]
             keys[rows, :, position] = k[:, :, 0]
             values[rows, :, position] = v[:, :, 0]
-            attn = self.ops.decode_attention(q, keys[:, :, :span], values[:, :, :span], bias)
-            h = layer.output(self.ops, h, attn)
-        return self.ops.norm(h, self.norm.weight, self.norm.eps).squeeze(1)
+            attn = ops.decode_attention(q, keys[:, :, :span], values[:, :, :span], bias)
+            h = layer.output(ops, h, attn)
+        return ops.norm(h, self.norm.weight, self.norm.eps).squeeze(1)

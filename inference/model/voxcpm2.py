@@ -15,7 +15,7 @@ from torch import nn
 from .config import ModelConfig
 from .locdit import LocDiT, euler_schedule
 from .locenc import LocEnc
-from .transformer import KVCache, Transformer
+from .transformer import PLAIN_OPS, KVCache, LayerOps, Transformer
 
 
 class ScalarQuantizer(nn.Module):
@@ -81,9 +81,9 @@ class VoxCPM2(nn.Module):
     def dit(self) -> LocDiT:
         return self.feat_decoder.estimator
 
-    def embed_patches(self, patches: torch.Tensor, plain: bool = False) -> torch.Tensor:
+    def embed_patches(self, patches: torch.Tensor, ops: LayerOps = PLAIN_OPS) -> torch.Tensor:
         """[B, T, P, D] -> LM-space embeddings [B, T, H]."""
-        return self.enc_to_lm_proj(self.feat_encoder(patches, plain=plain))
+        return self.enc_to_lm_proj(self.feat_encoder(patches, ops))
 
     def fuse_projections(self):
         """After loading: one matrix per q/k/v and per gate/up in every transformer."""
@@ -105,10 +105,10 @@ class VoxCPM2(nn.Module):
         text_mask, audio_mask = text_mask.to(dtype).unsqueeze(-1), audio_mask.to(dtype).unsqueeze(-1)
         text_embed = self.base_lm.embed_tokens(tokens) * self.cfg.base_lm.embed_scale
         lm_in = text_mask * text_embed + audio_mask * patch_embeds
-        lm_out = self.base_lm(lm_in, causal=True, cache=self.base_cache, plain=True, rows=rows)
+        lm_out = self.base_lm(lm_in, causal=True, cache=self.base_cache, rows=rows)
         lm_out = self.fsq_layer(lm_out) * audio_mask + lm_out * text_mask
         res_in = self.fusion_concat_proj(torch.cat((lm_out, audio_mask * patch_embeds), dim=-1))
-        res_out = self.residual_lm(res_in, causal=True, cache=self.residual_cache, plain=True, rows=rows)
+        res_out = self.residual_lm(res_in, causal=True, cache=self.residual_cache, rows=rows)
         batch = torch.arange(tokens.shape[0], device=tokens.device)
         return StepState(lm_out[batch, last], res_out[batch, last], last_patch)
 
@@ -129,11 +129,11 @@ class VoxCPM2(nn.Module):
     def stop_logits(self, lm_hidden: torch.Tensor) -> torch.Tensor:
         return self.stop_head(F.silu(self.stop_proj(lm_hidden)))
 
-    def advance(self, patch: torch.Tensor, position: torch.Tensor, span: int) -> StepState:
+    def advance(self, patch: torch.Tensor, position: torch.Tensor, span: int, ops: LayerOps = PLAIN_OPS) -> StepState:
         """Feed each row's new patch [B, P, D] back through LocEnc and one step of each LM, at the
         row's position ([B] long)."""
-        embed = self.embed_patches(patch.unsqueeze(1))[:, 0]
-        lm_hidden = self.fsq_layer(self.base_lm.step(embed, position, self.base_cache, span))
+        embed = self.embed_patches(patch.unsqueeze(1), ops)[:, 0]
+        lm_hidden = self.fsq_layer(self.base_lm.step(embed, position, self.base_cache, span, ops))
         res_in = self.fusion_concat_proj(torch.cat((lm_hidden, embed), dim=-1))
-        residual_hidden = self.residual_lm.step(res_in, position, self.residual_cache, span)
+        residual_hidden = self.residual_lm.step(res_in, position, self.residual_cache, span, ops)
         return StepState(lm_hidden, residual_hidden, patch)

@@ -15,6 +15,7 @@ cut at the official cap (6 x tokens + 10). The first segment streams at once and
 """
 from __future__ import annotations
 
+import enum
 import secrets
 from dataclasses import dataclass, field
 
@@ -29,14 +30,22 @@ BAD_CASE_RATIO = 6  # patches per target token at which the official retry calls
 MAX_ATTEMPTS = 3  # the official retry_badcase_max_times
 
 
-@dataclass
+class DecoderStart(enum.Enum):
+    """How a row's VAE decoder starts an attempt at a segment (DecodeStep.load_row)."""
+
+    FRESH = "fresh"  # a new stream: reset, warmed on the prompt's last patches in ultimate cloning
+    CARRY = "carry"  # the next segment: the state after the last one's final patch, kept as its start
+    REWIND = "rewind"  # another attempt at a segment: the state kept at its start
+
+
+@dataclass(frozen=True)
 class SegmentStart:
     """What the engine loads into the row for the next attempt at a segment."""
 
     prompt: Prompt
     noise: torch.Tensor  # [n, P, D]
     cap: int
-    decoder: str  # "fresh" (a new stream), "carry" (the next segment) or "rewind" (a retry)
+    decoder: DecoderStart
 
 
 @dataclass
@@ -80,7 +89,7 @@ class Continuation:
             cap = min(cap, noise.shape[0])
         else:
             noise = self._noise(cap)
-        return SegmentStart(prompt, noise, cap, "fresh")
+        return SegmentStart(prompt, noise, cap, DecoderStart.FRESH)
 
     def _prompt(self, text: str) -> Prompt:
         prompt = voice_prompt(self.voice, text, self.tokenize, self.patch_shape, self.tail)
@@ -94,10 +103,10 @@ class Continuation:
         self.seed_in_use, self.next_seed = self.next_seed, (self.next_seed + 1) % 2**63
         return seed_noise(self.seed_in_use, cap, self.patch_shape[1], self.patch_shape[0])
 
-    def _again(self, decoder: str) -> SegmentStart:
+    def _again(self, decoder: DecoderStart) -> SegmentStart:
         """The current segment from its start: its next attempt, or its first after another."""
         self.latents, self.held = [], []
-        prompt = self.start.prompt if decoder == "rewind" else self._prompt(self.spoken.segment(self.segment))
+        prompt = self.start.prompt if decoder is DecoderStart.REWIND else self._prompt(self.spoken.segment(self.segment))
         cap = self.length_cap(self.req, prompt)
         self.start = SegmentStart(prompt, self._noise(cap), cap, decoder)
         return self.start
@@ -124,7 +133,7 @@ class Continuation:
         self.report.retries = self.report.retries + [
             {"segment": self.segment, "patches": len(self.latents), "seed": self.seed_in_use}]
         self.attempt += 1
-        return self._again("rewind")
+        return self._again(DecoderStart.REWIND)
 
     def _segment_done(self, runaway: bool) -> SegmentStart | bool:
         self._release(self.held)
@@ -136,7 +145,7 @@ class Continuation:
         self.segment, self.attempt = self.segment + 1, 0
         if self.segment >= len(self.spoken):
             return True
-        return self._again("carry")
+        return self._again(DecoderStart.CARRY)
 
     def _release(self, chunks: list[AudioChunk]):
         for chunk in chunks:

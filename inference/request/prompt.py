@@ -16,8 +16,8 @@ from typing import Callable
 import torch
 
 from ..errors import InputError
+from .modes import MODES
 from .request import SynthesisRequest
-from ..text.tokenizer import normalize_text
 
 _BRACKETS = re.compile(r"[()（）]")
 
@@ -86,18 +86,17 @@ def control_prefix(req: SynthesisRequest) -> str:
     return f"({control})" if control else ""
 
 
-def speech_text(req: SynthesisRequest) -> str:
-    """The text the model reads: a control as a parenthesised prefix, then whitespace normalized
-    over the whole string, as the official wrapper does."""
-    return normalize_text(control_prefix(req) + req.text)
-
-
 def check_mode(req: SynthesisRequest):
+    """The request has what its mode takes (inference/request/modes.py): a mode that reads a
+    transcript (ultimate cloning) needs it with the prompt clip it transcribes, both or neither."""
+    mode = MODES[req.mode]
+    if not mode.transcript:
+        return
     has_clip, has_transcript = req.prompt_audio is not None, bool((req.prompt_text or "").strip())
-    if has_clip and not has_transcript:
-        raise InputError("ultimate cloning needs the exact transcript of the clip: give prompt_text")
-    if has_transcript and not has_clip:
-        raise InputError("ultimate cloning needs the clip as well as its transcript: give prompt_audio")
+    if not has_transcript:
+        raise InputError(f"{mode.title.lower()} needs the exact transcript of the clip: give prompt_text")
+    if mode.clip and not has_clip:
+        raise InputError(f"{mode.title.lower()} needs the clip as well as its transcript: give prompt_audio")
 
 
 def encode_voice(req: SynthesisRequest, encode_audio: Callable[..., torch.Tensor]) -> Voice:
@@ -129,9 +128,3 @@ def voice_prompt(voice: Voice, text: str, tokenize: Callable[[str], list[int]], 
     if patches:
         b.add_audio(torch.cat([p.float() for p in patches]))
     return b.build(target_tokens=len(tokenize(text)), warm_decoder=tail is None)
-
-
-def build_prompt(req: SynthesisRequest, tokenize: Callable[[str], list[int]],
-                 encode_audio: Callable[..., torch.Tensor], patch_shape: tuple[int, int]) -> Prompt:
-    """The whole request as one prompt (its first and only segment)."""
-    return voice_prompt(encode_voice(req, encode_audio), speech_text(req), tokenize, patch_shape)

@@ -1,39 +1,66 @@
-"""torch.compile'd versions of the small functions a step is made of (CUDA only).
+"""The functions a step calls, built at one place: plain, or torch.compile'd (CUDA only).
 
 At batch 1 a step is bound by its kernel count, not by arithmetic, so each layer function is
 fused by torch.compile with static shapes. Larger batch buckets get one more compile per function
 whose batch dimension is symbolic, instead of one per bucket: warm-up stays short however many
-buckets there are.
+buckets there are. `step_functions(compile=False)` gives the plain functions; the DecodeStep
+holds the bundle and passes it to every model call it makes, so both run the same code path.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+from dataclasses import dataclass, field
+from typing import Callable, ContextManager
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..model.audio_vae import AudioVAE, Snake1d, snake
 from ..model.locdit import guided_euler
-from ..model.voxcpm2 import VoxCPM2
-from ..model.transformer import LayerOps, attention_inputs, decode_attention, layer_output, rms_norm, sequence_attention
+from ..model.transformer import (PLAIN_OPS, LayerOps, attention_inputs, decode_attention, layer_output, rms_norm,
+                                 sequence_attention)
 
 # Four transformers, each at a static batch of 1 and a symbolic larger batch: more entries per
 # function than dynamo's default limit of 8, all of them wanted.
 RECOMPILE_LIMIT = 64
 
 
-def compile_step_functions(model: VoxCPM2, vae: AudioVAE):
-    """Compiled on first use, i.e. during Engine.warmup."""
+@dataclass(frozen=True)
+class StepFunctions:
+    """What the step's model calls are made of. `scope` is entered around every call that may
+    compile (DecodeStep does): with compiled functions it raises dynamo's recompile limit for the
+    calling thread only (dynamo's config patches are thread-local), so nothing process-wide
+    changes. It is one reusable context object: each patch object owns a ContextVar, and a new
+    one per call would leave an entry in the thread's context every time."""
+
+    ops: LayerOps = PLAIN_OPS
+    guided_euler: Callable = guided_euler
+    scope: ContextManager = field(default_factory=contextlib.nullcontext)
+
+    @property
+    def compiled(self) -> bool:
+        return self.ops is not PLAIN_OPS
+
+
+PLAIN = StepFunctions()
+
+
+def step_functions(compile: bool) -> StepFunctions:
+    """The plain functions, or compiled ones (compiled on first use, i.e. during Engine.warmup)."""
+    if not compile:
+        return PLAIN
     # Guards include the device: each GPU's engine adds its own entries for the same functions.
-    limit = RECOMPILE_LIMIT * max(1, torch.cuda.device_count())
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, limit)
-    ops = compiled_ops()
-    for transformer in model.transformers():
-        transformer.ops = ops
-    model.dit.guided_euler = batch_dynamic(torch.compile(guided_euler, fullgraph=True, dynamic=False), 0, 1, 2, 3)
-    # The decoder's Snake is 5 memory-bound kernels over the largest activations of a step; with
-    # many rows they were 90% of the patch (20.8 of 23 ms at 64 rows on an H100). One fused kernel
-    # with symbolic sizes serves every layer and bucket.
+    limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT * max(1, torch.cuda.device_count()))
+    euler = batch_dynamic(torch.compile(guided_euler, fullgraph=True, dynamic=False), 0, 1, 2, 3)
+    return StepFunctions(compiled_ops(), euler, torch._dynamo.config.patch(recompile_limit=limit))
+
+
+def compile_snake(vae: AudioVAE):
+    """The decoder's Snake is 5 memory-bound kernels over the largest activations of a step; with
+    many rows they were 90% of the patch (20.8 of 23 ms at 64 rows on an H100). One fused kernel
+    with symbolic sizes serves every layer and bucket. (Its compilation moves into the VAE's own
+    module with the decoder's rewrite.)"""
     fused_snake = torch.compile(snake, fullgraph=True, dynamic=True)
     for module in vae.decoder.modules():
         if isinstance(module, Snake1d):

@@ -5,6 +5,8 @@ patch of rows 0..B-1 is `prologue(B)`, `euler(B)` once per Euler step, then `fin
 a stream enters its row through `prefill(...)` and `load_row(...)`. On the CPU, or with graphs
 off, the runner calls these functions directly; on CUDA it replays graphs captured from the very
 same calls (inference/runtime/cuda_graphs.py), so the tests on the CPU exercise the code the GPU replays.
+The model functions a step calls come from one StepFunctions bundle (inference/runtime/compiled.py),
+plain or compiled, which this class holds and passes into every model call.
 
 Rows of a bucket that hold no stream compute harmless garbage: rows never mix (attention,
 matrix products and convolutions are per row), and positions are clamped inside the cache.
@@ -12,6 +14,7 @@ matrix products and convolutions are per row), and positions are clamped inside 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
 import torch
@@ -19,7 +22,9 @@ import torch
 from ..model.audio_vae import AudioVAE
 from ..model.locdit import euler_update, guidance_pair, zero_velocity_steps
 from ..model.voxcpm2 import VoxCPM2
+from ..request.continuation import DecoderStart
 from ..request.prompt import Prompt
+from .compiled import PLAIN, StepFunctions
 
 
 def patches_to_frames(patches: torch.Tensor) -> torch.Tensor:
@@ -28,12 +33,22 @@ def patches_to_frames(patches: torch.Tensor) -> torch.Tensor:
     return patches.reshape(b, t * p, d).transpose(1, 2)
 
 
+def in_scope(method):
+    """Runs a DecodeStep method inside its functions' scope (where they may compile)."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        with self.fns.scope:
+            return method(self, *args, **kwargs)
+    return call
+
+
 class DecodeStep:
     """Holds `rows` streams' generation state on the device; its methods only read and write these
     tensors, so each can be captured in a CUDA graph."""
 
-    def __init__(self, model: VoxCPM2, vae: AudioVAE, rows: int, capacity: int, max_timesteps: int = 100):
-        self.model, self.vae, self.rows, self.capacity = model, vae, rows, capacity
+    def __init__(self, model: VoxCPM2, vae: AudioVAE, rows: int, capacity: int, fns: StepFunctions = PLAIN,
+                 max_timesteps: int = 100):
+        self.model, self.vae, self.rows, self.capacity, self.fns = model, vae, rows, capacity, fns
         cfg = model.cfg
         weight = next(model.parameters())
         self.device, self.dtype = weight.device, weight.dtype
@@ -79,6 +94,11 @@ class DecodeStep:
         return model.cache_bytes_per_row(capacity) + noise + schedule + decoder + staging
 
     # -- entering a row (between steps) ----------------------------------------------------------
+    @in_scope
+    def embed_patches(self, patches: torch.Tensor) -> torch.Tensor:
+        """LocEnc of prompt patches [B, T, P, D] with the step's ops (see BatchRunner.admit)."""
+        return self.model.embed_patches(patches, self.fns.ops)
+
     def prefill(self, tokens, text_mask, audio_mask, patch_embeds, last_patch, last, rows):
         """Prompts [B, T] (padded at the end; `last` [B] marks each one's end) into cache `rows` [B]."""
         state = self.model.prefill(tokens, text_mask, audio_mask, patch_embeds, last_patch, last, rows)
@@ -88,21 +108,20 @@ class DecodeStep:
         self.position.index_copy_(0, rows, last + 1)
         self.patch_index.index_fill_(0, rows, 0)
 
+    @in_scope
     def load_row(self, row: int, prompt: Prompt, noise: torch.Tensor, steps: int, cfg_value: float,
-                 decoder: str = "fresh"):
+                 decoder: DecoderStart = DecoderStart.FRESH, overrun: bool = False):
         """The rest of a stream's state: its noise, Euler schedule, guidance and VAE decoder.
-        noise [n, P, D]. decoder: "fresh" for a new stream (warmed on the prompt's last patches
-        in continuation mode); "carry" for the stream's next segment: the state after its last
-        collected patch, kept as the segment's start ("carry_undo" when one more patch was already
-        launched: its decoding is undone); "rewind" for another attempt at a segment: the state
-        kept at its start."""
+        noise [n, P, D]. decoder: how the row's VAE decoder starts (DecoderStart). overrun: a
+        patch launched after the last collected one has already run through the decoder (the
+        runner keeps one patch in flight); carried into the next segment, its decoding is undone."""
         self.noise[row, : len(noise)].copy_(self.upload(noise.to(self.dtype)), non_blocking=True)
         time, dt = self.schedule(steps)
         self.time_rows[row].copy_(time)
         self.dt_rows[row].copy_(dt)
         self.cfg_value[row].fill_(cfg_value)
-        if decoder != "fresh":
-            self._carry_decoder(row, decoder)
+        if decoder is not DecoderStart.FRESH:
+            self._carry_decoder(row, decoder, overrun)
             return
         self.decoder.reset(row)
         if len(prompt.decode_context):
@@ -110,14 +129,14 @@ class DecodeStep:
             frames = patches_to_frames(context.to(self.dtype).to(self.vae_dtype).unsqueeze(0))
             self.vae.decode_chunk(frames, self.decoder.row(row))
 
-    def _carry_decoder(self, row: int, how: str):
+    def _carry_decoder(self, row: int, how: DecoderStart, overrun: bool):
         live = self.decoder.flat[row]
-        if how == "rewind":
+        if how is DecoderStart.REWIND:
             live.copy_(self.decoder_at_segment[row])
             return
-        if how == "carry_undo":
-            # A patch launched after the segment's last one has already run through the decoder
-            # (the engine keeps one patch in flight): the state before it is the segment's end.
+        if overrun:
+            # The patch launched after the segment's last one has already run through the decoder:
+            # the state before it is the segment's end.
             live.copy_(self.decoder_before[row])
         self.decoder_at_segment[row].copy_(live)
 
@@ -152,15 +171,17 @@ class DecodeStep:
         self.x[:b].copy_(self.noise[self.row_ids[:b], self.patch_index[:b]])
         self.k.zero_()
 
+    @in_scope
     def euler(self, b: int):
         """One guided Euler step of every row, each at its own schedule's step k."""
         time = self.time_rows[:b].index_select(1, self.k).squeeze(1)
         dt = self.dt_rows[:b].index_select(1, self.k).squeeze(1)
         x = euler_update(self.model.dit, self.x[:b], self.mu_pair[: 2 * b], self.cond_pair[: 2 * b], time, dt,
-                         self.cfg_value[:b])
+                         self.cfg_value[:b], self.fns.ops, self.fns.guided_euler)
         self.x[:b].copy_(x)
         self.k.add_(1)
 
+    @in_scope
     def finish(self, b: int, span: int):
         """Stop flags, the streamed audio of the new patches, and the LM step that feeds them back.
         `span` covers every live row's position."""
@@ -172,7 +193,7 @@ class DecodeStep:
             self.decoder_before[:b].copy_(self.decoder.flat[:b])
             frames = patches_to_frames(patch.unsqueeze(1).to(self.vae_dtype))
             self.staging[:b, :n].copy_(self.vae.decode_chunk(frames, self.decoder.rows(b)))
-        nxt = self.model.advance(patch, self.position[:b], span)
+        nxt = self.model.advance(patch, self.position[:b], span, self.fns.ops)
         self.lm_hidden[:b].copy_(nxt.lm_hidden)
         self.residual_hidden[:b].copy_(nxt.residual_hidden)
         self.prev_patch[:b].copy_(patch)

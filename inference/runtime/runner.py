@@ -15,10 +15,12 @@ import numpy as np
 import torch
 
 from ..model.audio_vae import AudioVAE
+from ..model.voxcpm2 import VoxCPM2
+from ..request.continuation import DecoderStart
+from ..request.prompt import Prompt
+from .compiled import PLAIN, StepFunctions
 from .cuda_graphs import CUDAGraphed
 from .decode_step import DecodeStep
-from ..model.voxcpm2 import VoxCPM2
-from ..request.prompt import Prompt
 
 
 def span_buckets(capacity: int, smallest: int = 256) -> list[int]:
@@ -55,26 +57,29 @@ def prefill_keys(buckets: list[int], capacity: int, smallest: int = 32) -> list[
     return keys
 
 
-@dataclass
+@dataclass(frozen=True)
 class Join:
-    """A stream entering `row`: its prompt, starting noise [n, P, D] and sampler settings."""
+    """A stream entering `row`: its prompt, starting noise [n, P, D], sampler settings, and how
+    the row's VAE decoder starts (DecodeStep.load_row)."""
 
     row: int
     prompt: Prompt
     noise: torch.Tensor
     steps: int
     cfg_value: float
-    decoder: str = "fresh"  # the row's VAE decoder (DecodeStep.load_row): fresh, carry, carry_undo or rewind
+    decoder: DecoderStart = DecoderStart.FRESH
+    overrun: bool = False  # a patch launched past the segment's end has already been decoded
 
 
 class BatchRunner:
     """The constructor allocates every static buffer; `capture()` (run by Engine.warmup on CUDA)
     compiles, warms up every key and captures its graph; `admit`, `launch` and `collect` then
-    only copy requests in and replay."""
+    only copy requests in and replay. `fns`: the step's functions, plain or compiled
+    (inference/runtime/compiled.py)."""
 
-    def __init__(self, model: VoxCPM2, vae: AudioVAE, rows: int):
+    def __init__(self, model: VoxCPM2, vae: AudioVAE, rows: int, fns: StepFunctions = PLAIN):
         # One row more than streams: the padding entries of a batched prefill are written there.
-        self.step = DecodeStep(model, vae, rows + 1, model.cfg.max_length)
+        self.step = DecodeStep(model, vae, rows + 1, model.cfg.max_length, fns)
         self.rows, self.capacity, self.scratch_row = rows, model.cfg.max_length, rows
         self.buckets, self.spans = batch_buckets(rows), span_buckets(self.capacity)
         self.prefill_keys = prefill_keys(self.buckets, self.capacity)
@@ -154,7 +159,7 @@ class BatchRunner:
                 buf.copy_(src)
             self.padded_prefill(*key)
         for j in joins:
-            self.step.load_row(j.row, j.prompt, j.noise, j.steps, j.cfg_value, j.decoder)
+            self.step.load_row(j.row, j.prompt, j.noise, j.steps, j.cfg_value, j.decoder, j.overrun)
 
     def prefill_key(self, prompts: int, length: int) -> tuple[int, int] | None:
         """The smallest (batch, padded length) that holds the prompts, if any."""
@@ -181,7 +186,7 @@ class BatchRunner:
             # The step's own LocEnc ops: on CUDA compiled, with a symbolic batch and the flash kernel,
             # so a clip of a new length builds no new kernel or attention plan (the plain ops made
             # cuDNN plan each new length: a first cloning request took 151 ms instead of 42).
-            found = self.step.model.embed_patches(up(patches.to(self.step.dtype)).unsqueeze(0))[0]
+            found = self.step.embed_patches(up(patches.to(self.step.dtype)).unsqueeze(0))[0]
             batch = torch.cat([torch.full((len(positions),), i) for i, positions in where])
             embeds[up(batch), up(torch.cat([positions for _, positions in where]))] = found
         return up(tokens), up(text), up(audio), embeds, up(last_patch.to(self.step.dtype)), up(last), up(rows)
