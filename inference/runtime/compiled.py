@@ -12,7 +12,7 @@ import functools
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from ..model.audio_vae import AudioVAE, Snake1d, snake
+from ..model.audio_vae import AudioVAE
 from ..model.locdit import guided_euler
 from ..model.voxcpm2 import VoxCPM2
 from ..model.transformer import LayerOps, attention_inputs, decode_attention, layer_output, rms_norm, sequence_attention
@@ -31,13 +31,7 @@ def compile_step_functions(model: VoxCPM2, vae: AudioVAE):
     for transformer in model.transformers():
         transformer.ops = ops
     model.dit.guided_euler = batch_dynamic(torch.compile(guided_euler, fullgraph=True, dynamic=False), 0, 1, 2, 3)
-    # The decoder's Snake is 5 memory-bound kernels over the largest activations of a step; with
-    # many rows they were 90% of the patch (20.8 of 23 ms at 64 rows on an H100). One fused kernel
-    # with symbolic sizes serves every layer and bucket.
-    fused_snake = torch.compile(snake, fullgraph=True, dynamic=True)
-    for module in vae.decoder.modules():
-        if isinstance(module, Snake1d):
-            module.fn = fused_snake
+    vae.decoder.compile_stream()
 
 
 def batch_dynamic(fn, *batch_args: int):
