@@ -63,7 +63,8 @@ def stream_layer(layer, x: torch.Tensor, channels: int, context: int, sizes: lis
 @pytest.mark.parametrize("dilation", [1, 3, 9])
 def test_depthwise_shifted_sum_equals_the_convolution(dilation):
     gen = torch.Generator().manual_seed(dilation)
-    x, w, b = torch.randn(ROWS, 12, 40, generator=gen), torch.randn(12, 1, 7, generator=gen), torch.randn(12, generator=gen)
+    x, w, b = (torch.randn(ROWS, 12, 40, generator=gen), torch.randn(12, 1, 7, generator=gen),
+               torch.randn(12, generator=gen))
     expected = F.conv1d(F.pad(x, (6 * dilation, 0)), w, b, dilation=dilation, groups=12)
     got = stream_layer(lambda full: depthwise(full, w, b, dilation), x, 12, 6 * dilation, chunk_sizes(40, dilation))
     assert rel_err(got, expected) < 1e-6
