@@ -24,7 +24,7 @@ from torch import nn
 from inference.model import audio_vae
 from inference.model.audio_vae import AudioVAE
 from inference.model.config import ModelConfig
-from inference.model.vae_stream import snake
+from inference.model.vae_stream import compiled, snake
 
 VARIANTS = {
     "old-eager": "reference layers, eager",
@@ -59,18 +59,14 @@ def random_weights(vae: AudioVAE, seed: int = 0) -> AudioVAE:
     return vae
 
 
-_FUSED_SNAKE = []
-
-
 @contextlib.contextmanager
 def fused_snake():
     """The reference layers with the engine's former compiled Snake swapped in."""
-    if not _FUSED_SNAKE:
-        # One graph per channel count and layout (alpha is a parameter: static): over dynamo's default 8.
-        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
-        _FUSED_SNAKE.append(torch.compile(snake, fullgraph=True, dynamic=True))
+    # One graph per channel count, layout and batch of one or more (alpha is a parameter, so its
+    # size is static): over dynamo's default limit of 8.
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
     original = audio_vae.snake
-    audio_vae.snake = _FUSED_SNAKE[0]
+    audio_vae.snake = compiled(snake)
     try:
         yield
     finally:
@@ -122,8 +118,17 @@ def replay_ms(graph: torch.cuda.CUDAGraph, iters: int) -> float:
     return start.elapsed_time(end) / iters
 
 
-def timings(vae: AudioVAE, name: str, rows: list[int], frames: int, iters: int) -> tuple[list[float], float]:
-    """ms per patch at each row count, and the seconds the first call of each size took (compile)."""
+def kernel_count(decode, z, state) -> int:
+    """CUDA kernels one call launches (a graph replays the same ones)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        decode(z, state)
+        torch.cuda.synchronize()
+    return sum(e.device_type == torch.autograd.DeviceType.CUDA for e in prof.events())
+
+
+def timings(vae: AudioVAE, name: str, rows: list[int], frames: int, iters: int) -> tuple[list[float], float, int]:
+    """ms per patch at each row count, the seconds the first call of each size took (compilation),
+    and the kernels of one call at the last size."""
     decode, context = variant(vae, name)
     state = vae.new_decoder_state(max(rows))
     out, first_calls = [], 0.0
@@ -139,7 +144,8 @@ def timings(vae: AudioVAE, name: str, rows: list[int], frames: int, iters: int) 
             out.append(replay_ms(graph, iters))
             del graph
             torch.cuda.empty_cache()
-    return out, first_calls
+        kernels = kernel_count(decode, z, state.rows(b))
+    return out, first_calls, kernels
 
 
 def streamed(vae: AudioVAE, name: str, z: torch.Tensor, frames: int) -> torch.Tensor:
@@ -170,16 +176,16 @@ def compare(ref: torch.Tensor, x: torch.Tensor) -> str:
 
 def timing_table(vae: AudioVAE, names: list[str], rows: list[int], frames: int, iters: int) -> None:
     print(f"\nms per patch (CUDA graph replay, mean of {iters}); 'first calls': seconds of the first "
-          "call at each size (compilation)")
-    print(f"{'variant':18s}" + "".join(f"{'rows=' + str(b):>10s}" for b in rows) + f"{'first calls':>13s}")
+          f"call at each size (compilation); kernels of one call at {rows[-1]} rows")
+    print(f"{'variant':18s}" + "".join(f"{'rows=' + str(b):>10s}" for b in rows) + f"{'first calls':>13s}{'kernels':>9s}")
     for name in names:
         try:
-            ms, first = timings(vae, name, rows, frames, iters)
+            ms, first, kernels = timings(vae, name, rows, frames, iters)
         except Exception:  # one variant failing leaves the others' figures
             print(f"{name:18s} FAILED:")
             traceback.print_exc()
             continue
-        print(f"{name:18s}" + "".join(f"{m:10.3f}" for m in ms) + f"{first:12.1f}s", flush=True)
+        print(f"{name:18s}" + "".join(f"{m:10.3f}" for m in ms) + f"{first:12.1f}s{kernels:9d}", flush=True)
 
 
 def accuracy_table(vae: AudioVAE, names: list[str], frames: int) -> None:
