@@ -6,6 +6,9 @@ Module and parameter names follow the official checkpoint once its weight norm i
 Every convolution is causal (zero padding on the left only), so the decoder can stream: a
 `DecoderState` keeps, per request, the left context each convolution would otherwise read from the
 zero padding. Decoding chunk by chunk with one state equals decoding the whole sequence at once.
+
+A decoder layer computes in two forms: `forward`, the reference convolutions (`decode`, parity with
+the official model), and `stream`, vae_stream.py's channels-last form that `decode_chunk` runs.
 """
 from __future__ import annotations
 
@@ -16,60 +19,28 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .config import VAEConfig
+from .vae_stream import ChunkContext, DecoderState, compiled, conv_precision, dense, depthwise, snake, upsample
 
 RESIDUAL_DILATIONS = (1, 3, 9)
-
-
-class DecoderState:
-    """The streaming context of a set of rows (one stream each): a fixed tensor per stateful
-    decoder convolution, all views of one flat [rows, N] tensor.
-
-    The tensors are updated in place, so a CUDA graph that captured `decode_chunk` keeps reading
-    and writing the same memory on every replay; `rows(b)` is the state of rows 0..b-1 (a view,
-    for a batch bucket) and `reset(row)` clears one stream's context with a single kernel.
-    """
-
-    def __init__(self, flat: Tensor, shapes: list[tuple[int, int]]):
-        self.flat = flat
-        self.shapes = shapes
-        self.buffers, offset = [], 0
-        for channels, context in shapes:
-            self.buffers.append(flat[:, offset: offset + channels * context].unflatten(1, (channels, context)))
-            offset += channels * context
-
-    def rows(self, count: int) -> "DecoderState":
-        return DecoderState(self.flat[:count], self.shapes)
-
-    def row(self, index: int) -> "DecoderState":
-        return DecoderState(self.flat[index: index + 1], self.shapes)
-
-    def reset(self, row: int | None = None) -> None:
-        """Back to silence (the causal zero padding): one row, or all of them."""
-        (self.flat if row is None else self.flat[row]).zero_()
-
-    @property
-    def numel(self) -> int:
-        return self.flat.numel()
-
-
-def snake(x: Tensor, alpha: Tensor) -> Tensor:
-    # Same operation order as the official kernel: the 1e-9 and the reciprocal change the rounding.
-    return x + (alpha + 1e-9).reciprocal() * torch.sin(alpha * x).pow(2)
 
 
 class Snake1d(nn.Module):
     def __init__(self, channels: int):
         super().__init__()
         self.alpha = nn.Parameter(torch.ones(1, channels, 1))
-        self.fn = snake  # the CUDA engine swaps in a fused (compiled) version
 
     def forward(self, x: Tensor, state: DecoderState | None = None) -> Tensor:
-        return self.fn(x, self.alpha)
+        return snake(x, self.alpha)
+
+    def stream(self, x: Tensor, state: ChunkContext) -> Tensor:
+        return snake(x, self.alpha.view(-1))
 
 
 class Tanh(nn.Module):
     def forward(self, x: Tensor, state: DecoderState | None = None) -> Tensor:
         return torch.tanh(x)
+
+    stream = forward
 
 
 class CausalConv1d(nn.Conv1d):
@@ -86,11 +57,14 @@ class CausalConv1d(nn.Conv1d):
             return self._conv_forward(x, self.weight, self.bias)
         if state is None:
             return self._conv_forward(F.pad(x, (self.left_pad, 0)), self.weight, self.bias)
-        past = state.buffers[self.slot]
-        x = torch.cat([past, x], dim=-1)
-        # Concatenating first makes chunks shorter than the context work without a branch.
-        past.copy_(x[..., -self.left_pad:])
-        return self._conv_forward(x, self.weight, self.bias)
+        return self._conv_forward(state.extend(self.slot, x), self.weight, self.bias)
+
+    def stream(self, x: Tensor, state: ChunkContext) -> Tensor:
+        """[rows, T, Cin] -> [rows, T, Cout]: decoder convolutions only (stride 1)."""
+        full = x if self.left_pad == 0 else state.extend(self.slot, x)
+        if self.groups == 1:
+            return dense(full, self.weight, self.bias, self.dilation[0])
+        return depthwise(full, self.weight, self.bias, self.dilation[0])
 
 
 class CausalConvTranspose1d(nn.ConvTranspose1d):
@@ -108,10 +82,10 @@ class CausalConvTranspose1d(nn.ConvTranspose1d):
         hop = self.stride[0]
         if state is None:
             return F.conv_transpose1d(x, self.weight, self.bias, stride=hop)[..., :-hop]
-        past = state.buffers[self.slot]
-        x = torch.cat([past, x], dim=-1)
-        past.copy_(x[..., -1:])
-        return F.conv_transpose1d(x, self.weight, self.bias, stride=hop)[..., hop:-hop]
+        return F.conv_transpose1d(state.extend(self.slot, x), self.weight, self.bias, stride=hop)[..., hop:-hop]
+
+    def stream(self, x: Tensor, state: ChunkContext) -> Tensor:
+        return upsample(state.extend(self.slot, x), self.weight, self.bias, self.stride[0])
 
 
 class Chain(nn.Sequential):
@@ -122,19 +96,23 @@ class Chain(nn.Sequential):
             x = layer(x, state)
         return x
 
+    def stream(self, x: Tensor, state: ChunkContext) -> Tensor:
+        for layer in self:
+            x = layer.stream(x, state)
+        return x
+
 
 class ResidualUnit(nn.Module):
     def __init__(self, dim: int, dilation: int, groups: int):
         super().__init__()
-        self.block = Chain(
-            Snake1d(dim),
-            CausalConv1d(dim, dim, 7, dilation=dilation, groups=groups),
-            Snake1d(dim),
-            CausalConv1d(dim, dim, 1),
-        )
+        self.block = Chain(Snake1d(dim), CausalConv1d(dim, dim, 7, dilation=dilation, groups=groups),
+                           Snake1d(dim), CausalConv1d(dim, dim, 1))
 
     def forward(self, x: Tensor, state: DecoderState | None = None) -> Tensor:
         return x + self.block(x, state)
+
+    def stream(self, x: Tensor, state: ChunkContext) -> Tensor:
+        return x + self.block.stream(x, state)
 
 
 def residual_units(dim: int, groups: int) -> list[nn.Module]:
@@ -178,6 +156,9 @@ class DecoderBlock(nn.Module):
     def forward(self, x: Tensor, state: DecoderState | None = None) -> Tensor:
         return self.block(x, state)
 
+    def stream(self, x: Tensor, state: ChunkContext) -> Tensor:
+        return self.block.stream(x, state)
+
 
 class SampleRateCondition(nn.Module):
     """Per-channel scale and bias chosen by the output sample-rate bucket, before a decoder block."""
@@ -190,10 +171,11 @@ class SampleRateCondition(nn.Module):
         # build or upload per call, and the row is a view a CUDA graph can read in place.
         self.bucket = bucket
 
-    def forward(self, x: Tensor) -> Tensor:
-        scale = self.scale_embed.weight[self.bucket].unsqueeze(-1)
-        bias = self.bias_embed.weight[self.bucket].unsqueeze(-1)
-        return x * scale + bias
+    def forward(self, x: Tensor, channels_last: bool = False) -> Tensor:
+        scale, bias = self.scale_embed.weight[self.bucket], self.bias_embed.weight[self.bucket]
+        if channels_last:
+            return x * scale + bias
+        return x * scale.unsqueeze(-1) + bias.unsqueeze(-1)
 
 
 class Decoder(nn.Module):
@@ -213,6 +195,13 @@ class Decoder(nn.Module):
         if cfg.sr_bin_boundaries is not None:
             self._add_sample_rate_condition(cfg.sr_bin_boundaries, cfg.out_sample_rate)
         self.state_shapes = self._assign_state_slots()
+        # decode_chunk's `stream`, eager or compiled: unbound, so that a deep copy uses its own weights.
+        self.stream_impl = Decoder.stream
+
+    def compile_stream(self, enabled: bool = True) -> None:
+        """Fuse `stream` with torch.compile (for CUDA, see vae_stream.py); enabled=False: eager again.
+        The engine turns it on with its other compiled functions (inference/runtime/compiled.py)."""
+        self.stream_impl = compiled(Decoder.stream) if enabled else Decoder.stream
 
     def _add_sample_rate_condition(self, boundaries: tuple[int, ...], out_rate: int) -> None:
         self.register_buffer("sr_bin_boundaries", torch.tensor(boundaries, dtype=torch.int32))
@@ -239,13 +228,21 @@ class Decoder(nn.Module):
             shapes.append((module.in_channels, context))
         return shapes
 
-    def forward(self, z: Tensor, state: DecoderState | None = None) -> Tensor:
+    def forward(self, z: Tensor, state: DecoderState | None = None, streaming: bool = False) -> Tensor:
         x = z
         for i, layer in enumerate(self.model):
             if self.sr_cond_model is not None and self.sr_cond_model[i] is not None:
-                x = self.sr_cond_model[i](x)
-            x = layer(x, state)
+                x = self.sr_cond_model[i](x, channels_last=streaming)
+            x = layer.stream(x, state) if streaming else layer(x, state)
         return x
+
+    def stream(self, z: Tensor, root: Tensor, rows: Tensor) -> Tensor:
+        """z [B, F, latent] (channels-last) -> [B, F * hop]: continues the streams whose states
+        are rows `rows` [B] of `root` (a DecoderState's), and updates those in place."""
+        state = ChunkContext(root.index_select(0, rows), self.state_shapes)
+        x = self(z, state, streaming=True)
+        root.index_copy_(0, rows, state.updated())
+        return x.squeeze(-1)
 
 
 class AudioVAE(nn.Module):
@@ -288,6 +285,11 @@ class AudioVAE(nn.Module):
 
         Consecutive chunks through one state give exactly the `decode` of their concatenation.
         """
-        if z_chunk.shape[0] != state.buffers[0].shape[0]:
-            raise ValueError(f"chunk batch {z_chunk.shape[0]} != state batch {state.buffers[0].shape[0]}")
-        return self.decoder(z_chunk, state).squeeze(1)
+        if z_chunk.shape[0] != state.flat.shape[0]:
+            raise ValueError(f"chunk batch {z_chunk.shape[0]} != state batch {state.flat.shape[0]}")
+        # A new tensor, not a view: what the compiled function is given stays the same kind of
+        # input whatever the caller sliced it from (no guards on the base, no recompiles).
+        z = z_chunk.transpose(1, 2).clone(memory_format=torch.contiguous_format)
+        torch._dynamo.mark_static(state.root)  # its size is fixed: never mistaken for the rows' count
+        with conv_precision():
+            return self.decoder.stream_impl(self.decoder, z, state.root, state.row_ids())

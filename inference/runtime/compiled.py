@@ -16,7 +16,6 @@ from typing import Callable, ContextManager
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from ..model.audio_vae import AudioVAE, Snake1d, snake
 from ..model.locdit import guided_euler
 from ..model.transformer import (PLAIN_OPS, LayerOps, attention_inputs, decode_attention, layer_output, rms_norm,
                                  sequence_attention)
@@ -54,17 +53,6 @@ def step_functions(compile: bool) -> StepFunctions:
     limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT * max(1, torch.cuda.device_count()))
     euler = batch_dynamic(torch.compile(guided_euler, fullgraph=True, dynamic=False), 0, 1, 2, 3)
     return StepFunctions(compiled_ops(), euler, torch._dynamo.config.patch(recompile_limit=limit))
-
-
-def compile_snake(vae: AudioVAE):
-    """The decoder's Snake is 5 memory-bound kernels over the largest activations of a step; with
-    many rows they were 90% of the patch (20.8 of 23 ms at 64 rows on an H100). One fused kernel
-    with symbolic sizes serves every layer and bucket. (Its compilation moves into the VAE's own
-    module with the decoder's rewrite.)"""
-    fused_snake = torch.compile(snake, fullgraph=True, dynamic=True)
-    for module in vae.decoder.modules():
-        if isinstance(module, Snake1d):
-            module.fn = fused_snake
 
 
 def batch_dynamic(fn, *batch_args: int):

@@ -19,7 +19,7 @@ from ..model.loader import LoadedModel, load_checkpoint
 from ..request.continuation import Continuation
 from ..request.prompt import Prompt
 from ..request.request import AudioChunk, SynthesisRequest
-from .compiled import compile_snake, step_functions
+from .compiled import step_functions
 from .decode_step import DecodeStep, plan_rows
 from .offline import decode_whole
 from .prepare import RequestPreparer
@@ -64,7 +64,8 @@ class Engine:
                  self.rows, self.rows_fit, max_streams,
                  DecodeStep.bytes_per_row(self.model, self.vae, self.cfg.max_length) / 2**20)
         if compile and on_gpu:
-            compile_snake(self.vae)
+            # The VAE decoder owns its streaming function; it fuses it itself (vae_stream.py).
+            self.vae.decoder.compile_stream()
         self.runner = BatchRunner(self.model, self.vae, self.rows, step_functions(compile and on_gpu))
         self.cuda_graphs = cuda_graphs and on_gpu
         self.preparer = RequestPreparer(loaded, max_audio_seconds, max_text_chars)
