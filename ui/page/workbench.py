@@ -1,7 +1,7 @@
 """Markup of the listening-QA workbench below the player: the take list, one take's waveform,
 timeline and spectrogram, A/B and ABX, boundary check, notes and exports; and the list of HTTP
-routes shown instead of Gradio's "Use via API" page (which has none of ours). static/workbench.js
-fills it in; nothing here runs."""
+routes shown instead of Gradio's "Use via API" page (which has none of ours).
+static/workbench/workbench.js fills it in; nothing here runs."""
 from __future__ import annotations
 
 import html
