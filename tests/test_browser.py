@@ -14,6 +14,7 @@ import pytest
 import soundfile as sf
 
 from inference import SynthesisRequest
+from inference.request import modes
 from ui import AppSettings
 from ui.page.examples import cloning_examples, design_examples, ultimate_examples
 from ui.library.uploads import decode_audio
@@ -227,6 +228,22 @@ def test_a_new_request_replaces_the_playing_one(app, page):
     run = _run(page)
     assert run["id"] != first["id"] and run["state"] == "finished"
     assert run["played"] == run["samples"] == run["server"]["samples"] and run["underruns"] == 0
+
+
+def test_the_drawn_sliders_have_the_specs_ranges(page):
+    # The advanced settings are open (set_max_len): read the sliders as Chromium drew them.
+    drawn = page.evaluate("""ids => Object.fromEntries(ids.map((id) => {
+        const r = document.querySelector(`#${id} input[type=range]`);
+        return [id, { min: Number(r.min), max: Number(r.max), step: Number(r.step), value: Number(r.value) }]; }))""",
+                          ["vox-cfg", "vox-steps", "vox-max-len"])
+    for elem_id, name in (("vox-cfg", "cfg_value"), ("vox-steps", "inference_timesteps"), ("vox-max-len", "max_len")):
+        s = modes.SETTINGS[name]
+        high = s.high if s.page_high is None else s.page_high
+        assert (drawn[elem_id]["min"], drawn[elem_id]["max"], drawn[elem_id]["step"]) == (s.low, high, s.step), name
+    assert drawn["vox-steps"]["max"] == 100 and drawn["vox-steps"]["value"] == modes.default("inference_timesteps")
+    assert drawn["vox-cfg"]["value"] == modes.default("cfg_value") and drawn["vox-max-len"]["value"] == MAX_LEN
+    seed = page.locator("#vox-seed input")
+    assert (seed.get_attribute("min"), seed.get_attribute("max")) == ("0", str(modes.PAGE_SEED_LIMIT - 1))
 
 
 def test_pcm_decoder_carries_odd_bytes(page):

@@ -1,8 +1,8 @@
 """The page and its one spec, and the browser side's one contract with Gradio, checked without a
-browser: the tabs Gradio is told to draw are the modes of inference/request/modes.py; the form names
-each mode's inputs as the page's request builder finds them; and in static/ only the adapter
-(static/page/gradio.js) knows Gradio's markup, no module sets a window global, and none is imported
-for its side effects."""
+browser: the sliders, seed box and tabs Gradio is told to draw carry the ranges, defaults, labels
+and help of inference/request/modes.py; the form names each mode's inputs as the page's request
+builder finds them; and in static/ only the adapter (static/page/gradio.js) knows Gradio's markup,
+no module sets a window global, and none is imported for its side effects."""
 from __future__ import annotations
 
 import re
@@ -26,6 +26,31 @@ def components() -> dict[str, dict]:
     demo = build_blocks(UploadStore(), sample_rate=48000, prebuffer_ms=80)
     config = demo.get_config_file()
     return {c["props"]["elem_id"]: c for c in config["components"] if c.get("props", {}).get("elem_id")}
+
+
+@pytest.mark.parametrize("name", sorted(SLIDERS))
+def test_each_slider_is_the_specs_setting(components, name):
+    setting = modes.SETTINGS[name]
+    slider = components[SLIDERS[name]]
+    props = slider["props"]
+    high = setting.page_high if setting.page_high is not None else setting.high
+    assert slider["type"] == "slider"
+    assert (props["minimum"], props["maximum"], props["step"], props["value"]) == (
+        setting.low, high, setting.step, setting.default)
+    assert (props["label"], props["info"]) == (setting.label, setting.help)
+
+
+def test_timesteps_reach_the_specs_hundred_and_max_len_stops_at_its_page_high(components):
+    assert components["vox-steps"]["props"]["maximum"] == modes.SETTINGS["inference_timesteps"].high == 100
+    assert components["vox-max-len"]["props"]["maximum"] == modes.SETTINGS["max_len"].page_high
+
+
+def test_the_seed_box_stays_within_what_javascript_holds_exactly(components):
+    setting = modes.SETTINGS["seed"]
+    props = components["vox-seed"]["props"]
+    assert (props["minimum"], props["maximum"], props["precision"]) == (setting.low, modes.PAGE_SEED_LIMIT - 1, 0)
+    assert (props["label"], props["info"]) == (setting.label, setting.help)
+    assert modes.PAGE_SEED_LIMIT <= 2**53
 
 
 def test_each_tab_is_titled_as_its_mode(components):

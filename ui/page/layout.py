@@ -3,8 +3,8 @@
 Generation does not go through a Gradio event's server side: the buttons' js= hooks hand the form
 to the page's player (static/page/gradio.js, the page's one adapter to Gradio), which streams PCM
 from the HTTP route. The only Python handlers here turn an uploaded or recorded clip into a
-server-side id, so the audio crosses the network once. The modes' titles and help come from
-the spec, inference/request/modes.py.
+server-side id, so the audio crosses the network once. The modes' titles and help and every
+setting's range, default, label and help come from the spec, inference/request/modes.py.
 """
 from __future__ import annotations
 
@@ -180,17 +180,30 @@ def register_clip(clips: UploadStore, path: str | None, upload_root: str | None 
 def _advanced() -> dict:
     with gr.Accordion("Advanced settings", open=False, elem_id="vox-advanced"):
         with gr.Row():
-            cfg = gr.Slider(0.0, 10.0, value=2.0, step=0.1, label="CFG (guidance strength)", elem_id="vox-cfg")
-            steps = gr.Slider(1, 50, value=10, step=1, label="Timesteps (diffusion steps per patch)",
-                              elem_id="vox-steps")
+            cfg = _slider("cfg_value", "vox-cfg")
+            steps = _slider("inference_timesteps", "vox-steps")
         with gr.Row():
             random_seed = gr.Checkbox(True, label="Random seed", elem_id="vox-random-seed")
-            seed = gr.Number(0, label="Seed (used when random is off)", precision=0, minimum=0,
-                             elem_id="vox-seed")
-            max_len = gr.Slider(1, 4096, value=4096, step=1, label="Maximum length (patches of 0.16 s)",
-                                elem_id="vox-max-len")
+            seed = _seed()
+            max_len = _slider("max_len", "vox-max-len")
         # Off by default: a clean clip needs nothing, and editing the user's audio should be asked for.
         trim = gr.Checkbox(False, label="Cloning: trim the silence at the clip's ends (voice activity detection)",
                            elem_id="vox-trim-silence")
     return {"cfg_value": cfg, "inference_timesteps": steps, "seed": seed, "random_seed": random_seed,
             "max_len": max_len, "trim_silence": trim}
+
+
+def _slider(name: str, elem_id: str) -> gr.Slider:
+    """A setting as the spec states it; the slider stops at its page_high where it has one."""
+    s = modes.SETTINGS[name]
+    high = s.high if s.page_high is None else s.page_high
+    return gr.Slider(s.low, high, value=s.default, step=s.step, label=s.label, info=s.help, elem_id=elem_id)
+
+
+def _seed() -> gr.Number:
+    """The spec's default (none: drawn at random) is the Random seed box, ticked; this box starts at
+    the lowest seed and stops below PAGE_SEED_LIMIT: the page's numbers are JavaScript's, exact only
+    to 2**53."""
+    s = modes.SETTINGS["seed"]
+    return gr.Number(s.low, label=s.label, info=s.help, precision=0, minimum=s.low, step=s.step,
+                     maximum=modes.PAGE_SEED_LIMIT - 1, elem_id="vox-seed")

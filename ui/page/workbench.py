@@ -14,6 +14,7 @@ HTTP_ROUTES = [
     ("GET", "/voxcpm/jobs/{id}", "a request's state, outcome and server figures"),
     ("GET", "/voxcpm/jobs/{id}/offline.wav", "the offline render of a finished request (whole-sequence VAE decode)"),
     ("POST", "/voxcpm/jobs/{id}/cancel", "stop a request"),
+    ("GET", "/voxcpm/spec", "the modes and every request setting with its range, default and help"),
     ("GET", "/voxcpm/health", "200 when serving, 503 while loading"),
 ]
 
