@@ -20,7 +20,7 @@ HTTP_ROUTES = [
 
 
 def workbench_html() -> str:
-    return """
+    return f"""
 <section id="vox-workbench" aria-labelledby="vox-wb-title">
   <h2 id="vox-wb-title">Listening QA</h2>
   <p class="vox-wb-intro">Every take is kept in this browser (it survives a reload) with its settings and figures.
@@ -30,7 +30,13 @@ def workbench_html() -> str:
     <button type="button" class="vox-wb-button" data-wb="clear">Clear all takes</button>
     <span data-wb="message" role="status" aria-live="polite"></span></div>
   <ol class="vox-wb-takes" data-wb="list" aria-label="Takes, newest first"></ol>
-  <div class="vox-wb-view" data-wb="view" hidden>
+  {_take_view()}
+</section>"""
+
+
+def _take_view() -> str:
+    """One take on screen: its facts, waveform, timeline, spectrogram, B, ABX, boundaries, notes, exports."""
+    return """<div class="vox-wb-view" data-wb="view" hidden>
     <div class="vox-wb-head" data-wb="head"></div>
     <div class="vox-wb-controls">
       <button type="button" class="vox-wb-button" data-wb="play">Play</button>
@@ -61,8 +67,7 @@ def workbench_html() -> str:
       <button type="button" class="vox-wb-button" data-wb="copy">Copy take (JSON + curl)</button>
       <button type="button" class="vox-wb-button" data-wb="wav">Download WAV (with settings)</button>
       <button type="button" class="vox-wb-button" data-wb="bundle">Download bundle (zip)</button></div>
-  </div>
-</section>"""
+  </div>"""
 
 
 def http_routes_html() -> str:
