@@ -1,4 +1,4 @@
-// Runs static/frames.js (the page's reader of the framed stream) in Node on a body given as base64,
+// Runs static/player/frames.js (the page's reader of the framed stream) in Node on a body given as base64,
 // fed in reads of the given sizes (cycled), so tests can check every frame it returns and the
 // error it throws. Usage: node frames_harness.mjs <frames.js> <base64 body> '<JSON list of sizes>';
 // prints {frames, error}.

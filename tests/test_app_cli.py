@@ -62,7 +62,7 @@ def test_random_weights_start_requires_its_token_and_serves_page_banner_and_stre
         with httpx.Client(base_url=base, timeout=60, headers={"X-VoxCPM-Token": token}) as client:
             assert "Random weights" in client.get("/config").text
             assert "voxcpm/static/app.js?" in client.get("/").text
-            assert "javascript" in client.get("/voxcpm/static/pcm-worklet.js").headers["content-type"]
+            assert "javascript" in client.get("/voxcpm/static/player/pcm-worklet.js").headers["content-type"]
             too_long = client.post("/voxcpm/stream", json={"text": "x" * 51})
             assert too_long.status_code == 400 and "the limit is 50" in too_long.json()["error"]
             response = client.post("/voxcpm/stream", json={"text": "Hello world.", "seed": 1, "max_len": 3})

@@ -113,7 +113,6 @@ def test_files_are_short_enough_to_read():
     assert long == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18: being restructured")  # TEMPORARY
 def test_functions_are_short_enough_to_read():
     long = []
     for path in python_files(*PRODUCT):

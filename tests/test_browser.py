@@ -14,12 +14,14 @@ import pytest
 import soundfile as sf
 
 from inference import SynthesisRequest
+from inference.request import modes
 from ui import AppSettings
 from ui.page.examples import cloning_examples, design_examples, ultimate_examples
 from ui.library.uploads import decode_audio
 
 from .app_helpers import BROWSER_FLAGS as FLAGS
 from .app_helpers import CHROMIUM, assert_same_audio, expected_pcm, load_engine, serve, set_max_len
+from .page_handles import click_generate, take_handles
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 MAX_LEN = 8  # patches: about a second of audio per run keeps the test short
@@ -49,8 +51,7 @@ def page(app):
         errors = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.goto(app.url + "/")
-        page.wait_for_selector("#vox-generate", timeout=60_000)
-        page.wait_for_function("window.voxcpm && window.voxcpm.ctx", timeout=30_000)
+        take_handles(page)
         set_max_len(page, MAX_LEN)
         page.errors = errors
         yield page
@@ -71,15 +72,15 @@ def _pick_example(page, mode: str, row: int):
 
 
 def _run(page, timeout_s: float = 60.0) -> dict:
-    page.click("#vox-generate")
-    page.wait_for_function("window.voxcpm.run && ['finished', 'failed'].includes(window.voxcpm.run.state)",
+    click_generate(page)
+    page.wait_for_function("window.player.run && ['finished', 'failed'].includes(window.player.run.state)",
                            timeout=timeout_s * 1000)
-    return page.evaluate("window.voxcpm.snapshot()")
+    return page.evaluate("window.player.snapshot()")
 
 
 def _wav(page) -> tuple[int, np.ndarray]:
     data = page.evaluate("""async () => {
-        const blob = await (await fetch(window.voxcpm.run.wavUrl)).arrayBuffer();
+        const blob = await (await fetch(window.player.run.wavUrl)).arrayBuffer();
         let s = ''; new Uint8Array(blob).forEach((b) => { s += String.fromCharCode(b); });
         return btoa(s);
     }""")
@@ -151,39 +152,39 @@ def test_waiting_request_shows_its_queue_position(app, page):
                                                    max_len=300)) for i in range(app.worker.engine.rows)]
     try:
         _pick_example(page, "design", 0)
-        page.click("#vox-generate")
+        click_generate(page)
         page.wait_for_function("document.querySelector('#vox-panel [data-field=status]').textContent"
                                ".includes('position 1')", timeout=30_000)
         page.screenshot(path=str(ARTIFACTS / "page-queued.png"), full_page=True)
     finally:
         for blocker in blockers:
             blocker.cancel()
-    page.wait_for_function("window.voxcpm.run.state === 'finished'", timeout=60_000)
-    run = page.evaluate("window.voxcpm.snapshot()")
+    page.wait_for_function("window.player.run.state === 'finished'", timeout=60_000)
+    run = page.evaluate("window.player.snapshot()")
     assert run["server"]["queue_s"] > 0 and run["played"] == run["samples"] and run["underruns"] == 0
 
 
 def test_stop_halts_playback(app, page):
     # An analyser on the player's output shows what is actually being played.
-    page.evaluate("""() => { const a = voxcpm.ctx.createAnalyser(); a.fftSize = 2048; voxcpm.node.connect(a);
+    page.evaluate("""() => { const { ctx, node } = player.output; const a = ctx.createAnalyser(); a.fftSize = 2048; node.connect(a);
         window.peak = () => { const d = new Float32Array(a.fftSize); a.getFloatTimeDomainData(d);
                               return d.reduce((m, v) => Math.max(m, Math.abs(v)), 0); }; }""")
     _pick_example(page, "design", 1)
     set_max_len(page, 64)  # ten seconds: a slow click on a loaded machine still lands before the end
     try:
-        page.click("#vox-generate")
-        page.wait_for_function("window.voxcpm.run && window.voxcpm.run.played > 4800", timeout=60_000)
+        click_generate(page)
+        page.wait_for_function("window.player.run && window.player.run.played > 4800", timeout=60_000)
         assert page.evaluate("peak()") > 0
         page.click("#vox-stop")
     finally:
         set_max_len(page, MAX_LEN)
-    page.wait_for_function("window.voxcpm.run.state === 'stopped'")
-    run = page.evaluate("window.voxcpm.snapshot()")
+    page.wait_for_function("window.player.run.state === 'stopped'")
+    run = page.evaluate("window.player.snapshot()")
     job = app.worker.get(run["id"])
     assert run["played"] < job.metrics.samples  # stopped before the end of what the server generated
     page.wait_for_timeout(200)
     assert max(page.evaluate("peak()") for _ in range(5)) == 0
-    assert page.evaluate("window.voxcpm.run.played") == run["played"]
+    assert page.evaluate("window.player.run.played") == run["played"]
     assert "Stopped" in _metric(page, "status")
     assert job.state in ("done", "cancelled")
     page.screenshot(path=str(ARTIFACTS / "page-stopped.png"), full_page=True)
@@ -196,7 +197,7 @@ def test_stop_after_the_end_keeps_the_wav_and_replay(app, page):
     assert run["state"] == "finished", run.get("error")
     page.click("#vox-stop")
     page.wait_for_timeout(300)
-    after = page.evaluate("window.voxcpm.snapshot()")
+    after = page.evaluate("window.player.snapshot()")
     assert after["state"] == "finished" and after["wavUrl"] == run["wavUrl"]
     assert page.locator("#vox-panel audio").is_visible() and "Finished" in _metric(page, "status")
     rate, wav = _wav(page)  # the link still serves the samples that were streamed
@@ -206,7 +207,7 @@ def test_stop_after_the_end_keeps_the_wav_and_replay(app, page):
 def test_a_player_that_cannot_start_says_why_and_sends_nothing(app, page):
     page.evaluate("""() => { window.realAudioContext = window.AudioContext;
         window.AudioContext = function () { throw new Error('no audio device here'); };
-        window.voxcpm.ctx.close(); }""")  # a closed context makes the next run build a new one
+        window.player.output.ctx.close(); }""")  # a closed context makes the next run build a new one
     try:
         _pick_example(page, "design", 0)
         run = _run(page)
@@ -221,17 +222,33 @@ def test_a_player_that_cannot_start_says_why_and_sends_nothing(app, page):
 
 def test_a_new_request_replaces_the_playing_one(app, page):
     _pick_example(page, "design", 0)
-    page.click("#vox-generate")
-    page.wait_for_function("window.voxcpm.run && window.voxcpm.run.samples > 0", timeout=60_000)
-    first = page.evaluate("window.voxcpm.snapshot()")
+    click_generate(page)
+    page.wait_for_function("window.player.run && window.player.run.samples > 0", timeout=60_000)
+    first = page.evaluate("window.player.snapshot()")
     run = _run(page)
     assert run["id"] != first["id"] and run["state"] == "finished"
     assert run["played"] == run["samples"] == run["server"]["samples"] and run["underruns"] == 0
 
 
+def test_the_drawn_sliders_have_the_specs_ranges(page):
+    # The advanced settings are open (set_max_len): read the sliders as Chromium drew them.
+    drawn = page.evaluate("""ids => Object.fromEntries(ids.map((id) => {
+        const r = document.querySelector(`#${id} input[type=range]`);
+        return [id, { min: Number(r.min), max: Number(r.max), step: Number(r.step), value: Number(r.value) }]; }))""",
+                          ["vox-cfg", "vox-steps", "vox-max-len"])
+    for elem_id, name in (("vox-cfg", "cfg_value"), ("vox-steps", "inference_timesteps"), ("vox-max-len", "max_len")):
+        s = modes.SETTINGS[name]
+        high = s.high if s.page_high is None else s.page_high
+        assert (drawn[elem_id]["min"], drawn[elem_id]["max"], drawn[elem_id]["step"]) == (s.low, high, s.step), name
+    assert drawn["vox-steps"]["max"] == 100 and drawn["vox-steps"]["value"] == modes.default("inference_timesteps")
+    assert drawn["vox-cfg"]["value"] == modes.default("cfg_value") and drawn["vox-max-len"]["value"] == MAX_LEN
+    seed = page.locator("#vox-seed input")
+    assert (seed.get_attribute("min"), seed.get_attribute("max")) == ("0", str(modes.PAGE_SEED_LIMIT - 1))
+
+
 def test_pcm_decoder_carries_odd_bytes(page):
     result = page.evaluate("""async () => {
-        const { PcmDecoder, toFloat32 } = await import('./voxcpm/static/pcm.js');
+        const { PcmDecoder, toFloat32 } = await import('./voxcpm/static/player/pcm.js');
         const values = [0, 1, -1, 32767, -32768, 12345, -23456, 7];
         const bytes = new Uint8Array(new Int16Array(values).buffer);
         const decoder = new PcmDecoder();
@@ -245,7 +262,7 @@ def test_pcm_decoder_carries_odd_bytes(page):
 def test_worklet_counts_an_underrun_and_recovers(page):
     # Feed the worklet directly: 0.1 s, a pause longer than that, then the rest.
     result = page.evaluate("""async () => {
-        const node = window.voxcpm.node, ctx = window.voxcpm.ctx;
+        const { node, ctx } = window.player.output;
         await ctx.resume();
         const seen = [];
         const listener = (e) => { if (e.data.id === 'probe') seen.push(e.data); };

@@ -14,6 +14,7 @@ from inference.model.tiny_checkpoint import write_tiny_checkpoint
 from ui import AppSettings
 
 from .app_helpers import BROWSER_FLAGS, CHROMIUM, serve
+from .page_handles import click_generate, take_handles
 
 if not os.environ.get("CI"):  # CI installs both (.ci/run); elsewhere, say why it did not run
     pytest.importorskip("playwright.sync_api", reason="pip install playwright")
@@ -42,18 +43,17 @@ def test_a_long_text_plays_to_the_end_gaplessly_and_shows_what_is_spoken(app):
         errors = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.goto(app.url + "/")
-        page.wait_for_selector("#vox-generate", timeout=60_000)
-        page.wait_for_function("window.voxcpm && window.voxcpm.ctx", timeout=30_000)
+        take_handles(page)
         page.locator("#vox-text textarea").fill(TEXT)
         page.locator("#vox-normalize input[type=checkbox]").check()
-        page.click("#vox-generate")
-        page.wait_for_function("window.voxcpm.run && window.voxcpm.run.server && "
-                               "window.voxcpm.run.server.segment_count", timeout=30_000)
+        click_generate(page)
+        page.wait_for_function("window.player.run && window.player.run.server && "
+                               "window.player.run.server.segment_count", timeout=30_000)
         page.wait_for_function("document.querySelector(\"#vox-panel [data-field=segment_label]\")"
                                ".textContent.startsWith('segment ')", timeout=30_000)
-        page.wait_for_function("window.voxcpm.run && ['finished', 'failed'].includes(window.voxcpm.run.state)",
+        page.wait_for_function("window.player.run && ['finished', 'failed'].includes(window.player.run.state)",
                                timeout=120_000)
-        run = page.evaluate("window.voxcpm.snapshot()")
+        run = page.evaluate("window.player.snapshot()")
         field = lambda name: page.locator(f"#vox-panel [data-field='{name}']").text_content()  # noqa: E731
         spoken, label, now = field("spoken_text"), field("segment_label"), field("now_speaking")
         browser.close()

@@ -1,5 +1,5 @@
 """The page's side of issue 5 in headless Chromium, with the tiny model: bad form values (what the
-Generate button hands window.voxcpm.generate) and bad clips (through Gradio's audio component and
+Generate button's hook hands the page, static/page/gradio.js) and bad clips (through Gradio's audio component and
 its handler) show the server's reason and run nothing; a failed request shows a clean message, no
 traceback or path, and the next run plays; with a token, the page is refused until the token link
 is opened once, then works."""
@@ -16,6 +16,7 @@ from ui import AppSettings
 from ui.page.layout import FIELDS
 
 from .app_helpers import BROWSER_FLAGS, CHROMIUM, serve, set_max_len
+from .page_handles import click_generate, take_handles
 from .test_robust_errors import FailOnce
 
 if not os.environ.get("CI"):  # CI installs both (.ci/run); elsewhere, say why it did not run
@@ -28,10 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 VOICE = ROOT / "assets" / "voices" / "guide_en.wav"
 VOICE_TEXT = "Welcome to the museum. Please keep your ticket with you while you visit the galleries."
 TOKEN = "browser-token-0123456789"
-DEFAULT = {"mode": "design", "text": "Hello world, this is a test.", "description": "", "clone_ref": "",
-           "clone_style": "", "ultimate_ref": "", "ultimate_transcript": "", "cfg_value": 2.0,
+DEFAULT = {"mode": "design", "text": "Hello world, this is a test.", "design_control": "", "cloning_ref": "",
+           "cloning_control": "", "ultimate_ref": "", "ultimate_transcript": "", "cfg_value": 2.0,
            "inference_timesteps": 4, "seed": 1, "random_seed": False, "max_len": 3,
-           "clone_audio": None, "ultimate_audio": None,  # the clip components (their file names)
+           "cloning_audio": None, "ultimate_audio": None,  # the clip components (Gradio's values of them)
            "normalize": False, "trim_silence": False}
 
 
@@ -55,8 +56,7 @@ def open_page(app, browser):
     page.errors = []
     page.on("pageerror", lambda exc: page.errors.append(str(exc)))
     page.goto(app.url + "/")
-    page.wait_for_selector("#vox-generate", timeout=60_000)
-    page.wait_for_function("window.voxcpm && window.voxcpm.ctx", timeout=30_000)
+    take_handles(page)
     return page
 
 
@@ -86,11 +86,11 @@ def clip_id(page) -> str:
 
 def generate(page, timeout_s: float = 60.0, **form) -> dict:
     values = {**DEFAULT, **form}
-    page.evaluate("([names, values]) => window.voxcpm.generate(names, values)",
+    page.evaluate("([names, values]) => window.gradio.generate(names, values)",
                   [FIELDS, [values[name] for name in FIELDS]])
-    page.wait_for_function("window.voxcpm.run && ['finished', 'failed'].includes(window.voxcpm.run.state)",
+    page.wait_for_function("window.player.run && ['finished', 'failed'].includes(window.player.run.state)",
                            timeout=timeout_s * 1000)
-    return page.evaluate("window.voxcpm.snapshot()")
+    return page.evaluate("window.player.snapshot()")
 
 
 def status(page) -> str:
@@ -111,7 +111,7 @@ BAD_FORMS = [
     ({"mode": "cloning"}, "needs a reference clip"),
     ({"mode": "ultimate", "ultimate_transcript": "Hello there."}, "needs a reference clip"),
     ({"mode": "ultimate", "ultimate_ref": "CLIP"}, "needs the exact transcript"),
-    ({"mode": "cloning", "clone_ref": "an-id-that-expired-long-ago"}, "expired or was never uploaded"),
+    ({"mode": "cloning", "cloning_ref": "an-id-that-expired-long-ago"}, "expired or was never uploaded"),
     ({"cfg_value": 10.5}, "cfg_value"),
     ({"cfg_value": "not a number"}, "cfg_value"),
     ({"inference_timesteps": 0}, "inference_timesteps"),
@@ -135,7 +135,7 @@ def test_bad_form_values_show_the_reason_and_run_nothing(app, page, clip_id, for
 
 def test_the_page_never_sends_a_style_instruction_in_ultimate_cloning(page, clip_id):
     run = generate(page, mode="ultimate", ultimate_ref=clip_id, ultimate_transcript=VOICE_TEXT,
-                   clone_style="Whispering", description="A deep voice")
+                   cloning_control="Whispering", design_control="A deep voice")
     assert "control" not in run["body"]
     assert run["state"] == "finished", run.get("error")
 
@@ -196,14 +196,13 @@ def test_with_a_token_the_page_needs_the_link_once(browser):
         assert "Access token needed" in page.content() and page.locator("#vox-generate").count() == 0
         page.goto(f"{running.url}/?token={TOKEN}")
         assert "token" not in page.url  # the redirect took it out of the address bar and history
-        page.wait_for_selector("#vox-generate", timeout=60_000)
-        page.wait_for_function("window.voxcpm && window.voxcpm.ctx", timeout=30_000)
+        take_handles(page)
         set_max_len(page, 3)
         page.fill("#vox-text textarea", "Hello world, this is a test.")
-        page.click("#vox-generate")
-        page.wait_for_function("window.voxcpm.run && ['finished', 'failed'].includes(window.voxcpm.run.state)",
+        click_generate(page)
+        page.wait_for_function("window.player.run && ['finished', 'failed'].includes(window.player.run.state)",
                                timeout=60_000)
-        run = page.evaluate("window.voxcpm.snapshot()")
+        run = page.evaluate("window.player.snapshot()")
         assert run["state"] == "finished" and run["played"] == run["samples"] > 0, run.get("error")
         context.close()
     finally:

@@ -16,6 +16,7 @@ from ui.page.examples import design_examples
 from ui.library.uploads import decode_audio
 
 from .app_helpers import BROWSER_FLAGS, CHROMIUM, assert_same_audio, expected_pcm, load_engine, serve, set_max_len
+from .page_handles import take_handles
 from .test_browser import _pick_example, _run, _wav
 
 MAX_LEN = 6
@@ -36,8 +37,7 @@ def app(tmp_path_factory):
 
 def _open(page, url: str):
     page.goto(url)
-    page.wait_for_selector("#vox-generate", timeout=60_000)
-    page.wait_for_function("window.voxcpm && window.voxcpm.ctx && window.voxcpmVoices", timeout=30_000)
+    take_handles(page)
     set_max_len(page, MAX_LEN)
 
 

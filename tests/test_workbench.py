@@ -23,6 +23,7 @@ from ui.http.frames import AUDIO, frame, json_frame
 
 from .app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, serve, set_max_len
 from .fixtures.frames import read_frames
+from .page_handles import click_generate, take_handles
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 PATCH = 7680
@@ -54,19 +55,20 @@ def page(app, tmp_path_factory):
 
 
 def _ready(page):
-    page.wait_for_selector("#vox-generate", timeout=60_000)
-    page.wait_for_function("window.voxcpm && window.voxcpm.ctx && window.voxcpm.workbench.view", timeout=30_000)
+    take_handles(page)
+    page.wait_for_function("window.workbench.view", timeout=30_000)
 
 
-def _take(page, text: str = "Hello world, this is a test.") -> dict:
-    page.fill("#vox-text textarea", text)
-    page.click("#vox-generate")
-    page.wait_for_function("window.voxcpm.run && ['finished', 'failed', 'stopped'].includes(window.voxcpm.run.state)"
-                           " && window.voxcpm.workbench.selected && window.voxcpm.workbench.selected.id === window.voxcpm.run.id",
+def _take(page, text: str | None = "Hello world, this is a test.") -> dict:
+    if text is not None:  # None: the text already in the form
+        page.fill("#vox-text textarea", text)
+    click_generate(page)
+    page.wait_for_function("window.player.run && ['finished', 'failed', 'stopped'].includes(window.player.run.state)"
+                           " && window.workbench.selected && window.workbench.selected.id === window.player.run.id",
                            timeout=60_000)
-    return page.evaluate("""() => { const t = window.voxcpm.workbench.selected;
-        return { ...t, pcm: Array.from(new Int16Array(t.pcm)), marks: window.voxcpm.workbench.view.marks('b-'),
-                 gaps: window.voxcpm.workbench.view.marks('u-'), run: window.voxcpm.snapshot() }; }""")
+    return page.evaluate("""() => { const t = window.workbench.selected;
+        return { ...t, pcm: Array.from(new Int16Array(t.pcm)), marks: window.workbench.view.marks('b-'),
+                 gaps: window.workbench.view.marks('u-'), run: window.player.snapshot() }; }""")
 
 
 def test_takes_survive_a_reload_with_marks_at_the_frame_offsets(page):
@@ -79,8 +81,8 @@ def test_takes_survive_a_reload_with_marks_at_the_frame_offsets(page):
         assert take["settings"]["seed"] == take["run"]["seed"] and len(take["pcm"]) == take["run"]["samples"]
     page.reload()
     _ready(page)
-    page.wait_for_function("window.voxcpm.workbench.takes.length >= 2")
-    ids = page.evaluate("window.voxcpm.workbench.takes.map((t) => t.id)")
+    page.wait_for_function("window.workbench.takes.length >= 2")
+    ids = page.evaluate("window.workbench.takes.map((t) => t.id)")
     assert ids[-2:] == [first["id"], second["id"]]
     rows = page.locator("#vox-workbench [data-take]")
     assert rows.count() == len(ids) and rows.first.get_attribute("data-take") == second["id"]  # newest first
@@ -89,12 +91,12 @@ def test_takes_survive_a_reload_with_marks_at_the_frame_offsets(page):
 
 def test_offline_render_difference_is_shown_and_ab_keeps_the_position(page):
     page.select_option("#vox-workbench [data-wb=b-source]", "offline")
-    page.wait_for_function("window.voxcpm.workbench.lastDifference", timeout=30_000)
-    d = page.evaluate("window.voxcpm.workbench.lastDifference")
+    page.wait_for_function("window.workbench.lastDifference", timeout=30_000)
+    d = page.evaluate("window.workbench.lastDifference")
     assert d["lengthA"] == d["lengthB"] and d["maxAbs"] <= 1 and d["snrDb"] > 60
     shown = page.locator("#vox-workbench [data-wb=diff]").inner_text()
     assert "offline render" in shown and "within the bound" in shown and re.search(r"SNR \d+\.\d dB", shown)
-    position = page.evaluate("""async () => { const v = window.voxcpm.workbench.view;
+    position = page.evaluate("""async () => { const v = window.workbench.view;
         v.switchTo('A', false); v.a.setTime(0.35); await v.a.play();
         await new Promise((r) => setTimeout(r, 150));
         const before = v.a.getCurrentTime(); v.switchTo('B'); const after = v.b.getCurrentTime();
@@ -110,25 +112,25 @@ def test_abx_records_answers(page):
     page.click("#vox-workbench [data-wb=abx-answer-a]")
     page.click("#vox-workbench [data-wb=abx-start]")
     page.click("#vox-workbench [data-wb=abx-answer-b]")
-    page.wait_for_function("window.voxcpm.workbench.selected.abx.length === 2")
-    trials = page.evaluate("window.voxcpm.workbench.selected.abx")
+    page.wait_for_function("window.workbench.selected.abx.length === 2")
+    trials = page.evaluate("window.workbench.selected.abx")
     assert [t["answer"] for t in trials] == ["A", "B"] and all(t["correct"] == (t["x"] == t["answer"]) for t in trials)
     right = sum(t["correct"] for t in trials)
     # The score line is redrawn after the answer is stored: wait for it rather than read it at once.
     page.wait_for_function("t => document.querySelector('#vox-workbench [data-wb=abx-score]').innerText.includes(t)",
                            arg=f"ABX: {right} of 2 correct", timeout=10_000)
-    stored = page.evaluate("""async () => (await window.voxcpm.workbench.store.list())
-        .find((t) => t.id === window.voxcpm.workbench.selected.id).abx.length""")
+    stored = page.evaluate("""async () => (await window.workbench.store.list())
+        .find((t) => t.id === window.workbench.selected.id).abx.length""")
     assert stored == 2
 
 
 def test_exports_reproduce_the_take(app, page):
-    take = page.evaluate("({ ...window.voxcpm.workbench.selected, pcm: null })")
-    pcm = np.asarray(page.evaluate("Array.from(new Int16Array(window.voxcpm.workbench.selected.pcm))"), np.int16)
+    take = page.evaluate("({ ...window.workbench.selected, pcm: null })")
+    pcm = np.asarray(page.evaluate("Array.from(new Int16Array(window.workbench.selected.pcm))"), np.int16)
     page.fill("#vox-workbench [data-wb=notes] ", "a click near 0.5 s?")
     page.locator("#vox-workbench [data-wb=notes]").dispatch_event("change")
     page.click("#vox-workbench [data-wb=copy]")
-    copied = page.evaluate("window.voxcpm.workbench.copied")
+    copied = page.evaluate("window.workbench.copied")
     report = json.loads(copied[:copied.index("\n\ncurl ")])
     assert report["settings"] == take["settings"] and report["figures"]["samples"] == pcm.size
     curl = copied[copied.index("\n\ncurl ") + 2:].split("\n")[0]
@@ -148,6 +150,32 @@ def test_exports_reproduce_the_take(app, page):
         assert z.read(next(n for n in names if n.endswith("-notes.txt"))) == b"a click near 0.5 s?"
         offline = sf.read(io.BytesIO(z.read(next(n for n in names if n.endswith("-offline.wav")))), dtype="int16")[0]
     assert offline.shape == pcm.shape and np.max(np.abs(offline.astype(int) - pcm)) <= 1
+
+
+def test_reuse_settings_puts_a_take_back_in_the_form_and_gives_it_again(page):
+    first = page.evaluate("window.workbench.takes[0].id")  # not the newest: its row is not the selected one
+    take = page.evaluate("id => window.workbench.takes.find((t) => t.id === id).settings", first)
+    # Move the form away from the take: another length, another tab and text, and the advanced
+    # settings closed (Gradio then need not have their sliders drawn).
+    set_max_len(page, 5)
+    page.get_by_text("Advanced settings").click()
+    page.get_by_role("tab", name="Controllable cloning").click()
+    page.fill("#vox-text textarea", "Something else entirely.")
+    page.click(f"#vox-workbench [data-take='{first}'] button[data-act=reuse]")
+    page.wait_for_function("t => document.querySelector('#vox-text textarea').value === t", arg=take["text"])
+    assert page.get_by_role("tab", name="Voice design").get_attribute("aria-selected") == "true"
+    again = _take(page, text=None)
+    body = again["run"]["body"]
+    assert body["mode"] == "design" and body["text"] == take["text"] and body["seed"] == int(take["seed"])
+    for name in ("cfg_value", "inference_timesteps", "max_len"):
+        assert body[name] == take[name], name
+    pcm = page.evaluate("id => Array.from(new Int16Array(window.workbench.takes.find((t) => t.id === id).pcm))", first)
+    assert again["pcm"] == pcm  # the same settings and seed: the same samples
+    page.get_by_text("Advanced settings").click()  # open again: the values Gradio was handed are drawn
+    max_len, random_seed = page.locator("#vox-max-len input[type=number]"), page.locator("#vox-random-seed input")
+    max_len.wait_for()
+    assert max_len.input_value() == str(take["max_len"]) and not random_seed.is_checked()
+    random_seed.check()  # as the other tests found it
 
 
 def _download(page, button: str) -> Path:
@@ -180,7 +208,7 @@ def test_an_injected_discontinuity_is_flagged(page):
     # The shifted patch's start, and its end unless it was the last patch.
     assert flagged == [3 * PATCH, 4 * PATCH][: 1 + (take["figures"]["patches"] > 4)]
     assert take["figures"]["flagged_boundaries"] == len(flagged) and take["marks"] == [b["offset"] for b in take["boundaries"]][1:]
-    red = page.evaluate("window.voxcpm.workbench.view.regions.getRegions().filter((r) => r.color === '#c62828').length")
+    red = page.evaluate("window.workbench.view.regions.getRegions().filter((r) => r.color === '#c62828').length")
     assert red == len(flagged)  # drawn in red on the waveform
     text = page.locator("#vox-workbench [data-wb=boundaries]").inner_text()
     assert f"{len(flagged)} flagged" in text and f"{3 * PATCH / 48:.0f} ms" in text

@@ -2,7 +2,7 @@
 for: fades at the start, around an underrun (also one that falls exactly on a block boundary, as
 whole patches do) and none at the end of a stream; played and underrun counts; silence between
 streams. The browser tests check the same player end to end but cannot read its output samples. And the
-framed-stream reader (static/frames.js) on bodies written by ui/http/frames.py, split anywhere,
+framed-stream reader (static/player/frames.js) on bodies written by ui/http/frames.py, split anywhere,
 truncated or malformed."""
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ BLOCK, PREBUFFER, FADE = 128, 256, 64  # the harness's options (tests/worklet_ha
 
 
 def run(*steps: dict) -> tuple[np.ndarray, list[dict]]:
-    done = subprocess.run([NODE, str(ROOT / "tests" / "worklet_harness.mjs"), str(ROOT / "static" / "pcm-worklet.js"),
+    done = subprocess.run([NODE, str(ROOT / "tests" / "worklet_harness.mjs"), str(ROOT / "static" / "player" / "pcm-worklet.js"),
                            json.dumps([{"reset": "probe"}, *steps])], capture_output=True, text=True, timeout=60,
                           check=True)
     result = json.loads(done.stdout)
@@ -85,9 +85,9 @@ def test_a_reset_silences_at_once_and_forgets_the_stream():
     assert after and after[-1]["played"] == 0 and after[-1]["buffered"] == 0
 
 
-# -- the page's reader of the framed stream (static/frames.js), against ui/http/frames.py's writer ---------
+# -- the page's reader of the framed stream (static/player/frames.js), against ui/http/frames.py's writer ---------
 def parse_in_node(body: bytes, sizes: list[int]) -> dict:
-    done = subprocess.run([NODE, str(ROOT / "tests" / "frames_harness.mjs"), str(ROOT / "static" / "frames.js"),
+    done = subprocess.run([NODE, str(ROOT / "tests" / "frames_harness.mjs"), str(ROOT / "static" / "player" / "frames.js"),
                            base64.b64encode(body).decode(), json.dumps(sizes)], capture_output=True, text=True,
                           timeout=60, check=True)
     return json.loads(done.stdout)

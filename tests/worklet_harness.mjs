@@ -1,4 +1,4 @@
-// Runs static/pcm-worklet.js outside a browser, block by block, so tests can read every output
+// Runs static/player/pcm-worklet.js outside a browser, block by block, so tests can read every output
 // sample: the AudioWorklet globals are stood in for, then a scenario of pushes and blocks runs.
 // Usage: node worklet_harness.mjs <worklet.js> '<scenario JSON>'; prints {blocks, messages}.
 import { readFileSync } from 'node:fs';

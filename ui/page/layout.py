@@ -1,11 +1,14 @@
 """The Gradio page: three modes, advanced settings, Generate/Stop, and the player panel.
 
-Generation does not go through a Gradio event: the buttons call the page's player (static/app.js),
-which streams PCM from the HTTP route. The only Python handlers here turn an uploaded or recorded
-clip into a server-side id, so the audio crosses the network once.
+Generation does not go through a Gradio event's server side: the buttons' js= hooks hand the form
+to the page's player (static/page/gradio.js, the page's one adapter to Gradio), which streams PCM
+from the HTTP route. The only Python handlers here turn an uploaded or recorded clip into a
+server-side id, so the audio crosses the network once. The modes' titles and help and every
+setting's range, default, label and help come from the spec, inference/request/modes.py.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 
@@ -13,6 +16,7 @@ import gradio as gr
 from gradio.utils import get_upload_folder as gradio_upload_folder
 
 from inference.errors import InputError
+from inference.request import modes
 
 from .examples import cloning_examples, design_examples, example_clip, ultimate_examples
 from .panel import panel_html
@@ -22,10 +26,15 @@ from .voice_panel import VOICE_PICKER, voice_panel_html
 
 log = logging.getLogger("voxcpm.ui")
 
-# The order in which the Generate button hands the form's values to window.voxcpm.generate.
-FIELDS = ["mode", "text", "description", "clone_ref", "clone_style", "ultimate_ref", "ultimate_transcript",
-          "cfg_value", "inference_timesteps", "seed", "random_seed", "max_len", "clone_audio", "ultimate_audio",
+# The form's fields in the order the Generate hook hands their values to the page. A mode's inputs are
+# named <mode>_control, <mode>_ref (its clip's id), <mode>_audio and <mode>_transcript, which is how
+# static/player/request.js finds what the spec says the mode reads.
+FIELDS = ["mode", "text", "design_control", "cloning_ref", "cloning_control", "ultimate_ref", "ultimate_transcript",
+          "cfg_value", "inference_timesteps", "seed", "random_seed", "max_len", "cloning_audio", "ultimate_audio",
           "normalize", "trim_silence"]
+FILLED = [name for name in FIELDS if not name.endswith("_audio")]  # what Re-use settings may set back
+# The adapter module, where the page's module script (ui/server.py) finds it, relative to the page.
+ADAPTER = "voxcpm/static/page/gradio.js"
 
 INTRO = """# VoxCPM2 streaming demo
 Speech starts playing while it is generated: the audio streams into a gapless AudioWorklet player,
@@ -51,10 +60,27 @@ def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, n
                 gr.HTML(panel_html(sample_rate, prebuffer_ms), js_on_load=None, elem_id="vox-panel-box")
         gr.HTML(workbench_html(), js_on_load=None, elem_id="vox-workbench-box")
         gr.HTML(http_routes_html(), js_on_load=None, elem_id="vox-http-box")
-        generate.click(None, inputs=[form[name] for name in FIELDS], outputs=None,
-                       js=f"(...values) => window.voxcpm.generate({json.dumps(FIELDS)}, values)")
-        stop.click(None, js="() => window.voxcpm.stop()")
+        _hooks(form, generate, stop)
     return demo
+
+
+def hook(call: str, params: str = "") -> str:
+    """A js= hook that calls `call` in the adapter module (static/page/gradio.js). It imports the
+    module by the URL the page's own module script resolves it to, so it reaches that same
+    instance: no window global. Gradio awaits the promise and sets the event's outputs from it."""
+    return (f"({params}) => import(new URL({json.dumps(ADAPTER)}, document.baseURI).href)"
+            f".then((gradio) => gradio.{call})")
+
+
+def _hooks(form: dict, generate: gr.Button, stop: gr.Button):
+    generate.click(None, inputs=[form[name] for name in FIELDS], outputs=None,
+                   js=hook(f"generate({json.dumps(FIELDS)}, values)", "...values"))
+    stop.click(None, js=hook("stop()"))
+    # Re-use settings (the workbench) puts a take's settings back through this hidden button's hook,
+    # so Gradio sets them even in a closed accordion or a tab not drawn yet.
+    fill = gr.Button("Fill the form", visible="hidden", elem_id="vox-fill")
+    filled = [form[name] for name in FILLED]
+    fill.click(None, inputs=filled, outputs=filled, js=hook(f"filled({json.dumps(FILLED)}, values)", "...values"))
 
 
 def _form(clips: UploadStore, max_text_chars: int) -> dict:
@@ -74,40 +100,42 @@ def _form(clips: UploadStore, max_text_chars: int) -> dict:
     return form
 
 
-def _select_mode(tab: gr.Tab, mode: str, form: dict):
-    # Tab clicks only set a hidden value in the page: no round trip to the server.
-    tab.select(None, outputs=form["mode"], js=f"() => {json.dumps(mode)}")
+@contextlib.contextmanager
+def _mode_tab(name: str, form: dict):
+    """A mode's tab, titled and explained as the spec says. Selecting it only sets the hidden mode
+    field in the page: no round trip to the server."""
+    mode = modes.MODES[name]
+    with gr.Tab(mode.title, id=name, elem_id=f"vox-tab-{name}") as tab:
+        gr.Markdown(mode.help)
+        yield tab
+    tab.select(None, outputs=form["mode"], js=f"() => {json.dumps(name)}")
 
 
 def _design_tab(form: dict):
-    with gr.Tab("Voice design", id="design", elem_id="vox-tab-design") as tab:
-        form["description"] = gr.Textbox(label="Voice description", lines=2, elem_id="vox-description",
-                                         placeholder="e.g. A warm, slightly husky female voice, speaking slowly")
-        gr.Examples(design_examples(), [form["text"], form["description"]], label="Examples")
-    _select_mode(tab, "design", form)
+    with _mode_tab("design", form):
+        form["design_control"] = gr.Textbox(label="Voice description", lines=2, elem_id="vox-description",
+                                            placeholder="e.g. A warm, slightly husky female voice, speaking slowly")
+        gr.Examples(design_examples(), [form["text"], form["design_control"]], label="Examples")
 
 
 def _cloning_tab(form: dict, clips: UploadStore):
-    with gr.Tab("Controllable cloning", id="cloning", elem_id="vox-tab-cloning") as tab:
+    with _mode_tab("cloning", form):
         gr.HTML(VOICE_PICKER.format(mode="cloning"), elem_id="vox-cloning-voice")
-        audio, form["clone_ref"] = _clip_input(clips, "clone")
-        form["clone_audio"] = audio  # its file name goes into the take's settings
-        form["clone_style"] = gr.Textbox(label="Style instruction (optional)", elem_id="vox-clone-style",
-                                         placeholder="e.g. Whispering, a little out of breath")
-        gr.Examples(cloning_examples(), [form["text"], audio, form["clone_style"]], label="Examples")
-    _select_mode(tab, "cloning", form)
+        audio, form["cloning_ref"] = _clip_input(clips, "clone")
+        form["cloning_audio"] = audio  # its file name goes into the take's settings
+        form["cloning_control"] = gr.Textbox(label="Style instruction (optional)", elem_id="vox-clone-style",
+                                             placeholder="e.g. Whispering, a little out of breath")
+        gr.Examples(cloning_examples(), [form["text"], audio, form["cloning_control"]], label="Examples")
 
 
 def _ultimate_tab(form: dict, clips: UploadStore):
-    with gr.Tab("Ultimate cloning", id="ultimate", elem_id="vox-tab-ultimate") as tab:
-        gr.Markdown("Continues straight on from the clip: give its exact transcript. No style instruction here.")
+    with _mode_tab("ultimate", form):
         gr.HTML(VOICE_PICKER.format(mode="ultimate"), elem_id="vox-ultimate-voice")
         audio, form["ultimate_ref"] = _clip_input(clips, "ultimate")
         form["ultimate_audio"] = audio
         form["ultimate_transcript"] = gr.Textbox(label="Exact transcript of the clip", lines=2,
                                                  elem_id="vox-ultimate-transcript")
         gr.Examples(ultimate_examples(), [form["text"], audio, form["ultimate_transcript"]], label="Examples")
-    _select_mode(tab, "ultimate", form)
 
 
 def _clip_input(clips: UploadStore, name: str) -> tuple[gr.Audio, gr.Textbox]:
@@ -117,7 +145,7 @@ def _clip_input(clips: UploadStore, name: str) -> tuple[gr.Audio, gr.Textbox]:
     note = gr.Markdown(elem_id=f"vox-{name}-note")
     # Forget the old id in the page at once, so a quick Generate cannot use the previous clip; and
     # an error the panel shows about the clip is stale once a new one is given.
-    audio.change(None, outputs=clip_id, js="() => { window.voxcpm && window.voxcpm.clipChanged(); return ''; }")
+    audio.change(None, outputs=clip_id, js=hook("clipChanged()"))
 
     def store(path: str | None, request: gr.Request) -> tuple[str, str]:
         address = request.client.host if request is not None and request.client else None
@@ -152,17 +180,30 @@ def register_clip(clips: UploadStore, path: str | None, upload_root: str | None 
 def _advanced() -> dict:
     with gr.Accordion("Advanced settings", open=False, elem_id="vox-advanced"):
         with gr.Row():
-            cfg = gr.Slider(0.0, 10.0, value=2.0, step=0.1, label="CFG (guidance strength)", elem_id="vox-cfg")
-            steps = gr.Slider(1, 50, value=10, step=1, label="Timesteps (diffusion steps per patch)",
-                              elem_id="vox-steps")
+            cfg = _slider("cfg_value", "vox-cfg")
+            steps = _slider("inference_timesteps", "vox-steps")
         with gr.Row():
             random_seed = gr.Checkbox(True, label="Random seed", elem_id="vox-random-seed")
-            seed = gr.Number(0, label="Seed (used when random is off)", precision=0, minimum=0,
-                             elem_id="vox-seed")
-            max_len = gr.Slider(1, 4096, value=4096, step=1, label="Maximum length (patches of 0.16 s)",
-                                elem_id="vox-max-len")
+            seed = _seed()
+            max_len = _slider("max_len", "vox-max-len")
         # Off by default: a clean clip needs nothing, and editing the user's audio should be asked for.
         trim = gr.Checkbox(False, label="Cloning: trim the silence at the clip's ends (voice activity detection)",
                            elem_id="vox-trim-silence")
     return {"cfg_value": cfg, "inference_timesteps": steps, "seed": seed, "random_seed": random_seed,
             "max_len": max_len, "trim_silence": trim}
+
+
+def _slider(name: str, elem_id: str) -> gr.Slider:
+    """A setting as the spec states it; the slider stops at its page_high where it has one."""
+    s = modes.SETTINGS[name]
+    high = s.high if s.page_high is None else s.page_high
+    return gr.Slider(s.low, high, value=s.default, step=s.step, label=s.label, info=s.help, elem_id=elem_id)
+
+
+def _seed() -> gr.Number:
+    """The spec's default (none: drawn at random) is the Random seed box, ticked; this box starts at
+    the lowest seed and stops below PAGE_SEED_LIMIT: the page's numbers are JavaScript's, exact only
+    to 2**53."""
+    s = modes.SETTINGS["seed"]
+    return gr.Number(s.low, label=s.label, info=s.help, precision=0, minimum=s.low, step=s.step,
+                     maximum=modes.PAGE_SEED_LIMIT - 1, elem_id="vox-seed")

@@ -1,5 +1,5 @@
 """Markup of the player panel: status, live metrics (each saying what it includes), speed bar,
-and the WAV offered after the stream. static/panel.js fills it in; nothing here runs."""
+and the WAV offered after the stream. static/player/panel.js fills it in; nothing here runs."""
 from __future__ import annotations
 
 import html

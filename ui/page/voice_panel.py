@@ -1,5 +1,5 @@
 """Markup of the voice library: save the current clip or the last take under a name, and the list
-of saved voices (play, rename, delete). static/voices.js fills it in and drives it; the cloning
+of saved voices (play, rename, delete). static/voices/voices.js fills it in and drives it; the cloning
 tabs get a saved-voice picker from the same script (VOICE_PICKER)."""
 from __future__ import annotations
 

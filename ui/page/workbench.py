@@ -1,7 +1,7 @@
 """Markup of the listening-QA workbench below the player: the take list, one take's waveform,
 timeline and spectrogram, A/B and ABX, boundary check, notes and exports; and the list of HTTP
-routes shown instead of Gradio's "Use via API" page (which has none of ours). static/workbench.js
-fills it in; nothing here runs."""
+routes shown instead of Gradio's "Use via API" page (which has none of ours).
+static/workbench/workbench.js fills it in; nothing here runs."""
 from __future__ import annotations
 
 import html
@@ -14,12 +14,13 @@ HTTP_ROUTES = [
     ("GET", "/voxcpm/jobs/{id}", "a request's state, outcome and server figures"),
     ("GET", "/voxcpm/jobs/{id}/offline.wav", "the offline render of a finished request (whole-sequence VAE decode)"),
     ("POST", "/voxcpm/jobs/{id}/cancel", "stop a request"),
+    ("GET", "/voxcpm/spec", "the modes and every request setting with its range, default and help"),
     ("GET", "/voxcpm/health", "200 when serving, 503 while loading"),
 ]
 
 
 def workbench_html() -> str:
-    return """
+    return f"""
 <section id="vox-workbench" aria-labelledby="vox-wb-title">
   <h2 id="vox-wb-title">Listening QA</h2>
   <p class="vox-wb-intro">Every take is kept in this browser (it survives a reload) with its settings and figures.
@@ -29,7 +30,13 @@ def workbench_html() -> str:
     <button type="button" class="vox-wb-button" data-wb="clear">Clear all takes</button>
     <span data-wb="message" role="status" aria-live="polite"></span></div>
   <ol class="vox-wb-takes" data-wb="list" aria-label="Takes, newest first"></ol>
-  <div class="vox-wb-view" data-wb="view" hidden>
+  {_take_view()}
+</section>"""
+
+
+def _take_view() -> str:
+    """One take on screen: its facts, waveform, timeline, spectrogram, B, ABX, boundaries, notes, exports."""
+    return """<div class="vox-wb-view" data-wb="view" hidden>
     <div class="vox-wb-head" data-wb="head"></div>
     <div class="vox-wb-controls">
       <button type="button" class="vox-wb-button" data-wb="play">Play</button>
@@ -60,8 +67,7 @@ def workbench_html() -> str:
       <button type="button" class="vox-wb-button" data-wb="copy">Copy take (JSON + curl)</button>
       <button type="button" class="vox-wb-button" data-wb="wav">Download WAV (with settings)</button>
       <button type="button" class="vox-wb-button" data-wb="bundle">Download bundle (zip)</button></div>
-  </div>
-</section>"""
+  </div>"""
 
 
 def http_routes_html() -> str:

@@ -1,23 +1,30 @@
 // The voice library in the page (ui/page/voice_panel.py): lists the saved voices, plays, renames and
 // deletes them, saves the current clip or the last take, and fills the saved-voice picker of each
-// cloning tab. static/app.js asks picked(mode) which voice a request should use.
+// cloning tab. static/app.js asks pickedVoice(mode) which voice a request should use.
 
-import { errorText } from './http.js';
-import { wavBlob } from './pcm.js';
-
-const API = new URL('../', import.meta.url); // .../voxcpm/
+import { drawn, fieldValue } from '../page/gradio.js';
+import { errorText, route } from '../player/http.js';
+import { wavBlob } from '../player/pcm.js';
+import { arrivedTake } from '../player/player.js';
+import { spec } from '../player/spec.js';
 
 class VoiceLibraryUI {
   constructor() {
     this.voices = [];
     this.writable = false;
     this.available = true;
-    this.picks = { cloning: '', ultimate: '' }; // the picker's choice per tab, kept across re-renders
-    // Until every part is on the page; then the observer goes, so the player's panel updates cost nothing here.
-    this.observer = new MutationObserver(() => this.mount());
-    this.observer.observe(document.body, { childList: true, subtree: true });
-    this.mount();
+    this.picks = {}; // mode -> the picker's choice, kept across re-renders
+  }
+
+  // Each part is wired when Gradio first draws it: a tab's picker only once the tab is opened.
+  start() {
+    drawn('#vox-voices').then((root) => this.wireLibrary(root));
     this.refresh();
+    spec().then((modes) => {
+      for (const mode of Object.values(modes.modes).filter((m) => m.clip)) {
+        drawn(`.vox-voice-pick[data-mode="${mode.name}"]`).then((box) => this.wirePicker(box));
+      }
+    }).catch((err) => console.warn('voxcpm: the saved-voice pickers need the spec', err));
   }
 
   picked(mode) {
@@ -25,28 +32,23 @@ class VoiceLibraryUI {
     return this.voices.some((v) => v.name === name) ? name : '';
   }
 
-  // Gradio renders blocks when it likes: wire each part the first time it appears.
-  mount() {
-    const root = document.getElementById('vox-voices');
-    if (root && !root.dataset.wired) {
-      root.dataset.wired = '1';
-      root.querySelector('.vox-save-clip').addEventListener('click', () => this.saveClip());
-      root.querySelector('.vox-save-take').addEventListener('click', () => this.saveTake());
-      root.querySelector('.vox-voices-list').addEventListener('click', (event) => this.onListClick(event));
-      this.render();
-    }
-    document.querySelectorAll('.vox-voice-pick:not([data-wired])').forEach((box) => {
-      box.dataset.wired = '1';
-      box.innerHTML = '<label>Saved voice <select class="vox-voice-select"></select></label>';
-      box.querySelector('select').addEventListener('change', (event) => { this.picks[box.dataset.mode] = event.target.value; });
-      this.fillPicker(box);
-    });
-    const wired = document.querySelectorAll('#vox-voices[data-wired], .vox-voice-pick[data-wired]').length;
-    if (wired === 3) this.observer.disconnect();
+  wireLibrary(root) {
+    root.dataset.wired = '1';
+    root.querySelector('.vox-save-clip').addEventListener('click', () => this.saveClip());
+    root.querySelector('.vox-save-take').addEventListener('click', () => this.saveTake());
+    root.querySelector('.vox-voices-list').addEventListener('click', (event) => this.onListClick(event));
+    this.render();
+  }
+
+  wirePicker(box) {
+    box.dataset.wired = '1';
+    box.innerHTML = '<label>Saved voice <select class="vox-voice-select"></select></label>';
+    box.querySelector('select').addEventListener('change', (event) => { this.picks[box.dataset.mode] = event.target.value; });
+    this.fillPicker(box);
   }
 
   async refresh() {
-    const response = await fetch(new URL('voices', API), { cache: 'no-store' }).catch(() => null);
+    const response = await fetch(route('voices'), { cache: 'no-store' }).catch(() => null);
     if (!response || !response.ok) {
       this.available = false;
       this.voices = [];
@@ -59,7 +61,7 @@ class VoiceLibraryUI {
 
   render() {
     document.querySelectorAll('.vox-voice-pick[data-wired]').forEach((box) => this.fillPicker(box));
-    const root = document.getElementById('vox-voices');
+    const root = document.querySelector('#vox-voices[data-wired]');
     if (!root) return;
     root.querySelectorAll('button.vox-save-clip, button.vox-save-take, .vox-voice-name').forEach((el) => {
       el.disabled = !this.available || !this.writable;
@@ -80,7 +82,7 @@ class VoiceLibraryUI {
     const audio = document.createElement('audio');
     audio.controls = true;
     audio.preload = 'none';
-    audio.src = new URL(`voices/${encodeURIComponent(voice.name)}/audio`, API);
+    audio.src = route(`voices/${encodeURIComponent(voice.name)}/audio`);
     li.append(title, audio);
     if (this.writable) {
       for (const [action, label] of [['rename', 'Rename'], ['delete', 'Delete']]) {
@@ -112,22 +114,22 @@ class VoiceLibraryUI {
 
   // The clip of the cloning tab in use (its server-side id) and, in ultimate cloning, its transcript.
   async saveClip() {
-    const mode = fieldValue('vox-mode');
-    const tab = mode === 'ultimate' ? 'ultimate' : 'clone';
-    const clipId = fieldValue(`vox-${tab}-ref`);
-    if (mode === 'design' || !clipId) return this.status('Upload or record a clip in a cloning tab first.', 'error');
-    const transcript = mode === 'ultimate' ? fieldValue('vox-ultimate-transcript') : null;
+    const name = fieldValue('mode');
+    const mode = (await spec()).modes[name];
+    const clipId = mode?.clip ? fieldValue(`${name}_ref`) : '';
+    if (!clipId) return this.status('Upload or record a clip in a cloning tab first.', 'error');
+    const transcript = mode.transcript ? fieldValue(`${name}_transcript`) : null;
     await this.save({ name: this.newName(), clip_id: clipId, transcript: transcript || null });
   }
 
   // The last take, as the WAV the player offers, with its text as the transcript.
   async saveTake() {
-    const run = window.voxcpm && window.voxcpm.run;
-    if (!run || !run.samples || !['finished', 'received', 'stopped'].includes(run.state)) {
+    const run = arrivedTake();
+    if (!run) {
       return this.status('Generate something first: the last take is saved once it has arrived.', 'error');
     }
     this.status('Uploading the take…');
-    const upload = await fetch(new URL('upload', API), { method: 'POST', body: wavBlob(run.chunks, run.sampleRate) });
+    const upload = await fetch(route('upload'), { method: 'POST', body: wavBlob(run.chunks, run.sampleRate) });
     if (!upload.ok) return this.status(`Not saved: ${await errorText(upload)}`, 'error');
     const { id } = await upload.json();
     await this.save({ name: this.newName(), clip_id: id, transcript: run.body.text });
@@ -135,7 +137,7 @@ class VoiceLibraryUI {
 
   async save(body) {
     this.status(`Saving “${body.name}” (the clip is encoded once, now)…`);
-    const response = await fetch(new URL('voices', API), {
+    const response = await fetch(route('voices'), {
       method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
     });
     if (!response.ok) return this.status(`Not saved: ${await errorText(response)}`, 'error');
@@ -148,7 +150,7 @@ class VoiceLibraryUI {
     const button = event.target.closest('button[data-action]');
     if (!button) return;
     const name = button.closest('li').dataset.name;
-    const url = new URL(`voices/${encodeURIComponent(name)}`, API);
+    const url = route(`voices/${encodeURIComponent(name)}`);
     let response;
     if (button.dataset.action === 'delete') {
       if (!window.confirm(`Delete the voice “${name}”?`)) return;
@@ -163,9 +165,9 @@ class VoiceLibraryUI {
   }
 }
 
-function fieldValue(id) {
-  const el = document.querySelector(`#${id} textarea, #${id} input`);
-  return el ? el.value.trim() : '';
-}
+export const voices = new VoiceLibraryUI();
 
-window.voxcpmVoices = new VoiceLibraryUI();
+// The saved voice picked in the tab of `mode` ('' for the clip there).
+export function pickedVoice(mode) {
+  return voices.picked(mode);
+}

@@ -1,8 +1,8 @@
 // What a take leaves the page as: a JSON report, a curl command that asks the server for the same
 // samples, a WAV whose RIFF INFO chunk carries the settings, and a zip bundle of it all.
 
-import { wavBlob } from './pcm.js';
-import { zipSync, strToU8 } from './vendor/fflate/fflate.esm.js';
+import { wavBlob } from '../player/pcm.js';
+import { zipSync, strToU8 } from '../vendor/fflate/fflate.esm.js';
 
 const SOFTWARE = 'VoxCPM2 streaming demo';
 

@@ -1,5 +1,6 @@
 // The live metrics panel: every figure is written here, on every chunk and every worklet report.
-// The markup (with what each figure includes) is in ui/page/panel.py; this file only fills it in.
+// The markup (with what each figure includes) is in ui/page/panel.py; this file only fills it in,
+// finding it by its id each time (it is drawn when Gradio draws the page).
 
 const dash = '–';
 const ms = (v) => (v == null ? dash : `${Math.round(v)} ms`);
@@ -7,12 +8,13 @@ const ratio = (v) => (v == null || !isFinite(v) ? dash : v.toFixed(3));
 const secs = (samples, rate) => `${(samples / rate).toFixed(2)} s`;
 
 export class Panel {
-  constructor(root) {
-    this.root = root;
+  constructor(id) {
+    this.id = id;
   }
 
   field(name) {
-    return this.root ? this.root.querySelector(`[data-field="${name}"]`) : null;
+    const root = document.getElementById(this.id);
+    return root ? root.querySelector(`[data-field="${name}"]`) : null;
   }
 
   set(name, text) {

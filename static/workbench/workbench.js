@@ -1,63 +1,41 @@
-// The listening-QA workbench: every take kept (IndexedDB, static/takes.js) with its samples,
-// settings and figures; one take at a time on screen (static/waveview.js) with its boundary
-// scores, A/B against another take or its offline render, blind ABX, notes and exports.
+// The listening-QA workbench: every take kept (IndexedDB, static/workbench/takes.js) with its
+// samples, settings and figures; one take at a time on screen (static/workbench/waveview.js) with its
+// boundary scores, A/B against another take or its offline render, blind ABX, notes and exports.
 
-import { FLAG_THRESHOLD, boundaryScores, describeDifference, difference } from './analysis.js';
+import { FLAG_THRESHOLD, describeDifference, difference } from './analysis.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
-import { readWav } from './pcm.js';
+import { summary, takeRow } from './rows.js';
+import { formOfTake, takeOf } from './take.js';
 import { MAX_BYTES, TakeStore, totalBytes } from './takes.js';
 import { WaveView } from './waveview.js';
+import { drawn, fillForm } from '../page/gradio.js';
+import { route } from '../player/http.js';
+import { readWav } from '../player/pcm.js';
+import { spec } from '../player/spec.js';
 
-const API = new URL('../', import.meta.url);
 const SNR_BOUND_DB = 50; // stream == offline up to float rounding (float32 VAE: 56.7 dB on an H200, >100 dB on CPU; bench/RESULTS.md)
 
-// A finished, stopped or failed run as a take: its samples, what was asked, what was measured.
-export function takeOf(run, n) {
-  const pcm = new Int16Array(run.samples);
-  let at = 0;
-  for (const c of run.chunks) { pcm.set(c, at); at += c.length; }
-  const offsets = run.boundaries.map((b) => b.offset);
-  const scores = boundaryScores(pcm, offsets);
-  const final = run.final || {};
-  const b = run.body;
-  const rate = run.sampleRate;
-  return {
-    id: run.id, n, created: new Date().toISOString(), sampleRate: rate, pcm: pcm.buffer, body: b, outcome: run.state,
-    status: run.error || '', notes: '', abx: [], boundaries: run.boundaries, scores,
-    settings: { mode: b.mode, text: b.text, text_as_spoken: final.spoken_text ?? b.text, control: b.control ?? null,
-      prompt_text: b.prompt_text ?? null, clip_name: run.clip ?? null, reference_id: b.reference_id ?? null,
-      seed: run.seed, cfg_value: b.cfg_value, inference_timesteps: b.inference_timesteps, max_len: b.max_len,
-      model: final.model ?? null, revision: final.revision ?? null, app_version: final.app_version ?? null },
-    figures: { first_byte_ms: run.firstByteAt == null ? null : run.firstByteAt - run.t0,
-      first_sound_ms: run.audibleAt == null ? null : run.audibleAt - run.t0 + run.outputLatencyMs,
-      server_first_patch_ms: final.ttfp_s == null ? null : final.ttfp_s * 1000, server_rtf: run.serverRtf(),
-      client_rtf: run.clientRtf(), patches: run.boundaries.length, samples: run.samples, seconds: run.samples / rate,
-      underruns: run.underruns, gap_ms: run.gapMs(),
-      underrun_times: run.underrunTimes.map((u) => ({ at_samples: u.at, at_ms: (u.at / rate) * 1000, gap_ms: u.gapMs })),
-      flagged_boundaries: scores.filter((s) => s.flagged).length, flag_threshold: FLAG_THRESHOLD },
-  };
-}
-
 export class Workbench {
-  constructor(app) {
-    this.app = app;
+  constructor() {
+    this.root = null;
     this.store = new TakeStore();
     this.takes = [];
     this.selected = null;
     this.offline = new Map(); // take id -> {pcm, wav} of its offline render, fetched on demand
-    this.ready = document.readyState === 'loading'
-      ? new Promise((r) => document.addEventListener('DOMContentLoaded', r)).then(() => this.load()) : this.load();
+    this.ready = null;
+  }
+
+  start() {
+    this.ready = this.load();
   }
 
   el(name) {
     return this.root && this.root.querySelector(`[data-wb="${name}"]`);
   }
 
-  // Gradio renders the markup after this module runs: wait for it, then wire it and list the takes.
+  // The markup is drawn when Gradio draws the page: then wire it and list the takes.
   async load() {
-    for (let i = 0; i < 600 && !document.getElementById('vox-workbench'); i++) await new Promise((r) => setTimeout(r, 100));
-    this.root = document.getElementById('vox-workbench');
-    if (!this.root) return;
+    this.root = await drawn('#vox-workbench');
     this.view = new WaveView(this.root);
     this.wire();
     this.takes = await this.store.list();
@@ -84,7 +62,8 @@ export class Workbench {
     });
   }
 
-  async add(run) {
+  // busy(): whether a newer take is on its way or playing.
+  async add(run, busy) {
     await this.ready;
     if (!run.samples || !this.root) return;
     const take = takeOf(run, (this.takes.at(-1)?.n ?? 0) + 1);
@@ -92,14 +71,14 @@ export class Workbench {
     this.takes = this.takes.filter((t) => !evicted.includes(t.id)).concat(take);
     this.render();
     // Drawing a take costs the main thread time that a newer stream's player needs: only when idle.
-    if (!this.app.live()) await this.select(take.id);
+    if (!busy()) await this.select(take.id);
   }
 
   async act(what, id) {
     const take = this.takes.find((t) => t.id === id);
     if (what === 'select') return this.select(id);
     if (what === 'as-b') { this.el('b-source').value = id; return this.compare(); }
-    if (what === 'reuse') return reuse(take);
+    if (what === 'reuse') return fillForm(formOfTake(take, (await spec()).modes[take.settings.mode]));
     if (what === 'delete') {
       await this.store.remove(id);
       this.takes = this.takes.filter((t) => t.id !== id);
@@ -127,7 +106,7 @@ export class Workbench {
 
   async offlineOf(take, quiet = false) {
     if (!this.offline.has(take.id)) {
-      const response = await fetch(new URL(`jobs/${take.id}/offline.wav`, API), { cache: 'no-store' });
+      const response = await fetch(route(`jobs/${take.id}/offline.wav`), { cache: 'no-store' });
       if (!response.ok) {
         if (quiet) return null;
         const why = await response.json().catch(() => ({}));
@@ -249,72 +228,9 @@ export class Workbench {
   }
 }
 
-function takeRow(t, selected) {
-  const li = document.createElement('li');
-  li.dataset.take = t.id;
-  li.className = selected ? 'vox-take selected' : 'vox-take';
-  const f = t.figures;
-  const state = t.outcome === 'failed' ? 'failed' : f.underruns ? `${f.underruns} gaps` : t.outcome;
-  const label = document.createElement('span');
-  label.textContent = `#${t.n} ${t.settings.mode} · seed ${t.settings.seed} · cfg ${t.settings.cfg_value} · ` +
-    `${t.settings.inference_timesteps} steps · ${f.seconds.toFixed(2)} s · ${state}` +
-    (f.flagged_boundaries ? ` · ${f.flagged_boundaries} flagged` : '');
-  const buttons = [['select', 'Show'], ['as-b', 'Compare as B'], ['reuse', 'Re-use settings'], ['delete', 'Delete']]
-    .map(([act, text]) => {
-      const b = Object.assign(document.createElement('button'), { textContent: text, type: 'button', className: 'vox-wb-button' });
-      b.setAttribute('aria-label', `${text}: take ${t.n}`);
-      b.dataset.act = act;
-      return b;
-    });
-  li.append(label, ...buttons);
-  return li;
-}
+export const workbench = new Workbench();
 
-function summary(t) {
-  const s = t.settings;
-  const f = t.figures;
-  const fmt = (v, d = 0, unit = '') => (v == null || !isFinite(v) ? '–' : `${v.toFixed(d)}${unit}`);
-  const rows = [
-    ['Take', `#${t.n}, ${t.created}, ${t.outcome}${t.status ? `: ${t.status}` : ''}`],
-    ['Settings', `${s.mode}, seed ${s.seed}, cfg ${s.cfg_value}, ${s.inference_timesteps} timesteps, max ${s.max_len} patches`],
-    ['Text as spoken', s.text_as_spoken],
-    [s.mode === 'design' ? 'Description' : 'Style / transcript', s.control || s.prompt_text || '–'],
-    ['Clip', s.clip_name ? `${s.clip_name} (id ${s.reference_id})` : '–'],
-    ['Model', `${s.model ?? '–'} @ ${s.revision ?? '–'}, app ${s.app_version ?? '–'}`],
-    ['Figures', `first byte ${fmt(f.first_byte_ms, 0, ' ms')}, first sound ${fmt(f.first_sound_ms, 0, ' ms')}, ` +
-      `server first patch ${fmt(f.server_first_patch_ms, 0, ' ms')}, server RTF ${fmt(f.server_rtf, 3)}, client RTF ${fmt(f.client_rtf, 3)}`],
-    ['Gaps', f.underruns ? `${f.underruns} underruns, ${Math.round(f.gap_ms)} ms: ` +
-      f.underrun_times.map((u) => `${Math.round(u.at_ms)} ms`).join(', ') : 'none'],
-  ];
-  return rows.map(([k, v]) => {
-    const row = document.createElement('div');
-    row.className = 'vox-wb-fact';
-    row.append(Object.assign(document.createElement('b'), { textContent: `${k}: ` }), document.createTextNode(v));
-    return row;
-  });
-}
-
-// Fills the form with a take's settings (the clip by its server id, while the server keeps it).
-function reuse(take) {
-  const s = take.settings;
-  const tab = { design: 'Voice design', cloning: 'Controllable cloning', ultimate: 'Ultimate cloning' }[s.mode];
-  [...document.querySelectorAll('#vox-modes button[role="tab"]')].find((b) => b.textContent.trim() === tab)?.click();
-  const put = (selector, value) => {
-    const el = document.querySelector(selector);
-    if (!el || value == null) return;
-    if (el.type === 'checkbox') el.checked = value; else el.value = String(value);
-    el.dispatchEvent(new Event('input', { bubbles: true }));
-    el.dispatchEvent(new Event('change', { bubbles: true }));
-  };
-  put('#vox-text textarea', s.text);
-  put('#vox-description textarea', s.mode === 'design' ? s.control ?? '' : null);
-  put('#vox-clone-style textarea', s.mode === 'cloning' ? s.control ?? '' : null);
-  put('#vox-ultimate-transcript textarea', s.mode === 'ultimate' ? s.prompt_text : null);
-  put(s.mode === 'cloning' ? '#vox-clone-ref textarea' : '#vox-ultimate-ref textarea', s.reference_id);
-  put('#vox-cfg input[type=number]', s.cfg_value);
-  put('#vox-steps input[type=number]', s.inference_timesteps);
-  put('#vox-max-len input[type=number]', s.max_len);
-  put('#vox-random-seed input[type=checkbox]', false);
-  put('#vox-seed input', s.seed);
-  return Promise.resolve();
+// A run that has ended, kept as a take; busy(): whether a newer take is on its way or playing.
+export function addTake(run, busy) {
+  return workbench.add(run, busy);
 }

@@ -4,11 +4,11 @@
 // second waveform B (another take, or the offline render) that A/B switching jumps to at the same
 // position.
 
-import WaveSurfer from './vendor/wavesurfer/wavesurfer.esm.js';
-import RegionsPlugin from './vendor/wavesurfer/regions.esm.js';
-import SpectrogramPlugin from './vendor/wavesurfer/spectrogram.esm.js';
-import TimelinePlugin from './vendor/wavesurfer/timeline.esm.js';
-import { toFloat32, wavBlob } from './pcm.js';
+import WaveSurfer from '../vendor/wavesurfer/wavesurfer.esm.js';
+import RegionsPlugin from '../vendor/wavesurfer/regions.esm.js';
+import SpectrogramPlugin from '../vendor/wavesurfer/spectrogram.esm.js';
+import TimelinePlugin from '../vendor/wavesurfer/timeline.esm.js';
+import { toFloat32, wavBlob } from '../player/pcm.js';
 
 const COLORS = { wave: '#4a5fc1', progress: '#1e2a78', boundary: 'rgba(90, 90, 90, 0.55)', flagged: '#c62828',
   underrun: '#b26a00', selection: 'rgba(74, 95, 193, 0.18)' };

@@ -1,0 +1,111 @@
+// The one module that knows Gradio's markup: the elem_ids ui/page/layout.py gives the form, how
+// Gradio draws a textbox and a tab's button, and when it has drawn a part of the page. The player,
+// the workbench and the voice panel reach the form only through the functions exported here.
+//
+// Why Gradio's js= hooks and not click listeners of our own on the buttons: a hook is handed the
+// form's values as Gradio holds them (a clip component's file name, the sliders of a closed
+// accordion, which are not in the DOM until it opens) and can set them back the same way. Each hook
+// in ui/page/layout.py (`hook` there) imports this module by its URL, the one the page's own
+// script resolves it to, so it reaches this same instance: no window global is needed.
+
+// Form field -> elem_id of its Gradio component (ui/page/layout.py), for the fields read here.
+const IDS = {
+  mode: 'vox-mode', cloning_ref: 'vox-clone-ref', ultimate_ref: 'vox-ultimate-ref', ultimate_transcript: 'vox-ultimate-transcript',
+};
+
+let handlers = {}; // generate(form), stop(), clipChanged(): set once by static/app.js
+let pendingFill = null; // field -> value, until the fill hook hands it to Gradio
+
+export function handle(fns) {
+  handlers = fns;
+}
+
+// The form as a hook hands it: field name -> value, a clip component's value cut to its file name.
+function formOf(names, values) {
+  const form = Object.fromEntries(names.map((name, i) => [name, values[i]]));
+  for (const name of names) if (name.endsWith('_audio')) form[name] = fileName(form[name]);
+  return form;
+}
+
+// Gradio's value of an audio component (uploads and recordings alike): { path, orig_name, ... }.
+function fileName(value) {
+  return value ? value.orig_name || (value.path || '').split('/').pop() || null : null;
+}
+
+// -- the hooks (ui/page/layout.py): Gradio calls them with the values of the event's inputs ---------
+
+export function generate(names, values) {
+  handlers.generate?.(formOf(names, values));
+  return [];
+}
+
+export function stop() {
+  handlers.stop?.();
+  return [];
+}
+
+// A new clip was given: its old id is forgotten at once (the hook's output is the id's textbox).
+export function clipChanged() {
+  handlers.clipChanged?.();
+  return '';
+}
+
+// The hidden fill button's hook: the fields' current values, with those fillForm asked for put in.
+export function filled(names, values) {
+  const fill = pendingFill || {};
+  pendingFill = null;
+  return names.map((name, i) => (fill[name] == null ? values[i] : fill[name]));
+}
+
+// -- what the other modules call -----------------------------------------------------------------
+
+// Puts values (field -> value; null leaves a field as it is) back into the form: the mode's tab is
+// selected (Gradio names a tab's button after its elem_id) and the hidden fill button's hook hands
+// Gradio the values, which it sets whether or not their components are drawn.
+export async function fillForm(values) {
+  pendingFill = values;
+  (await drawn(`#vox-tab-${values.mode}-button`)).click();
+  (await drawn('#vox-fill')).click();
+}
+
+// The text in a textbox of the form as drawn ('' when it is not drawn): hidden ones are drawn too.
+export function fieldValue(name) {
+  const id = IDS[name];
+  const el = id && document.querySelector(`#${id} textarea, #${id} input`);
+  return el ? el.value.trim() : '';
+}
+
+// -- when Gradio has drawn ---------------------------------------------------------------------------
+
+// Gradio draws the page after the module scripts run, and a tab's or a closed accordion's content
+// only once it is first shown: the element matching `selector` once it is there (no time limit).
+const waiting = []; // { selector, resolve }
+let observer = null;
+
+export function drawn(selector) {
+  const el = document.querySelector(selector);
+  if (el) return Promise.resolve(el);
+  return new Promise((resolve) => {
+    waiting.push({ selector, resolve });
+    watch();
+  });
+}
+
+// One observer for every wait, gone once nothing is waited for: the player's panel updates (DOM
+// changes on every chunk) then cost nothing here.
+function watch() {
+  if (observer) return;
+  observer = new MutationObserver(() => {
+    for (const wait of waiting.slice()) {
+      const el = document.querySelector(wait.selector);
+      if (!el) continue;
+      waiting.splice(waiting.indexOf(wait), 1);
+      wait.resolve(el);
+    }
+    if (!waiting.length) {
+      observer.disconnect();
+      observer = null;
+    }
+  });
+  observer.observe(document.body, { childList: true, subtree: true });
+}

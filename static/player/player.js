@@ -1,0 +1,267 @@
+// The player: sends one request to the stream route (framed: ui/http/frames.py), feeds the worklet
+// as frames arrive, keeps the exact samples and chunk boundaries for the WAV and the listening-QA
+// workbench, and drives the metrics panel. static/app.js starts it and hands it the form.
+
+import { FrameParser, MEDIA_TYPE } from './frames.js';
+import { errorText, route } from './http.js';
+import { Output } from './output.js';
+import { Panel } from './panel.js';
+import { toFloat32, wavBlob } from './pcm.js';
+import { clipName, requestBody } from './request.js';
+import { Run } from './run.js';
+import { spec } from './spec.js';
+import { addTake } from '../workbench/workbench.js';
+
+const POLL_MS = 200;
+const LIVE = ['sending', 'streaming', 'received']; // on its way or still playing
+const sleep = (t) => new Promise((resolve) => setTimeout(resolve, t));
+
+export class Player {
+  constructor() {
+    this.output = new Output((msg) => this.onWorklet(msg));
+    this.run = null;
+    this.panel = new Panel('vox-panel');
+    this.rate = 48000;
+    this.prebufferMs = 80;
+  }
+
+  // rate: the model's; prebufferMs: the audio the worklet holds before it starts to play.
+  async start({ rate, prebufferMs }) {
+    Object.assign(this, { rate, prebufferMs });
+    spec().catch(() => {}); // read now, so Generate does not wait for it
+    try {
+      await this.output.open(rate, prebufferMs, false);
+    } catch (err) {
+      console.warn('voxcpm: audio will be set up on the first click', err);
+    }
+  }
+
+  onWorklet(msg) {
+    const run = this.run;
+    if (!run || msg.id !== run.id) return; // a report from before the last reset
+    run.heard(msg, this.output.ctx.sampleRate);
+    if (msg.type === 'started') {
+      run.audibleAt = performance.now();
+      run.outputLatencyMs = this.output.latencyMs();
+    }
+    if (msg.type === 'ended') {
+      run.playbackDone = true;
+      if (run.state === 'received') this.finished(run);
+    }
+    this.panel.update(run);
+  }
+
+  // The form as static/page/gradio.js hands it, with the saved voice picked for its mode.
+  generate(form) {
+    this.begin(form).catch((err) => console.error('voxcpm', err));
+  }
+
+  async begin(form) {
+    this.abort('replaced');
+    const run = new Run(this.rate);
+    this.run = run;
+    this.panel.clear();
+    this.panel.status('Sending the request…');
+    if (!(await this.ready(run, form))) return;
+    this.output.reset(run.id);
+    this.poll(run);
+    try {
+      await this.send(run);
+    } catch (err) {
+      if (run.state !== 'stopped') this.fail(run, `The connection failed: ${err.message || err}`);
+    }
+  }
+
+  // Without the spec or a player nothing is sent: the request could not be built, or would
+  // generate audio nobody hears.
+  async ready(run, form) {
+    try {
+      const modes = await spec();
+      run.body = requestBody(form, modes, run.id);
+      run.clip = clipName(form, modes);
+    } catch (err) {
+      this.fail(run, `The page could not read the server's settings: ${err.message || err}`);
+      return false;
+    }
+    try {
+      await this.output.open(this.rate, this.prebufferMs);
+      return true;
+    } catch (err) {
+      const hint = window.isSecureContext ? '' : ' Browsers allow audio worklets only on https:// or '
+        + 'http://localhost pages: open the app through one of those (an SSH tunnel to localhost works).';
+      this.fail(run, `The audio player could not start: ${err.message || err}.${hint}`);
+      return false;
+    }
+  }
+
+  async send(run) {
+    const response = await fetch(route('stream'), {
+      method: 'POST', headers: { 'Content-Type': 'application/json', Accept: MEDIA_TYPE },
+      body: JSON.stringify(run.body), signal: run.controller.signal,
+    });
+    if (!response.ok) return this.fail(run, await errorText(response));
+    await this.read(run, response);
+    this.output.end();
+    this.received(run);
+  }
+
+  async read(run, response) {
+    run.sampleRate = Number(response.headers.get('X-Sample-Rate') || run.sampleRate);
+    if (run.sampleRate !== this.output.ctx.sampleRate) throw new Error(`unexpected sample rate ${run.sampleRate}`);
+    run.seed = response.headers.get('X-Seed');
+    run.state = 'streaming';
+    this.panel.status('Streaming…');
+    const parser = new FrameParser();
+    const reader = response.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (!value || !value.length) continue;
+      const now = performance.now();
+      run.firstByteAt ??= now;
+      run.lastByteAt = now;
+      run.reads += 1;
+      for (const frame of parser.push(value)) {
+        const pcm = run.take(frame, now);
+        if (pcm) this.output.push(toFloat32(pcm));
+      }
+      this.panel.update(run);
+    }
+    parser.finish(); // a body cut inside a frame is a failed connection, not a finished take
+    if (!run.final) throw new Error('the stream ended without its status frame');
+  }
+
+  // The status frame says how it ended: a failure after the first patch ends the body too.
+  received(run) {
+    run.server = run.final;
+    if (run.final.state === 'failed') {
+      this.fail(run, run.final.error);
+      this.keep(run);
+      return;
+    }
+    run.state = 'received';
+    this.offerWav(run, '');
+    if (run.playbackDone) this.finished(run);
+    else this.panel.status('All audio received; playing the rest…');
+  }
+
+  // The server's view (queue position while waiting, then its own TTFP and RTF) through a side route.
+  async poll(run) {
+    while (this.run === run && !run.final) {
+      await sleep(run.state === 'sending' ? POLL_MS : 1000); // the job exists by the first poll
+      await this.refresh(run);
+      const server = run.server;
+      if (server && run.state === 'sending') {
+        this.panel.status(server.state === 'queued' ? `Waiting in the queue: position ${server.position}` : 'Generating the first patch…');
+      }
+      this.panel.update(run);
+      // From the first byte on, the stream's own frames carry the server's figures and outcome;
+      // a text of several segments is still polled for its sentences (normalized as it goes).
+      if (run.state !== 'sending' && !(run.server && run.server.segment_count > 1)) return;
+    }
+  }
+
+  async refresh(run) {
+    try {
+      const response = await fetch(route(`jobs/${run.id}`), { cache: 'no-store' });
+      const status = response.ok ? await response.json() : null;
+      if (status && !run.final) run.server = status; // the status frame, once in, is the last word
+    } catch (err) { /* kept from the last poll; the next one will tell */ }
+  }
+
+  offerWav(run, note) {
+    if (!run.samples) return;
+    run.wavUrl = URL.createObjectURL(wavBlob(run.chunks, run.sampleRate));
+    const seconds = (run.samples / run.sampleRate).toFixed(2);
+    this.panel.showResult(run.wavUrl, `voxcpm2-seed${run.seed}.wav`, `${seconds} s, exactly the samples streamed${note}`);
+  }
+
+  // Played to the end: green only when nothing was heard missing.
+  finished(run) {
+    const gaps = run.underruns;
+    if (!gaps) this.finish(run, 'finished', 'Finished: the whole utterance has played.');
+    else this.finish(run, 'finished', `Finished with ${gaps} gap${gaps > 1 ? 's' : ''} (${Math.round(run.gapMs())} ms)`, 'warn');
+    this.keep(run);
+  }
+
+  // Into the workbench; it draws the take only while no newer one is streaming.
+  keep(run) {
+    addTake(run, () => this.live()).catch((err) => console.error('voxcpm: the take was not kept', err));
+  }
+
+  finish(run, state, message, kind = null) {
+    run.state = state;
+    this.panel.status(message, kind || (state === 'finished' ? 'ok' : 'warn'));
+    this.panel.update(run);
+  }
+
+  fail(run, message) {
+    run.error = message;
+    run.state = 'failed';
+    this.panel.status(`Error: ${message}`, 'error');
+    this.panel.update(run);
+  }
+
+  // Stop: drop the connection (the server stops within one patch), say so explicitly too, and
+  // silence the player at once.
+  abort(reason) {
+    const run = this.run;
+    if (!run) return false;
+    const live = ['sending', 'streaming'].includes(run.state);
+    if (live) {
+      run.state = 'stopped';
+      run.controller.abort(reason);
+      fetch(route(`jobs/${run.id}/cancel`), { method: 'POST', keepalive: true }).catch(() => {});
+    }
+    this.output.reset(null);
+    if (run.wavUrl) URL.revokeObjectURL(run.wavUrl);
+    this.panel.hideResult();
+    return live;
+  }
+
+  stop() {
+    const run = this.run;
+    if (!run) return;
+    const before = run.state;
+    if (!LIVE.includes(before)) {
+      this.output.reset(null); // nothing is arriving or playing: a finished run keeps its WAV and replay
+      return;
+    }
+    this.abort('stopped');
+    run.state = 'stopped';
+    run.buffered = 0; // the reset emptied the player
+    this.offerWav(run, before === 'received' ? '' : ' (stopped early: only what had arrived)');
+    this.panel.status('Stopped.', 'warn');
+    this.panel.update(run);
+    this.keep(run);
+  }
+
+  live() {
+    return Boolean(this.run && LIVE.includes(this.run.state));
+  }
+
+  // A new reference clip was given: an error about the last one no longer applies.
+  clipChanged() {
+    const status = this.panel.field('status');
+    if (status && status.dataset.kind === 'error' && (!this.run || !['sending', 'streaming'].includes(this.run.state))) {
+      this.panel.status('Ready.');
+    }
+  }
+
+  snapshot() {
+    const run = this.run;
+    if (!run) return null;
+    const { chunks, controller, ...rest } = run;
+    return { ...rest, clientRtf: run.clientRtf(), serverRtf: run.serverRtf(), contextRate: this.output.ctx?.sampleRate,
+      contextState: this.output.ctx?.state };
+  }
+}
+
+export const player = new Player();
+
+// The last take, for the voice library to keep, once no more of it is coming: all of it received
+// (playing or played) or stopped; null while none is.
+export function arrivedTake() {
+  const run = player.run;
+  return run && run.samples && ['finished', 'received', 'stopped'].includes(run.state) ? run : null;
+}

@@ -1,0 +1,26 @@
+// The request a form asks for. The form is what the Generate hook hands over (static/page/gradio.js:
+// field -> value, each mode's inputs named <mode>_control, <mode>_ref, <mode>_transcript and
+// <mode>_audio by ui/page/layout.py); what a mode reads, and which settings are whole numbers, is
+// the spec's (static/player/spec.js).
+
+const text = (v) => (typeof v === 'string' && v.trim() ? v : null);
+
+export function requestBody(form, spec, id) {
+  const mode = spec.modes[form.mode] || {}; // an unknown mode is the server's to refuse
+  const number = (name) => (spec.settings[name].integer ? Math.round(Number(form[name])) : Number(form[name]));
+  const body = { mode: form.mode, text: form.text ?? '', request_id: id };
+  for (const name of Object.keys(spec.settings)) if (name !== 'seed' && name in form) body[name] = number(name);
+  body.normalize = Boolean(form.normalize);
+  body.trim_silence = Boolean(mode.clip && form.trim_silence);
+  body.seed = form.random_seed || form.seed == null || form.seed === '' ? null : number('seed');
+  if (mode.control) body.control = text(form[`${form.mode}_control`]);
+  if (mode.clip) body.reference_id = text(form[`${form.mode}_ref`]);
+  if (mode.transcript) body.prompt_text = text(form[`${form.mode}_transcript`]);
+  if (mode.clip && form.voice) Object.assign(body, { voice: form.voice, reference_id: null }); // a saved voice instead of the clip
+  return body;
+}
+
+// The reference clip's file name, for the take's record.
+export function clipName(form, spec) {
+  return spec.modes[form.mode]?.clip ? form[`${form.mode}_audio`] ?? null : null;
+}

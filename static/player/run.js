@@ -1,0 +1,68 @@
+// One request as the page sees it: what was asked, the samples and chunk boundaries received, what
+// the player reported, and the server's figures. The player (static/player/player.js) writes it;
+// the panel shows it and the workbench keeps it as a take.
+
+export class Run {
+  constructor(rate) {
+    this.id = (crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random()}`).replace(/[^A-Za-z0-9-]/g, '');
+    this.sampleRate = rate;
+    this.t0 = performance.now();
+    this.controller = new AbortController();
+    this.body = null; // the request sent: what was asked is part of what the run shows
+    this.clip = null; // the reference clip's file name
+    this.chunks = []; // Int16Array per patch: the WAV is built from exactly these
+    this.samples = 0;
+    this.reads = 0; // network reads, for the record: patches are what Chunks counts
+    this.boundaries = []; // per patch: {index, offset, samples, server_ms, client_ms} from its metadata frame
+    this.underrunTimes = []; // {at: samples played when the player ran dry, gapMs}
+    this.final = null; // the status frame: outcome and server figures
+    this.played = 0;
+    this.buffered = 0;
+    this.underruns = 0;
+    this.firstByteAt = null;
+    this.lastByteAt = null;
+    this.audibleAt = null;
+    this.outputLatencyMs = 0;
+    this.server = null;
+    this.seed = null;
+    this.state = 'sending'; // sending -> streaming -> received -> finished | stopped | failed
+    this.playbackDone = false;
+    this.error = null;
+  }
+
+  clientRtf() {
+    if (!this.samples) return null;
+    return ((this.lastByteAt ?? performance.now()) - this.t0) / 1000 / (this.samples / this.sampleRate);
+  }
+
+  // The server's RTF from the last metadata frame's clock, until the status frame gives the final one.
+  serverRtf() {
+    if (this.final && this.final.rtf != null) return this.final.rtf;
+    const last = this.boundaries[this.boundaries.length - 1];
+    return last ? last.server_ms / 1000 / ((last.offset + last.samples) / this.sampleRate) : null;
+  }
+
+  gapMs() {
+    return this.underrunTimes.reduce((sum, u) => sum + (u.gapMs || 0), 0);
+  }
+
+  // A frame of the body (static/player/frames.js) at `now`; returns the audio frame's samples.
+  take(frame, now) {
+    if (frame.kind === 'meta') this.boundaries.push({ ...frame.data, client_ms: now - this.t0 });
+    if (frame.kind === 'status') this.final = frame.data;
+    if (frame.kind !== 'audio' || !frame.pcm.length) return null;
+    this.chunks.push(frame.pcm);
+    this.samples += frame.pcm.length;
+    return frame.pcm;
+  }
+
+  // What the worklet reported (static/player/pcm-worklet.js), at the context's rate.
+  heard(msg, rate) {
+    Object.assign(this, { played: msg.played, buffered: msg.buffered, underruns: msg.underruns });
+    if (msg.type === 'underrun') this.underrunTimes.push({ at: msg.played, frame: msg.frame, gapMs: null });
+    if (msg.type === 'resumed' && this.underrunTimes.length) {
+      const last = this.underrunTimes[this.underrunTimes.length - 1];
+      last.gapMs = ((msg.frame - last.frame) / rate) * 1000;
+    }
+  }
+}

@@ -1,0 +1,50 @@
+// A take: a finished, stopped or failed run as the workbench keeps it (static/workbench/takes.js
+// stores it), with its samples, what was asked and what was measured; and the form a take's
+// settings fill in again (Re-use settings).
+
+import { FLAG_THRESHOLD, boundaryScores } from './analysis.js';
+
+export function takeOf(run, n) {
+  const pcm = new Int16Array(run.samples);
+  let at = 0;
+  for (const c of run.chunks) { pcm.set(c, at); at += c.length; }
+  const scores = boundaryScores(pcm, run.boundaries.map((b) => b.offset));
+  return {
+    id: run.id, n, created: new Date().toISOString(), sampleRate: run.sampleRate, pcm: pcm.buffer, body: run.body,
+    outcome: run.state, status: run.error || '', notes: '', abx: [], boundaries: run.boundaries, scores,
+    settings: settingsOf(run), figures: figuresOf(run, scores),
+  };
+}
+
+function settingsOf(run) {
+  const b = run.body;
+  const final = run.final || {};
+  return { mode: b.mode, text: b.text, text_as_spoken: final.spoken_text ?? b.text, control: b.control ?? null,
+    prompt_text: b.prompt_text ?? null, clip_name: run.clip ?? null, reference_id: b.reference_id ?? null,
+    seed: run.seed, cfg_value: b.cfg_value, inference_timesteps: b.inference_timesteps, max_len: b.max_len,
+    model: final.model ?? null, revision: final.revision ?? null, app_version: final.app_version ?? null };
+}
+
+function figuresOf(run, scores) {
+  const final = run.final || {};
+  const rate = run.sampleRate;
+  return { first_byte_ms: run.firstByteAt == null ? null : run.firstByteAt - run.t0,
+    first_sound_ms: run.audibleAt == null ? null : run.audibleAt - run.t0 + run.outputLatencyMs,
+    server_first_patch_ms: final.ttfp_s == null ? null : final.ttfp_s * 1000, server_rtf: run.serverRtf(),
+    client_rtf: run.clientRtf(), patches: run.boundaries.length, samples: run.samples, seconds: run.samples / rate,
+    underruns: run.underruns, gap_ms: run.gapMs(),
+    underrun_times: run.underrunTimes.map((u) => ({ at_samples: u.at, at_ms: (u.at / rate) * 1000, gap_ms: u.gapMs })),
+    flagged_boundaries: scores.filter((s) => s.flagged).length, flag_threshold: FLAG_THRESHOLD };
+}
+
+// The form's fields (as static/player/request.js reads them) that give this take again, for the
+// mode as the spec states it; the clip goes back by its server id, while the server keeps it.
+export function formOfTake(take, mode) {
+  const s = take.settings;
+  const form = { mode: s.mode, text: s.text, cfg_value: s.cfg_value, inference_timesteps: s.inference_timesteps,
+    max_len: s.max_len, random_seed: false, seed: s.seed == null ? null : Number(s.seed) };
+  if (mode.control) form[`${s.mode}_control`] = s.control ?? '';
+  if (mode.clip) form[`${s.mode}_ref`] = s.reference_id;
+  if (mode.transcript) form[`${s.mode}_transcript`] = s.prompt_text;
+  return form;
+}
