@@ -72,9 +72,24 @@ def test_gradio_json_routes_are_bounded_too(client):
     assert response.status_code == 413
 
 
+def test_a_refused_body_under_v1_is_openai_shaped(client):
+    """Refused by this middleware (a declared length over the limit), or by the route's own limit on
+    a JSON body (counted as it comes): OpenAI's shape either way."""
+    def chunks():
+        for _ in range(6):
+            yield b"x" * 2**20
+    for body, limit in ((b"x" * 5 * 2**20, "4 MiB"), (chunks(), "262144 bytes")):
+        response = client.post("/v1/audio/speech", content=body, headers={"Content-Type": "application/json"})
+        assert response.status_code == 413, response.text
+        error = response.json()["error"]
+        assert error["type"] == "invalid_request_error", error
+        assert error["message"] == f"the request body is larger than the limit of {limit}"
+
+
 @pytest.mark.parametrize("path, kind", [("/voxcpm/stream", "application/json"),
                                         ("/gradio_api/upload", "multipart/form-data; boundary=b0undary"),
-                                        ("/gradio_api/queue/join", "application/json")])
+                                        ("/gradio_api/queue/join", "application/json"),
+                                        ("/v1/audio/speech", "application/json")])
 def test_a_body_that_never_finishes_is_cut(app, caplog, path, kind):
     caplog.set_level("WARNING", logger="voxcpm")
     host, port = app.url.removeprefix("http://").split(":")
@@ -86,5 +101,7 @@ def test_a_body_that_never_finishes_is_cut(app, caplog, path, kind):
         while chunk := sock.recv(4096):  # the server closes the connection after answering
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 1.5 s" in answer
+    if path.startswith("/v1/"):  # OpenAI's clients read the error's type
+        assert b'"type": "invalid_request_error"' in answer
     assert time.monotonic() - started < 6
     assert "did not arrive within" in caplog.text

@@ -203,6 +203,13 @@ def test_bad_requests_get_4xx_json(client, body, status, words):
     assert words in response.json()["error"]
 
 
+
+def test_a_refusal_is_logged_with_what_was_asked(client, caplog):
+    caplog.set_level("INFO", logger="voxcpm.http")
+    client.post("/voxcpm/stream?format=frames", json={"mode": "cloning", "text": TEXT, "voice": "Nobody", "cfg": 3})
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("request refused")]
+    assert len(lines) == 1 and f"mode=cloning text_chars={len(TEXT)} voice='Nobody' format='frames' " in lines[0], lines
+
 def test_engine_refusals_come_back_as_4xx_before_audio(client):
     clip_id = upload(client, VOICE.read_bytes()).json()["id"]
     response = client.post("/voxcpm/stream", json={"mode": "ultimate", "text": TEXT, "reference_id": clip_id,

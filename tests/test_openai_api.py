@@ -153,3 +153,53 @@ def test_the_client_raises_its_own_error_classes(client):
         client.audio.speech.create(**DESIGN, speed=2.0)
     with pytest.raises(openai.NotFoundError, match="no saved voice"):
         client.audio.speech.create(model="voxcpm2", input=TEXT, voice="nobody")
+
+
+def openai_error_of(response, status: int, kind: str = "invalid_request_error") -> dict:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["type"] == kind, error
+    return error
+
+
+@pytest.mark.parametrize("voice", ["x" * 201, {"id": "x" * 300}], ids=["name", "id"])
+def test_an_overlong_voice_is_refused_naming_the_parameter(app, voice):
+    response = httpx.post(app.url + "/v1/audio/speech", json={**DESIGN, "voice": voice}, timeout=60)
+    error = openai_error_of(response, 400)
+    assert error["param"] == "voice" and "at most 200 characters" in error["message"]
+
+
+def test_a_saved_voice_is_found_with_spaces_around_its_name(client):
+    got = client.audio.speech.create(model="voxcpm2", input=TEXT, voice=" guide ", response_format="pcm",
+                                     extra_body=EXTRA)
+    assert len(got.content) > 0
+
+
+@pytest.mark.parametrize("method, path, status, allow", [
+    ("GET", "/v1/audio/speech", 405, "POST"), ("POST", "/v1/models", 405, "GET"),
+    ("DELETE", "/v1/audio/voices", 405, "GET"), ("GET", "/v1/nothing/here", 404, None), ("GET", "/v1", 404, None),
+])
+def test_every_error_under_v1_is_openai_shaped(app, method, path, status, allow):
+    response = httpx.request(method, app.url + path, timeout=60)
+    error = openai_error_of(response, status, "invalid_request_error" if status == 405 else "not_found_error")
+    if allow:
+        assert allow in response.headers["allow"] and allow in error["message"]
+    else:
+        assert "POST /v1/audio/speech" in error["message"]  # what is served here
+
+
+def test_max_len_is_explained_in_the_routes_own_terms(app):
+    response = httpx.post(app.url + "/v1/audio/speech", json={**DESIGN, "max_len": 1}, timeout=60)
+    error = openai_error_of(response, 400)
+    assert error["param"] == "max_len" and "min_len" not in error["message"], error
+    assert "max_len 1 is out of range" in error["message"] and "from 2 to" in error["message"]
+
+
+def test_refusals_are_logged_with_what_was_asked(app, caplog):
+    caplog.set_level("INFO", logger="voxcpm.http")
+    for change in ({"model": "tts-1"}, {"voice": "alloy", "response_format": "wav"}):
+        httpx.post(app.url + "/v1/audio/speech", json={**DESIGN, **change}, timeout=60)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("request refused")]
+    assert len(lines) == 2, lines
+    assert f"mode=design text_chars={len(TEXT)} voice='design' format='mp3' " in lines[0]
+    assert f"mode=cloning text_chars={len(TEXT)} voice='alloy' format='wav' " in lines[1]

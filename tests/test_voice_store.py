@@ -79,6 +79,45 @@ def test_limits_on_count_and_size(tmp_path):
     assert [v.name for v in lib.list()] == ["one"]
 
 
+
+def test_the_size_limit_counts_the_encoded_files(tmp_path):
+    """Noise takes about 3 bytes a sample as 24-bit FLAC, more than an estimate from the samples
+    (2 bytes each) allows for: the size on disk decides, and nothing of a refused save stays."""
+    noise = np.random.default_rng(0).uniform(-0.9, 0.9, 16000).astype(np.float32)
+    lib = VoiceLibrary(tmp_path, max_bytes=40_000)
+    with pytest.raises(VoiceError, match=r"takes \d\d KiB on disk.* 39 KiB left of the library's limit of 39 KiB") as over:
+        lib.save("noise", noise, latents={"enc": {"right": torch.zeros(2, 4, 64)}})
+    assert over.value.status == 507
+    assert lib.list() == [] and lib.used_bytes() == 0
+    assert {p.name for p in tmp_path.iterdir()} == {"index.sqlite3"}
+    lib.save("tone", tone(0.5))  # what fits is still saved
+    saved = 0
+    for i in range(20):  # then noise until refused: the files on disk stay within the limit
+        try:
+            lib.save(f"noise {i}", noise[:4000])
+            saved += 1
+        except VoiceError:
+            break
+    on_disk = sum(p.stat().st_size for p in tmp_path.iterdir() if p.suffix in (".flac", ".npz"))
+    assert saved > 0 and on_disk == lib.used_bytes() <= lib.max_bytes
+
+
+def test_names_are_looked_up_as_they_are_saved(tmp_path):
+    """Surrounding spaces and decomposed letters are normalized for every call, not only a save."""
+    lib = VoiceLibrary(tmp_path)
+    lib.save(" Anna ", tone(), latents={"enc": {"right": torch.zeros(2, 4, 64)}})
+    lib.save("Zoe\u0308", tone())  # e + combining diaeresis
+    assert [v.name for v in lib.list()] == ["Anna", "Zo\u00eb"]
+    assert lib.get(" Anna").name == "Anna" and lib.get("Zoe\u0308 ").name == "Zo\u00eb"
+    assert lib.audio_bytes(" anna ")[:4] == b"fLaC"
+    assert lib.clip("\tAnna\n", "enc")[0].name == "Anna"
+    with pytest.raises(VoiceError, match="already exists"):
+        lib.rename("Zo\u00eb", " anna")
+    assert lib.rename(" Zoe\u0308", "Zo\u00eb Two").name == "Zo\u00eb Two"
+    lib.delete("Zoe\u0308 Two ")
+    assert [v.name for v in lib.list()] == ["Anna"]
+
+
 KILLED_SAVE = """
 import os, signal, sys
 import numpy as np

@@ -127,6 +127,26 @@ def test_refusals_name_the_problem(data_dir, first_run):
         app.stop()
 
 
+def test_names_are_found_as_they_were_saved(data_dir, first_run):
+    """A name is normalized (spaces around it, composed letters) on every route, not only on a save."""
+    app = start(data_dir)
+    try:
+        with httpx.Client(base_url=app.url, timeout=120) as client:
+            clip_id = upload(client, VOICE.read_bytes())
+            saved = client.post("/voxcpm/voices", json={"name": " Zoe\u0308 ", "clip_id": clip_id})
+            assert saved.status_code == 201 and saved.json()["name"] == "Zo\u00eb", saved.text
+            again = client.post("/voxcpm/voices", json={"name": "Zo\u00eb", "clip_id": clip_id})
+            assert again.status_code == 409
+            assert client.get("/voxcpm/voices/%20Zoe%CC%88/audio").status_code == 200
+            stream(client, mode="ultimate", text=TEXT, voice=" Guide ", seed=5, max_len=2)
+            renamed = client.patch("/voxcpm/voices/Zo%C3%AB%20", json={"name": " Zo\u00eb Two"})
+            assert renamed.status_code == 200 and renamed.json()["name"] == "Zo\u00eb Two", renamed.text
+            deleted = client.delete("/voxcpm/voices/%20Zoe%CC%88%20Two")
+            assert deleted.status_code == 200 and deleted.json()["deleted"] == "Zo\u00eb Two", deleted.text
+    finally:
+        app.stop()
+
+
 def test_only_token_holders_change_the_library(tmp_path):
     token = "library-token-1234"
     app = serve(AppSettings(data_dir=str(tmp_path), token=token), engine=load_engine(max_streams=1))

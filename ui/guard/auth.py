@@ -16,6 +16,8 @@ import re
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qsl, quote, urlencode
 
+from .answers import error_body
+
 COOKIE = "voxcpm_token"
 HEADER = "x-voxcpm-token"
 OPEN_PATHS = ("/voxcpm/health",)
@@ -79,10 +81,8 @@ class TokenGate:
     async def _refuse(self, scope, send):
         accept = dict(scope.get("headers", [])).get(b"accept", b"").decode("latin-1")
         wants_page = scope.get("method") == "GET" and "text/html" in accept
-        error = REFUSED
-        if scope["path"].startswith("/v1/"):  # OpenAI clients read {"error": {"message", "type", ...}}
-            error = {"message": REFUSED, "type": "authentication_error", "param": None, "code": "invalid_api_key"}
-        body = PAGE.encode() if wants_page else json.dumps({"error": error}).encode()
+        error = error_body(scope["path"], 401, REFUSED, code="invalid_api_key")
+        body = PAGE.encode() if wants_page else json.dumps(error).encode()
         kind = b"text/html; charset=utf-8" if wants_page else b"application/json"
         headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode()),
                    (b"www-authenticate", b'Bearer realm="voxcpm"'), (b"cache-control", b"no-store")]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from .hosts import send_refusal
+from .answers import send_refusal
 
 EVENT_ROUTES = ("/gradio_api/queue/join", "/gradio_api/run/predict")
 
@@ -31,7 +31,7 @@ class KnownEvents:
             more = message.get("more_body", False)
         problem = self._problem(body)
         if problem is not None:
-            return await send_refusal(send, 400, problem)
+            return await send_refusal(send, scope, 400, problem)
         replayed = False
 
         async def replay():

@@ -11,9 +11,10 @@ A plain ASGI middleware, like ui/guard/auth.py, so streams pass through unbuffer
 """
 from __future__ import annotations
 
-import json
 import logging
 from urllib.parse import urlsplit
+
+from .answers import send_refusal
 
 log = logging.getLogger("voxcpm.http")
 
@@ -46,14 +47,6 @@ def host_and_port(authority: str | None) -> tuple[str, int | None] | None:
     return (name.rstrip("."), port) if name else None
 
 
-async def send_refusal(send, status: int, message: str, headers: list | None = None):
-    body = json.dumps({"error": message}).encode()
-    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"cache-control", b"no-store"), (b"connection", b"close")] + (headers or [])
-    await send({"type": "http.response.start", "status": status, "headers": head})
-    await send({"type": "http.response.body", "body": body})
-
-
 class HostGuard:
     def __init__(self, app, allowed_hosts: list[str] | None):
         self.app = app
@@ -70,7 +63,7 @@ class HostGuard:
         log.warning("refused %s %s: %s", scope.get("method", "WEBSOCKET"), scope["path"][:100], problem)
         if scope["type"] == "websocket":
             return await send({"type": "websocket.close", "code": 1008})
-        await send_refusal(send, 403, problem)
+        await send_refusal(send, scope, 403, problem)
 
     def _host_problem(self, host) -> str | None:
         if self.allowed is None or (host is not None and host[0] in self.allowed):

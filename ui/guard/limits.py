@@ -4,7 +4,8 @@ Gradio's own routes set no total (its upload route takes up to 1000 files of max
 its JSON routes any size), and no route limits how long a body may take to arrive. So every body
 is capped in bytes (the largest legitimate one is one clip's upload), Gradio's upload route in
 files too (the page sends one clip per request), and every body must arrive within a time limit,
-or the request is answered 413 or 408 and the connection closed. Each refusal is logged.
+or the request is answered 413 or 408 (in OpenAI's shape under /v1: ui/guard/answers.py) and
+the connection closed. Each refusal is logged.
 
 A plain ASGI middleware: it only counts what passes through receive(), so nothing is buffered.
 """
@@ -16,17 +17,17 @@ import anyio
 from python_multipart import MultipartParser
 from python_multipart.multipart import parse_options_header
 
-from .hosts import send_refusal
+from .answers import is_openai_path, send_refusal
 
 log = logging.getLogger("voxcpm.http")
 UPLOAD_SUFFIX = "/gradio_api/upload"
 MULTIPART_SLACK = 64 * 1024  # part headers and boundaries around a file of the largest allowed size
 
 
-
 def too_large(what: str, limit: int) -> str:
     """One wording for a size refusal, whichever door the bytes came through."""
     return f"the {what} is larger than the limit of " + (f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit} bytes")
+
 
 class Cut(Exception):
     """Why a request was stopped: the status and the message its client gets."""
@@ -49,7 +50,7 @@ class RequestLimits:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body_bytes:
-            return await self._refuse(scope, send, self.too_large_cut())
+            return await self._refuse(scope, send, self.too_large_cut(scope["path"]))
         body = _Body(self, scope, headers, receive)
 
         async def guarded_send(message):
@@ -65,14 +66,16 @@ class RequestLimits:
         if body.cut is not None and not body.started:
             await self._refuse(scope, send, body.cut)
 
-    def too_large_cut(self) -> Cut:
+    def too_large_cut(self, path: str) -> Cut:
         # The limit is the upload limit (no other body comes near it), so it is worded as the
-        # clip store words it: a file refused at either door reads the same.
-        return Cut(413, too_large("upload", self.max_body_bytes - MULTIPART_SLACK))
+        # clip store words it: a file refused at either door reads the same. OpenAI's routes take no
+        # file, so there it is the request body.
+        what = "request body" if is_openai_path(path) else "upload"
+        return Cut(413, too_large(what, self.max_body_bytes - MULTIPART_SLACK))
 
     async def _refuse(self, scope, send, cut: Cut):
         log.warning("refused %s %s: %s (status=%d)", scope.get("method"), scope["path"][:100], cut.message, cut.status)
-        await send_refusal(send, cut.status, cut.message)
+        await send_refusal(send, scope, cut.status, cut.message)
 
 
 class _Body:
@@ -80,7 +83,7 @@ class _Body:
     it tells the app that the client left, which every route already handles by stopping."""
 
     def __init__(self, limits: RequestLimits, scope, headers: dict, receive):
-        self.limits, self._receive = limits, receive
+        self.limits, self._receive, self.path = limits, receive, scope["path"]
         self.deadline = anyio.current_time() + limits.body_timeout_s
         self.bytes = self.files = 0
         self.complete, self.started, self.cut = False, False, None
@@ -101,7 +104,7 @@ class _Body:
         self.complete = not message.get("more_body", False)
         self.bytes += len(message.get("body", b""))
         if self.bytes > self.limits.max_body_bytes:
-            return self._stop(self.limits.too_large_cut())
+            return self._stop(self.limits.too_large_cut(self.path))
         if self.parts is not None:
             try:
                 self.parts.write(message.get("body", b""))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from dataclasses import dataclass, replace
 
 import anyio
 import numpy as np
@@ -17,6 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.requests import ClientDisconnect
 
 from inference.errors import InputError
+from inference.request import modes
 from inference.serving.job import Job
 from inference.serving.worker import QueueFullError
 
@@ -130,11 +132,37 @@ async def first_audio(job: Job, request: Request):
     return value
 
 
-async def submit(request: Request, state, parse=None):
+@dataclass(frozen=True)
+class Asked:
+    """What a request asked for, as far as its body could be read: its refusal's log line says it."""
+    mode: str = "?"
+    text_chars: int = -1
+    voice: str | None = None
+    format: str | None = None
+
+
+def page_asked(data, fmt: str | None = None) -> Asked:
+    """The page's body (ui/http/schema.StreamBody) as sent, read without trusting any of it."""
+    if not isinstance(data, dict):
+        return Asked(format=fmt)
+    mode = data.get("mode", modes.DEFAULT_MODE)
+    return Asked(mode=mode if mode in modes.MODES else "?", text_chars=text_length(data.get("text")),
+                 voice=data.get("voice") if isinstance(data.get("voice"), str) else None, format=fmt)
+
+
+def text_length(value) -> int:
+    return len(value) if isinstance(value, str) else -1
+
+
+async def submit(request: Request, state, parse=None, describe=page_asked):
     """Parse, check and queue: (job, SynthesisRequest, StreamBody). A refusal here gets its own log
     line, as a finished job does. parse(json) -> StreamBody: the route's own body format (default:
-    the page's), run off the event loop."""
-    body = None
+    the page's), run off the event loop; describe(json) -> Asked: what that body asked for, logged
+    with a refusal (a parsed StreamBody's mode and text then stand)."""
+    data = body = None
+
+    def refused(status: int, outcome: str):
+        _log_refusal(describe(data), body, status, outcome)
     try:
         data = await read_json(request)
 
@@ -146,24 +174,29 @@ async def submit(request: Request, state, parse=None):
         req = await anyio.to_thread.run_sync(prepare)
         return state.worker.submit(req, job_id=body.request_id), req, body
     except QueueFullError as exc:
-        _log_refusal(body, 503, "busy")
+        refused(503, "busy")
         raise HTTPError(503, str(exc), {"Retry-After": "5"}) from None
     except HTTPError as exc:
-        _log_refusal(body, exc.status, "too_large" if exc.status == 413 else "input_error")
+        refused(exc.status, "too_large" if exc.status == 413 else "input_error")
         raise
-    except InputError:
-        _log_refusal(body, 400, "input_error")
+    except InputError as exc:
+        refused(exc.status if isinstance(exc, Refusal) else 400, "input_error")
         raise
     except ClientDisconnect:
-        _log_refusal(body, 499, "client_left")
+        refused(499, "client_left")
         raise
     except Exception:  # guarded() answers 500 and logs the traceback; the outcome line still goes out
-        _log_refusal(body, 500, "error")
+        refused(500, "error")
         raise
 
 
-def _log_refusal(body, status: int, outcome: str):
-    mode = body.mode if body is not None else "?"
-    chars = len(body.text) if body is not None else -1
-    log.info("request refused mode=%s text_chars=%d ttfp=- rtf=- patches=0 outcome=%s status=%d",
-             mode, chars, outcome, status)
+def _log_refusal(asked: Asked, body, status: int, outcome: str):
+    if body is not None:
+        asked = replace(asked, mode=body.mode, text_chars=len(body.text), voice=body.voice or asked.voice)
+    log.info("request refused mode=%s text_chars=%d voice=%s format=%s ttfp=- rtf=- patches=0 outcome=%s "
+             "status=%d", asked.mode, asked.text_chars, _shown(asked.voice), _shown(asked.format), outcome, status)
+
+
+def _shown(value: str | None) -> str:
+    """A client's string in the log: quoted and escaped (no forged lines), and short."""
+    return "-" if value is None else repr(value[:64] + ("…" if len(value) > 64 else ""))

@@ -2,8 +2,9 @@
 
 Any OpenAI client (the official SDKs, tools built on them) can use the demo's server: point its
 base URL at http://HOST:PORT/v1 and, with --token, use the token as the API key. A request
-becomes the page's own request (ui/schema.StreamBody) and goes through the same checks, limits,
-queue and worker; only the body format and the errors' shape are OpenAI's:
+becomes the page's own request (ui/http/schema.StreamBody, by ui/http/speech_body.py) and goes
+through the same checks, limits, queue and worker; only the body format and the errors' shape are
+OpenAI's (every error under /v1, an unknown path or method included):
 
 - `voice`: a saved voice's name (or {"id": name}) clones it: continuing from its clip when it has
   a transcript and no `instructions` are given (ultimate cloning), else as a reference with
@@ -17,111 +18,38 @@ queue and worker; only the body format and the errors' shape are OpenAI's:
 from __future__ import annotations
 
 import base64
+import functools
 import json
 
 import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, ValidationError
+from fastapi.routing import APIRoute
 
-from inference.errors import InputError
-from inference.request import modes
 from inference.serving.job import Job
 
-from .audio_encoders import FORMATS, MEDIA_TYPES, Encoder, missing_formats
+from .audio_encoders import MEDIA_TYPES, Encoder
 from .common import errors_as, first_audio, next_event, submit
-from .schema import StreamBody, blank
-from ..library.voice_names import RESERVED
+from .speech_body import DESIGN, MODEL_ID, ParamError, openai_asked, parse_speech
+from ..guard.answers import OPENAI_PREFIX, openai_error_body
 
 openai_router = APIRouter()
-MODEL_ID = "voxcpm2"
-MODEL_NAMES = (MODEL_ID, "openbmb/voxcpm2")  # compared without regard to case
-DESIGN = RESERVED[0]
-_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
-          409: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error", 499: "client_closed",
-          503: "server_overloaded"}
 
 
 def openai_error(status: int, message: str, headers: dict | None = None, param: str | None = None,
                  code: str | None = None) -> JSONResponse:
-    body = {"message": message, "type": _TYPES.get(status, "server_error"), "param": param, "code": code}
-    return JSONResponse({"error": body}, status_code=status, headers=headers)
+    return JSONResponse(openai_error_body(status, message, param, code), status_code=status, headers=headers)
 
 
-openai_guarded = errors_as(openai_error)
-
-
-class VoiceId(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    id: str
-
-
-class SpeechBody(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    model: str
-    input: str
-    voice: str | VoiceId | None = None
-    instructions: str | None = None
-    response_format: str = "mp3"
-    speed: float | None = None
-    stream_format: str = "audio"
-    # Our extensions, documented in the README (the page's advanced settings).
-    seed: int | None = None
-    cfg_value: float = modes.default("cfg_value")
-    inference_timesteps: int = modes.default("inference_timesteps")
-    max_len: int = modes.default("max_len")
-    normalize: bool = False
-    trim_silence: bool = False
-
-
-def parse_speech(raw, library=None) -> tuple[SpeechBody, StreamBody]:
-    """The OpenAI body and the page's body it becomes; `library` (ui/library/voice_store.py) tells whether
-    a saved voice has a transcript. Reads the index: call it off the event loop."""
-    try:
-        speech = SpeechBody.model_validate(raw)
-    except ValidationError as exc:
-        raise InputError(_describe(exc)) from None
-    if speech.model.lower() not in MODEL_NAMES:
-        raise InputError(f"model {speech.model[:80]!r} is not served here: use {MODEL_ID!r} (GET /v1/models)")
-    _choice("response_format", speech.response_format, [f for f in FORMATS if f not in missing_formats()])
-    _choice("stream_format", speech.stream_format, ["audio", "sse"])
-    if speech.speed is not None and speech.speed != 1.0:
-        raise InputError(f"speed {speech.speed:g} is not supported: VoxCPM2 has no speed control; "
-                         "leave speed out or send 1.0")
-    return speech, to_stream_body(speech, library)
-
-
-def to_stream_body(speech: SpeechBody, library=None) -> StreamBody:
-    voice = speech.voice.id if isinstance(speech.voice, VoiceId) else speech.voice
-    if blank(voice):
-        raise InputError(f"voice is required: the name of a saved voice (GET /v1/audio/voices), or {DESIGN!r} "
-                         "to design one from `instructions`")
-    common = dict(text=speech.input, cfg_value=speech.cfg_value, inference_timesteps=speech.inference_timesteps,
-                  max_len=speech.max_len, seed=speech.seed, control=speech.instructions,
-                  normalize=speech.normalize, trim_silence=speech.trim_silence)
-    if voice.strip().casefold() == DESIGN:
-        return StreamBody(mode="design", **common)
-    if library is None:
-        raise InputError(f"this server keeps no voice library: use voice {DESIGN!r} with `instructions`")
-    # Continued from (ultimate cloning) when the voice has a transcript (ui/schema.to_request takes
-    # it from the voice) and no style is asked for, which would be read aloud there.
-    continued = blank(speech.instructions) and bool(library.get(voice).transcript)
-    return StreamBody(mode="ultimate" if continued else "cloning", voice=voice, **common)
-
-
-def _choice(field: str, value: str, accepted: list[str]):
-    if value not in accepted:
-        raise InputError(f"{field} {value[:40]!r} is not supported: use one of {', '.join(accepted)}")
-
-
-def _describe(exc: ValidationError) -> str:
-    err = exc.errors(include_url=False, include_input=False)[0]
-    where = ".".join(str(p) for p in err.get("loc", ())) or "body"
-    if err.get("type") == "extra_forbidden":
-        return f"unknown parameter {where[:40]!r}: the accepted ones are {', '.join(SpeechBody.model_fields)}"
-    if err.get("type") == "missing":
-        return f"missing required parameter {where!r}"
-    return f"parameter {where[:40]!r}: {err.get('msg', 'invalid value')}"
+def openai_guarded(handler):
+    """errors_as (ui/http/common.py) in OpenAI's shape, naming the parameter that was refused."""
+    @functools.wraps(handler)
+    async def named(*args, **kwargs):
+        try:
+            return await handler(*args, **kwargs)
+        except ParamError as exc:
+            return openai_error(400, str(exc), param=exc.param)
+    return errors_as(openai_error)(named)
 
 
 @openai_router.post("/audio/speech")
@@ -133,7 +61,7 @@ async def speech(request: Request):
     def parse(raw):
         parsed["speech"], body = parse_speech(raw, state.voices)
         return body
-    job, req, body = await submit(request, state, parse=parse)
+    job, req, body = await submit(request, state, parse=parse, describe=openai_asked)
     fmt, events = parsed["speech"].response_format, parsed["speech"].stream_format == "sse"
     first = await first_audio(job, request)
     headers = {"X-Seed": str(req.seed), "X-Request-Id": job.id, "Cache-Control": "no-store",
@@ -194,3 +122,18 @@ async def voices(request: Request):
     data = [{"id": v.name, "name": v.name, "object": "voice", "seconds": round(v.seconds, 2),
              "has_transcript": bool(v.transcript)} for v in saved]
     return {"object": "list", "voices": [v["name"] for v in data] + [DESIGN], "data": data}
+
+
+@openai_router.api_route("", methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
+@openai_router.api_route("/{path:path}", methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
+async def unknown(request: Request):
+    """Last of the /v1 routes: what no other one answers gets OpenAI's error, not the page's 404."""
+    served = [route for route in openai_router.routes if isinstance(route, APIRoute) and route.endpoint is not unknown]
+    tail = request.scope["path"].removeprefix(OPENAI_PREFIX)
+    allowed = sorted({m for route in served if route.path_regex.match(tail) for m in route.methods})
+    if allowed:
+        return openai_error(405, f"{request.method} is not allowed on {request.url.path[:100]}: use "
+                                 f"{', '.join(allowed)}", {"Allow": ", ".join(allowed)})
+    listed = ", ".join(f"{m} {OPENAI_PREFIX}{route.path}" for route in served for m in sorted(route.methods - {"HEAD"}))
+    return openai_error(404, f"there is no {request.method} {request.url.path[:100]} here; this server "
+                             f"serves {listed}")

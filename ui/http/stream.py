@@ -5,13 +5,15 @@ Gradio's event protocol.
 """
 from __future__ import annotations
 
+import functools
+
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from inference.serving.job import Job
 
 from . import frames
-from .common import HTTPError, app_state, first_audio, guarded, next_event, submit, to_pcm
+from .common import HTTPError, app_state, first_audio, guarded, next_event, page_asked, submit, to_pcm
 
 stream_router = APIRouter()
 
@@ -58,7 +60,8 @@ def wants_frames(request: Request) -> bool:
 async def stream(request: Request):
     state = app_state(request)
     framed = wants_frames(request)
-    job, req, body = await submit(request, state)
+    asked = functools.partial(page_asked, fmt="frames" if framed else "pcm")
+    job, req, body = await submit(request, state, describe=asked)
     first = await first_audio(job, request)
     rate = state.worker.sample_rate
     headers = {

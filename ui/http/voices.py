@@ -86,7 +86,7 @@ async def save_voice(request: Request):
     transcript = None if blank(body.transcript) else body.transcript.strip()
     check_text("transcript", transcript, state.max_text_chars)
     clip = state.clips.get(body.clip_id)
-    await anyio.to_thread.run_sync(voices.check_room, body.name, clip.audio.nbytes // 2)  # before any work
+    await anyio.to_thread.run_sync(voices.check_room, body.name, clip.audio)  # before any work
     reference = clip.as_engine_input()
     await encode(state.worker, reference, transcript)
     latents = {state.encoder_identity: reference.known(state.encoder_identity)}
@@ -127,8 +127,8 @@ async def rename_voice(request: Request, name: str):
 @guarded
 async def delete_voice(request: Request, name: str):
     voices = library(request, change=True)
-    await anyio.to_thread.run_sync(voices.delete, name)
-    return {"deleted": name}
+    deleted = await anyio.to_thread.run_sync(voices.delete, name)
+    return {"deleted": deleted.name}
 
 
 @voice_router.get("/{name}/audio")

@@ -3,6 +3,10 @@
 Names are shown in the page and sent by OpenAI clients as `voice`, so they are words, not paths:
 letters and digits of any script, spaces, and - _ . ' between them. They are compared without
 regard to case (SQLite's NOCASE), so "Anna" and "anna" cannot both exist.
+
+Every name a client sends, to save, find, rename or delete a voice, is first put in one form
+(`normal_name`: composed letters, no spaces around it), so " Anna " and a decomposed "Zoë" find the
+voice they were saved as.
 """
 from __future__ import annotations
 
@@ -19,11 +23,16 @@ RULE = (f"1 to {MAX_NAME} characters: letters or digits (any script), with space
         f"not {', '.join(RESERVED)}")
 
 
+def normal_name(name: str) -> str:
+    """The one form a name is saved and looked up in: composed (NFC), without spaces around it."""
+    return unicodedata.normalize("NFC", name).strip()
+
+
 def check_name(name) -> str:
-    """The name, NFC-normalized, or an InputError that states the rule."""
+    """The name in its normal form, or an InputError that states the rule."""
     if not isinstance(name, str):
         raise InputError(f"a voice name must be text: {RULE}")
-    name = unicodedata.normalize("NFC", name).strip()
+    name = normal_name(name)
     if not name or len(name) > MAX_NAME or not _NAME.fullmatch(name) or "  " in name:
         shown = name[:MAX_NAME] + ("…" if len(name) > MAX_NAME else "")
         raise InputError(f"the voice name {shown!r} is not usable: {RULE}")

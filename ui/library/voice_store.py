@@ -29,7 +29,7 @@ import torch
 from inference.request.reference import ReferenceClip
 
 from .refusal import Refusal
-from .voice_names import check_name, same_name
+from .voice_names import check_name, normal_name, same_name
 
 log = logging.getLogger("voxcpm.voices")
 SCHEMA = """CREATE TABLE IF NOT EXISTS voices (
@@ -82,6 +82,9 @@ class VoiceLibrary:
         return [Voice(*row) for row in rows]
 
     def get(self, name: str) -> Voice:
+        """The voice saved under `name`, in its normal form (ui/library/voice_names.py): every call
+        that names a voice (clip, audio_bytes, rename, delete) finds it through here."""
+        name = normal_name(name)
         with self._lock:
             row = self._db.execute("SELECT id, name, transcript, seconds, bytes, created FROM voices "
                                    "WHERE name = ?", (name,)).fetchone()
@@ -114,19 +117,22 @@ class VoiceLibrary:
     # -- changing --------------------------------------------------------------------------------
     def save(self, name: str, audio: np.ndarray, transcript: str | None = None,
              latents: dict[str, dict[str, torch.Tensor]] | None = None) -> Voice:
-        """audio: float32 mono at sample_rate. latents: {encoder identity: {side: patches}}."""
+        """audio: float32 mono at sample_rate. latents: {encoder identity: {side: patches}}. The
+        files written are measured before the index row is committed: past the library's limit
+        (max_bytes), they are removed and the save refused (507)."""
         name = check_name(name)
         voice_id = secrets.token_hex(8)
         with self._lock:
             self._check_free(name)
-            self._check_count_and_size(audio.nbytes // 2)  # 24-bit FLAC of speech: well under this
+            self._check_count_and_size(_estimated_bytes(audio))
             written: list[Path] = []
             try:
                 written.append(self._write_audio(voice_id, audio))
                 for identity, sides in (latents or {}).items():
                     written.append(self._write_latents(voice_id, identity, sides))
-                self._before_commit()
                 size = sum(p.stat().st_size for p in written)
+                self._check_encoded_size(size)  # the files are removed below when it refuses
+                self._before_commit()
                 self._db.execute("INSERT INTO voices VALUES (?, ?, ?, ?, ?, ?)",
                                  (voice_id, name, transcript, len(audio) / self.sample_rate, size, time.time()))
             except BaseException:
@@ -145,7 +151,7 @@ class VoiceLibrary:
             self._db.execute("UPDATE voices SET name = ? WHERE id = ?", (new_name, voice.id))
         return self.get(new_name)
 
-    def delete(self, name: str):
+    def delete(self, name: str) -> Voice:
         with self._lock:
             voice = self.get(name)
             # The row goes first: a crash before the files are gone leaves orphans, swept at the next start.
@@ -153,6 +159,7 @@ class VoiceLibrary:
             self._clips.pop(voice.id, None)
             for path in self.folder.glob(f"{voice.id}.*"):
                 path.unlink(missing_ok=True)
+        return voice
 
     def close(self):
         self._writer.shutdown(wait=True)
@@ -160,11 +167,11 @@ class VoiceLibrary:
             self._db.close()
 
     # -- inside --------------------------------------------------------------------------------------
-    def check_room(self, name: str, new_bytes: int):
+    def check_room(self, name: str, audio: np.ndarray):
         """Refuses a save that could not succeed (bad or taken name, library full) before any work."""
         with self._lock:
             self._check_free(check_name(name))
-            self._check_count_and_size(new_bytes)
+            self._check_count_and_size(_estimated_bytes(audio))
 
     def _check_count_and_size(self, new_bytes: int):
         count = self._db.execute("SELECT COUNT(*) FROM voices").fetchone()[0]
@@ -172,6 +179,13 @@ class VoiceLibrary:
             raise VoiceError(507, f"the library holds {count} voices, the most it may: delete one first")
         if self.used_bytes() + new_bytes > self.max_bytes:
             raise VoiceError(507, f"the library would pass its limit of {self.max_bytes / 2**20:.0f} MB: "
+                                  "delete a voice first, or save a shorter clip")
+
+    def _check_encoded_size(self, size: int):
+        free = max(0, self.max_bytes - self.used_bytes())
+        if size > free:
+            raise VoiceError(507, f"the voice takes {_amount(size)} on disk once encoded, more than the "
+                                  f"{_amount(free)} left of the library's limit of {_amount(self.max_bytes)}: "
                                   "delete a voice first, or save a shorter clip")
 
     def _check_free(self, name: str):
@@ -239,6 +253,16 @@ class VoiceLibrary:
         if swept:
             log.warning("removed %d file(s) left by an interrupted save or delete in %s", swept, self.folder)
         return swept
+
+
+def _estimated_bytes(audio: np.ndarray) -> int:
+    """What a clip should take on disk, for a refusal before any work: 24-bit FLAC of speech takes
+    about 2 bytes a sample, of noise about 3. The size of the files written decides (save)."""
+    return 2 * audio.size
+
+
+def _amount(size: int) -> str:
+    return f"{size / 2**20:.2f} MiB" if size >= 2**20 else f"{size / 1024:.0f} KiB"
 
 
 def _sync_folder(folder: Path):

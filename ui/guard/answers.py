@@ -1,0 +1,39 @@
+"""How a refusal reads, whoever sends it: a middleware here, or a route (ui/http/common.py).
+
+The app's own routes answer `{"error": "message"}`. Under /v1 the clients are OpenAI's SDKs and the
+tools built on them, which read `{"error": {"message", "type", "param", "code"}}` and raise their
+own error classes from it, so every refusal of a /v1 path, wherever it is made, has that shape.
+"""
+from __future__ import annotations
+
+import json
+
+OPENAI_PREFIX = "/v1"
+OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                404: "not_found_error", 405: "invalid_request_error", 408: "invalid_request_error",
+                409: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error",
+                499: "client_closed", 503: "server_overloaded"}
+
+
+def is_openai_path(path: str) -> bool:
+    return path == OPENAI_PREFIX or path.startswith(OPENAI_PREFIX + "/")
+
+
+def openai_error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
+    return {"error": {"message": message, "type": OPENAI_TYPES.get(status, "server_error"), "param": param,
+                      "code": code}}
+
+
+def error_body(path: str, status: int, message: str, code: str | None = None) -> dict:
+    """The refusal's JSON body in the shape the clients of `path` read."""
+    return openai_error_body(status, message, code=code) if is_openai_path(path) else {"error": message}
+
+
+async def send_refusal(send, scope, status: int, message: str, headers: list | None = None):
+    """Answers an HTTP request from a middleware, in the shape its path's clients read, and closes the
+    connection (what the client sent may not have been read to its end)."""
+    body = json.dumps(error_body(scope["path"], status, message)).encode()
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"cache-control", b"no-store"), (b"connection", b"close")] + (headers or [])
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,137 @@
+"""The body of POST /v1/audio/speech (OpenAI's, with our extensions) and the page's request it becomes.
+
+Every refusal names the OpenAI parameter to change (`ParamError.param`, sent as OpenAI's `param`)
+in the route's own terms: the page's fields it maps onto (text, control) and the settings it does
+not take (min_len) never appear in its messages. Ranges are read from the one spec
+(inference/request/modes.py); SynthesisRequest checks them again, as for every request.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from inference.errors import InputError
+from inference.request import modes
+
+from .audio_encoders import FORMATS, missing_formats
+from .common import Asked, text_length
+from .schema import StreamBody, blank
+from ..library.voice_names import RESERVED
+
+MODEL_ID = "voxcpm2"
+MODEL_NAMES = (MODEL_ID, "openbmb/voxcpm2")  # compared without regard to case
+DESIGN = RESERVED[0]
+# The page's fields under the names this route gives them.
+OPENAI_NAMES = {"text": "input", "control": "instructions"}
+# The route takes no min_len, so each request keeps its default: max_len may not go below it.
+_MAX_LEN = modes.SETTINGS["max_len"]
+RANGES = {name: modes.SETTINGS[name] for name in ("cfg_value", "inference_timesteps", "seed")} | {
+    "max_len": dataclasses.replace(_MAX_LEN, low=max(_MAX_LEN.low, modes.default("min_len")))}
+
+
+class ParamError(InputError):
+    """A request refused for one parameter, which OpenAI's error names in `param`."""
+
+    def __init__(self, param: str, message: str):
+        super().__init__(message)
+        self.param = param
+
+
+class VoiceId(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    id: str
+
+
+class SpeechBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    model: str
+    input: str
+    voice: str | VoiceId | None = None
+    instructions: str | None = None
+    response_format: str = "mp3"
+    speed: float | None = None
+    stream_format: str = "audio"
+    # Our extensions, documented in the README (the page's advanced settings).
+    seed: int | None = None
+    cfg_value: float = modes.default("cfg_value")
+    inference_timesteps: int = modes.default("inference_timesteps")
+    max_len: int = modes.default("max_len")
+    normalize: bool = False
+    trim_silence: bool = False
+
+
+def parse_speech(raw, library=None) -> tuple[SpeechBody, StreamBody]:
+    """The OpenAI body and the page's body it becomes; `library` (ui/library/voice_store.py) tells whether
+    a saved voice has a transcript. Reads the index: call it off the event loop."""
+    try:
+        speech = SpeechBody.model_validate(raw)
+    except ValidationError as exc:
+        raise _described(exc, SpeechBody) from None
+    if speech.model.lower() not in MODEL_NAMES:
+        raise ParamError("model", f"model {speech.model[:80]!r} is not served here: use {MODEL_ID!r} (GET /v1/models)")
+    _choice("response_format", speech.response_format, [f for f in FORMATS if f not in missing_formats()])
+    _choice("stream_format", speech.stream_format, ["audio", "sse"])
+    if speech.speed is not None and speech.speed != 1.0:
+        raise ParamError("speed", f"speed {speech.speed:g} is not supported: VoxCPM2 has no speed control; "
+                                  "leave speed out or send 1.0")
+    for name, setting in RANGES.items():
+        problem = setting.check(getattr(speech, name))
+        if problem is not None:
+            if name == "max_len":
+                problem += f" (a request here makes at least {setting.low:g} patches before it may stop)"
+            raise ParamError(name, problem)
+    return speech, to_stream_body(speech, library)
+
+
+def to_stream_body(speech: SpeechBody, library=None) -> StreamBody:
+    voice = speech.voice.id if isinstance(speech.voice, VoiceId) else speech.voice
+    if blank(voice):
+        raise ParamError("voice", f"voice is required: the name of a saved voice (GET /v1/audio/voices), or "
+                                  f"{DESIGN!r} to design one from `instructions`")
+    common = dict(text=speech.input, cfg_value=speech.cfg_value, inference_timesteps=speech.inference_timesteps,
+                  max_len=speech.max_len, seed=speech.seed, control=speech.instructions,
+                  normalize=speech.normalize, trim_silence=speech.trim_silence)
+    try:
+        if voice.strip().casefold() == DESIGN:
+            return StreamBody(mode="design", **common)
+        if library is None:
+            raise ParamError("voice", f"this server keeps no voice library: use voice {DESIGN!r} with `instructions`")
+        # Continued from (ultimate cloning) when the voice has a transcript (ui/schema.to_request takes
+        # it from the voice) and no style is asked for, which would be read aloud there.
+        continued = blank(speech.instructions) and bool(library.get(voice).transcript)
+        return StreamBody(mode="ultimate" if continued else "cloning", voice=voice, **common)
+    except ValidationError as exc:  # a limit of the page's body (a voice name's length...)
+        raise _described(exc, StreamBody) from None
+
+
+def openai_asked(data) -> Asked:
+    """What an OpenAI body asked for, read without trusting any of it, for a refusal's log line."""
+    if not isinstance(data, dict):
+        return Asked()
+    voice = data.get("voice")
+    voice = voice.get("id") if isinstance(voice, dict) else voice
+    voice = voice if isinstance(voice, str) else None
+    mode = "?" if blank(voice) else "design" if voice.strip().casefold() == DESIGN else "cloning"
+    fmt = data.get("response_format", SpeechBody.model_fields["response_format"].default)
+    return Asked(mode=mode, text_chars=text_length(data.get("input")), voice=voice,
+                 format=fmt if isinstance(fmt, str) else None)
+
+
+def _choice(field: str, value: str, accepted: list[str]):
+    if value not in accepted:
+        raise ParamError(field, f"{field} {value[:40]!r} is not supported: use one of {', '.join(accepted)}")
+
+
+def _described(exc: ValidationError, model: type[BaseModel]) -> ParamError:
+    """Pydantic's first complaint about `model` in one sentence, naming this route's parameter."""
+    err = exc.errors(include_url=False, include_input=False)[0]
+    loc = [str(p) for p in err.get("loc", ())] or ["body"]
+    param = OPENAI_NAMES.get(loc[0], loc[0])[:40] if model is StreamBody else loc[0][:40]
+    where = ".".join([param] + loc[1:])[:40]
+    if err.get("type") == "extra_forbidden":
+        accepted = ", ".join(SpeechBody.model_fields)
+        return ParamError(param, f"unknown parameter {where!r}: the accepted ones are {accepted}")
+    if err.get("type") == "missing":
+        return ParamError(param, f"missing required parameter {where!r}")
+    return ParamError(param, f"parameter {where!r}: {err.get('msg', 'invalid value')}")
