@@ -17,6 +17,9 @@ LAYERS = {
 MAX_FILE_LINES = 300
 MAX_FUNCTION_LINES = 40
 BASES_OF_OWN = ("self", "cls", "torch", "sys", "os")  # torch._dynamo, sys._getframe...: module APIs
+# Private names of other packages we call on purpose: the official voxcpm has no public streaming
+# call that takes a prompt cache, and the peer benchmark measures exactly that path.
+OUTSIDE_PRIVATE = {"bench/official_side.py": {"_generate_with_prompt_cache"}}
 
 
 def python_files(*tops: str) -> list[Path]:
@@ -49,10 +52,10 @@ def test_the_private_reach_check_finds_one():
     assert private_reaches(tree) == [(2, "_lock")]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18: being restructured")  # TEMPORARY
 def test_no_module_reaches_into_another_objects_private_attributes():
     found = [f"{p.relative_to(ROOT)}:{line} .{attr}" for p in python_files(*PRODUCT)
-             for line, attr in private_reaches(ast.parse(p.read_text(encoding="utf-8")))]
+             for line, attr in private_reaches(ast.parse(p.read_text(encoding="utf-8")))
+             if attr not in OUTSIDE_PRIVATE.get(str(p.relative_to(ROOT)), ())]
     assert found == []
 
 
@@ -106,7 +109,6 @@ def source_files() -> list[Path]:
     return files
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18: being restructured")  # TEMPORARY
 def test_files_are_short_enough_to_read():
     long = [f"{p.relative_to(ROOT)}: {n} lines" for p in source_files()
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_FILE_LINES]

@@ -12,7 +12,7 @@ without polling. Every frame is an 8-byte header and a payload:
 
 Each patch is an "M" frame followed by its "A" frame. Readers skip frames of types they do not
 know (future additions), and refuse a bad header, an oversized or odd-length audio payload, or
-metadata that is not a JSON object. static/frames.js is the page's reader of the same format, and
+metadata that is not a JSON object. static/player/frames.js is the page's reader of the same format, and
 tests/fixtures/frames.py the tests' one.
 """
 from __future__ import annotations
