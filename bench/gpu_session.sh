@@ -6,7 +6,8 @@
 #   bash bench/gpu_session.sh tests sweep profile     # GPU tests, in-process sweep, step profile
 #   bash bench/gpu_session.sh serve                   # the whole app over HTTP (bench/serve.py)
 #
-# Results go to $OUT (default /tmp/voxcpm-gpu-session); the random checkpoint of the published
+# Results go to $OUT (default /tmp/voxcpm-gpu-session); SERVE_ARGS adds bench/serve.py options
+# (e.g. --rates 20 40); the random checkpoint of the published
 # architecture is written once to $CKPT and shared by the sweep and the served run, so both
 # measure the same weights.
 set -uo pipefail
@@ -34,7 +35,7 @@ for phase in "$@"; do
     profile) python3 -m bench.profile_step --buckets 1 8 32 64 128 2>&1 | tee "$OUT/profile.txt" | tail -60 ;;
     vae) python3 -m bench.vae_decode --config bench/voxcpm2_config.json 2>&1 | tee "$OUT/vae.txt" | tail -40 ;;
     serve) python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/serve" --app-args "--max-streams 64" \
-             2>&1 | grep -v "^{" | tail -20 ;;
+             ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;
     *) echo "unknown phase $phase" ;;
   esac
 done

@@ -63,6 +63,26 @@ def kernels(fn, top: int = 0) -> int:
     return len(names)
 
 
+def dit_flops(step, b: int) -> float:
+    """FLOPs of one guided Euler step of b rows (the DiT on 2b sequences), counted on the plain
+    functions (the counter does not see inside compiled code; the arithmetic is the same). The
+    math attention backend, because the counter's formula for the fused kernels rejects GQA shapes."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from inference.model.locdit import euler_update
+
+    with FlopCounterMode(display=False) as counter, sdpa_kernel(SDPBackend.MATH):
+        euler_update(step.model.dit, step.x[:b], step.mu_pair[: 2 * b], step.cond_pair[: 2 * b],
+                     step.time_rows[:b, 0], step.dt_rows[:b, 0], step.cfg_value[:b])
+    return float(counter.get_total_flops())
+
+
+def advance(step, b: int, span: int):
+    with step.fns.scope:  # where compiled functions may compile (the raised recompile limit)
+        return step.model.advance(step.patch[:b], step.position[:b], span, step.fns.ops)
+
+
 def capture(fn):
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -131,6 +151,27 @@ def admission(engine, k: int):
               f"prefill graph {key} {prefill:.2f} ms, {k} load_row {1e3 * rows:.1f} ms")
 
 
+def profile_bucket(engine, b: int, span: int, top: int):
+    """Kernels and replay times of each part of a patch at bucket b, and the DiT's FLOP rate.
+    The step's own methods enter its compile scope (fns.scope), which is not re-entrant."""
+    r, step = engine.runner, engine.runner.step
+    frames = torch.zeros(b, 64, 4, device="cuda", dtype=step.vae_dtype)
+    parts = {"prologue": lambda: step.prologue(b), "euler": lambda: step.euler(b),
+             "finish": lambda: step.finish(b, span),
+             "vae": lambda: step.vae.decode_chunk(frames, step.decoder.rows(b)),
+             "lm_advance": lambda: advance(step, b, span)}
+    for name, fn in parts.items():
+        graph = capture(fn)
+        print(f"b={b} {name}: {kernels(fn, top=top)} kernels, as a graph {replay_ms(graph.replay, 20):.3f} ms")
+    times = {name: replay_ms(lambda g=g: g(*key), 20) for name, g, key in
+             (("prologue", r.prologue, (b,)), ("euler", r.euler, (b,)), ("finish", r.finish, (b, span)))}
+    patch = replay_ms(lambda: r.launch(b, span - 1, 9) or r.collect(), 20)
+    tflops = dit_flops(step, b) / (times["euler"] * 1e-3) / 1e12
+    print(f"b={b} euler (the DiT, 2b sequences): {tflops:.1f} TFLOP/s achieved")
+    print(f"b={b} graphs: prologue {times['prologue']:.3f} ms, euler {times['euler']:.3f} ms, finish "
+          f"{times['finish']:.3f} ms; one patch with its copy to the host {patch:.3f} ms ({patch / b:.3f} ms per stream)")
+
+
 @torch.inference_mode()
 def main():
     ap = argparse.ArgumentParser()
@@ -152,22 +193,8 @@ def main():
                for i in range(max(args.buckets))]
     engine.step()  # admits every stream into its row
     span = r.span(max(s.position for s in streams))
-    with step.fns.scope:  # where the step's compiled functions may compile (a raised recompile limit)
-        for b in args.buckets:
-            frames = torch.zeros(b, 64, 4, device="cuda", dtype=step.vae_dtype)
-            parts = {"prologue": lambda: step.prologue(b), "euler": lambda: step.euler(b),
-                     "finish": lambda: step.finish(b, span),
-                     "vae": lambda: step.vae.decode_chunk(frames, step.decoder.rows(b)),
-                     "lm_advance": lambda: step.model.advance(step.patch[:b], step.position[:b], span, step.fns.ops)}
-            for name, fn in parts.items():
-                graph = capture(fn)
-                print(f"b={b} {name}: {kernels(fn, top=args.top)} kernels, as a graph {replay_ms(graph.replay, 20):.3f} ms")
-            times = {name: replay_ms(lambda g=g: g(*key), 20) for name, g, key in
-                     (("prologue", r.prologue, (b,)), ("euler", r.euler, (b,)), ("finish", r.finish, (b, span)))}
-            patch = replay_ms(lambda: r.launch(b, span - 1, 9) or r.collect(), 20)
-            print(f"b={b} graphs: prologue {times['prologue']:.3f} ms, euler {times['euler']:.3f} ms, finish "
-                  f"{times['finish']:.3f} ms; one patch with its copy to the host {patch:.3f} ms "
-                  f"({patch / b:.3f} ms per stream)")
+    for b in args.buckets:
+        profile_bucket(engine, b, span, args.top)
 
 
 if __name__ == "__main__":
