@@ -19,6 +19,7 @@ from .guard.auth import TokenGate
 from .guard.events import KnownEvents
 from .guard.hosts import HostGuard
 from .guard.limits import RequestLimits
+from .http.offline import OfflineRenders
 from .http.routes import include_routes
 from .http.voices import voice_lookup
 from .library.uploads import UploadStore
@@ -109,6 +110,7 @@ def _fill_state(state, engine, settings: AppSettings, worker, latents: LatentSto
     """What the routes read (ui/http/common.app_state). `engine`: the first one; the limits and
     rates are the same on every GPU."""
     state.worker, state.latents, state.settings = worker, latents, settings  # ui/guard/connections reads settings
+    state.renders = OfflineRenders()  # offline renders in progress (ui/http/offline.py)
     state.max_text_chars = int(engine.max_text_chars)
     state.clips = UploadStore(ttl_s=settings.upload_ttl_s, max_seconds=float(engine.max_audio_seconds),
                               max_bytes=settings.max_upload_mb * 2**20, target_rate=_input_rate(engine),

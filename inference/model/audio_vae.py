@@ -264,9 +264,10 @@ class AudioVAE(nn.Module):
             raise ValueError(f"audio length {audio.shape[-1]} is not a multiple of {self.cfg.encode_hop}")
         return self.encoder(audio.unsqueeze(1))
 
-    def decode(self, z: Tensor) -> Tensor:
-        """[B, latent, F] -> [B, F * decode_hop] audio at cfg.out_sample_rate, from silence."""
-        return self.decoder(z).squeeze(1)
+    def decode(self, z: Tensor, state: DecoderState | None = None) -> Tensor:
+        """[B, latent, F] -> [B, F * decode_hop] audio at cfg.out_sample_rate, from silence, or
+        continuing the reference convolutions from `state` (updated in place)."""
+        return self.decoder(z, state).squeeze(1)
 
     def new_decoder_state(self, batch: int = 1, device=None, dtype=None) -> DecoderState:
         """A zeroed state (the same as the causal zero padding) for `batch` rows, one stream each."""

@@ -21,7 +21,7 @@ from ..request.prompt import Prompt
 from ..request.request import AudioChunk, SynthesisRequest
 from .compiled import step_functions
 from .decode_step import DecodeStep, plan_rows
-from .offline import decode_whole
+from .offline import OfflineDecode, decode_whole
 from .prepare import RequestPreparer
 from .runner import BatchRunner
 from .scheduler import EngineFull, Scheduler
@@ -216,6 +216,8 @@ class Engine:
 
     def decode_whole(self, latents: np.ndarray, context: torch.Tensor | None = None) -> np.ndarray:
         """Offline reference decode of [n, D, P] latents (after optional context patches [C, P, D])."""
-        with self.runner.step.fns.scope:  # the VAE's compiled Snake may compile for a new length
-            return decode_whole(self.vae, latents, context, self.runner.step.dtype, self.cfg.patch_samples,
-                                self.device)
+        return decode_whole(self.vae, latents, context, self.runner.step.dtype, self.device)
+
+    def decode_next(self, render: OfflineDecode) -> np.ndarray:
+        """The next piece of an offline decode a piece at a time (bounded memory; offline.py)."""
+        return render.decode_next(self.vae, self.runner.step.dtype, self.device)

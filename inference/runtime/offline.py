@@ -1,6 +1,14 @@
-"""The offline decode: a stream's latents through the VAE in one call, as the official model
+"""The offline decode: a stream's latents through the VAE from silence, as the official model
 renders a whole utterance (the reference the streamed audio is compared with, and the offline
-render of a finished stream)."""
+render of a finished stream).
+
+A long utterance is decoded a piece at a time (`OfflineDecode`): the decoder's activations grow
+with the frames decoded at once (several MB per second of audio, GBs for the longest job on the
+published model), while a piece of a few patches, continued from the previous one's causal
+state, gives the same samples as decoding all of them in one call (audio_vae.py: chunks through
+one DecoderState equal the decode of their concatenation). The state is kept on the CPU between
+pieces, so that each piece is a short call of its own on whichever engine runs it.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -10,15 +18,64 @@ from ..model.audio_vae import AudioVAE
 from .decode_step import patches_to_frames
 
 
-@torch.inference_mode()
+class OfflineDecode:
+    """[n, D, P] latents, after optional context patches [C, P, D] (rounded to the LM's dtype as
+    the streamed decoder's warm-up saw them), decoded at most `piece_patches` patches per call of
+    `decode_next`; the context's samples are cut. Calls run one at a time, in order."""
+
+    def __init__(self, latents: np.ndarray, context: np.ndarray | torch.Tensor | None, piece_patches: int):
+        if piece_patches < 1:
+            raise ValueError("a piece needs at least one patch")
+        self.latents = latents
+        self.context = None if context is None or len(context) == 0 else torch.as_tensor(context)
+        self.piece_patches = piece_patches
+        self.skip = 0 if self.context is None else len(self.context)  # context patches first
+        self.total = self.skip + len(latents)
+        self.next_patch = 0
+        self.patch_samples: int | None = None  # known once a piece was decoded
+        self._state: torch.Tensor | None = None  # the decoder's causal context after the last piece (CPU)
+
+    @property
+    def done(self) -> bool:
+        return self.next_patch >= self.total
+
+    @property
+    def samples(self) -> int:
+        """The whole render's length (once `decode_next` has run)."""
+        if self.patch_samples is None:
+            raise RuntimeError("the length is known after the first piece")
+        return len(self.latents) * self.patch_samples
+
+    @torch.inference_mode()
+    def decode_next(self, vae: AudioVAE, lm_dtype: torch.dtype, device: torch.device) -> np.ndarray:
+        """The next piece's audio (float32, empty while only context was decoded)."""
+        first = self.next_patch
+        last = min(first + self.piece_patches, self.total)
+        vae_dtype = next(vae.parameters()).dtype
+        state = vae.new_decoder_state(1, device, vae_dtype)
+        if self._state is not None:
+            state.flat.copy_(self._state)
+        frames = patches_to_frames(self._patches(first, last, lm_dtype).unsqueeze(0))
+        audio = vae.decode(frames.to(device, vae_dtype), state)[0]
+        self._state = state.flat.cpu()
+        self.next_patch = last
+        self.patch_samples = vae.cfg.decode_hop * frames.shape[-1] // (last - first)
+        cut = max(0, self.skip - first) * self.patch_samples
+        return audio[cut:].float().cpu().numpy()
+
+    def _patches(self, first: int, last: int, lm_dtype: torch.dtype) -> torch.Tensor:
+        """Patches [first, last) of context + latents, as [k, P, D] float32."""
+        parts = []
+        if first < self.skip:
+            parts.append(self.context[first:min(last, self.skip)].to(lm_dtype).float())
+        if last > self.skip:
+            lo, hi = max(first, self.skip) - self.skip, last - self.skip
+            parts.append(torch.as_tensor(self.latents[lo:hi]).float().transpose(1, 2))
+        return torch.cat(parts) if len(parts) > 1 else parts[0]
+
+
 def decode_whole(vae: AudioVAE, latents: np.ndarray, context: torch.Tensor | None, lm_dtype: torch.dtype,
-                 patch_samples: int, device: torch.device) -> np.ndarray:
-    """[n, D, P] latents (after optional context patches [C, P, D], rounded to the LM's dtype as
-    the streamed decoder's warm-up saw them) -> audio, the context's samples cut."""
-    patches = torch.as_tensor(latents).transpose(1, 2)
-    if context is not None and len(context):
-        patches = torch.cat((context.to(lm_dtype).float(), patches))
-    vae_dtype = next(vae.parameters()).dtype
-    audio = vae.decode(patches_to_frames(patches.unsqueeze(0)).to(device, vae_dtype))[0]
-    skip = 0 if context is None else len(context) * patch_samples
-    return audio[skip:].float().cpu().numpy()
+                 device: torch.device) -> np.ndarray:
+    """The whole offline decode in one call (one piece), the context's samples cut."""
+    whole = OfflineDecode(latents, context, max(1, len(latents) + (0 if context is None else len(context))))
+    return whole.decode_next(vae, lm_dtype, device)

@@ -1,10 +1,15 @@
 """The latents of finished requests, kept a while so that their offline render can be asked for.
 
-A take's offline render (the whole-sequence VAE decode of the same latents, `Engine.decode_whole`)
-is the reference its stream is compared with in the page's A/B. Latents are small (1 KiB per
-160 ms patch in float32, about 6 KiB per second of audio), but a server that kept every one would
-still grow without bound: entries expire after a TTL, and the oldest go first when the total
-passes a byte cap. One store serves every worker of a pool (job ids are unique across it).
+A take's offline render (the VAE decode from silence of the same latents, a piece at a time:
+inference/runtime/offline.py) is the reference its stream is compared with in the page's A/B.
+Latents are small (1 KiB per 160 ms patch in float32, about 6 KiB per second of audio), but a
+server that kept every one would still grow without bound: entries expire after a TTL, and the
+oldest go first when the total passes a byte cap. One store serves every worker of a pool (job
+ids are unique across it).
+
+It also keeps a few finished renders (the WAV bytes, 15 times the latents' size), within a byte
+cap of their own, least recently asked for going first: a render is cached only while its
+latents are kept, and goes with them, so a cached render is always of the latents kept now.
 """
 from __future__ import annotations
 
@@ -22,16 +27,54 @@ class KeptLatents:
     context: np.ndarray | None  # [C, patch_size, feat_dim] the decoder was warmed on (continuation), or None
     expires_at: float
 
+    def cacheable(self, size: int) -> bool:
+        """Whether a render of `size` bytes would be cached (so worth collecting while it streams)."""
+        return size <= self.max_render_bytes // 4
+
+    def keep_render(self, job_id: str, kept: KeptLatents, wav: bytes) -> bool:
+        """Caches a finished render of `kept`; False when too large, or `kept` is no longer what
+        the store holds for the job (expired, dropped or replaced meanwhile)."""
+        if not self.cacheable(len(wav)):
+            return False
+        with self._lock:
+            self._expire()
+            if self._items.get(job_id) is not kept:
+                return False
+            self._drop_render(job_id)
+            self._renders[job_id] = wav
+            self._render_bytes += len(wav)
+            while self._render_bytes > self.max_render_bytes:
+                self._drop_render(next(iter(self._renders)))
+        return True
+
+    def render(self, job_id: str) -> bytes | None:
+        """The cached render of the job's kept latents, or None."""
+        with self._lock:
+            self._expire()
+            wav = self._renders.get(job_id)
+            if wav is not None:
+                self._renders.move_to_end(job_id)
+            return wav
+
+    @property
+    def render_bytes(self) -> int:
+        with self._lock:
+            return self._render_bytes
+
     @property
     def nbytes(self) -> int:
         return self.latents.nbytes + (0 if self.context is None else self.context.nbytes)
 
 
 class LatentStore:
-    def __init__(self, max_bytes: int = 64 * 2**20, ttl_s: float = 1800.0, clock=time.monotonic):
+    def __init__(self, max_bytes: int = 64 * 2**20, ttl_s: float = 1800.0, clock=time.monotonic,
+                 max_render_bytes: int = 64 * 2**20):
+        """max_render_bytes: the cap on cached renders (one render may take a quarter of it)."""
         self.max_bytes, self.ttl_s, self._clock = max_bytes, ttl_s, clock
+        self.max_render_bytes = max_render_bytes
         self._items: OrderedDict[str, KeptLatents] = OrderedDict()
-        self._bytes = 0
+        self._renders: OrderedDict[str, bytes] = OrderedDict()  # least recently asked for first
+        self._bytes = self._render_bytes = 0
         self._lock = threading.Lock()
 
     def keep(self, job_id: str, patches: list[np.ndarray], context) -> bool:
@@ -56,6 +99,40 @@ class LatentStore:
             self._expire()
             return self._items.get(job_id)
 
+    def cacheable(self, size: int) -> bool:
+        """Whether a render of `size` bytes would be cached (so worth collecting while it streams)."""
+        return size <= self.max_render_bytes // 4
+
+    def keep_render(self, job_id: str, kept: KeptLatents, wav: bytes) -> bool:
+        """Caches a finished render of `kept`; False when too large, or `kept` is no longer what
+        the store holds for the job (expired, dropped or replaced meanwhile)."""
+        if not self.cacheable(len(wav)):
+            return False
+        with self._lock:
+            self._expire()
+            if self._items.get(job_id) is not kept:
+                return False
+            self._drop_render(job_id)
+            self._renders[job_id] = wav
+            self._render_bytes += len(wav)
+            while self._render_bytes > self.max_render_bytes:
+                self._drop_render(next(iter(self._renders)))
+        return True
+
+    def render(self, job_id: str) -> bytes | None:
+        """The cached render of the job's kept latents, or None."""
+        with self._lock:
+            self._expire()
+            wav = self._renders.get(job_id)
+            if wav is not None:
+                self._renders.move_to_end(job_id)
+            return wav
+
+    @property
+    def render_bytes(self) -> int:
+        with self._lock:
+            return self._render_bytes
+
     @property
     def nbytes(self) -> int:
         with self._lock:
@@ -74,3 +151,9 @@ class LatentStore:
         item = self._items.pop(job_id, None)
         if item is not None:
             self._bytes -= item.nbytes
+        self._drop_render(job_id)
+
+    def _drop_render(self, job_id: str):
+        wav = self._renders.pop(job_id, None)
+        if wav is not None:
+            self._render_bytes -= len(wav)

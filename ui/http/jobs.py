@@ -3,12 +3,11 @@ and a finished job's offline render (ui/http/offline.py)."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
 
 from inference.serving.job import Job
 
+from ..library.uploads import client_key
 from .common import HTTPError, app_state, guarded
-from .offline import render_offline
 
 jobs_router = APIRouter()
 
@@ -22,15 +21,15 @@ async def job_status(request: Request, job_id: str):
 @jobs_router.get("/jobs/{job_id}/offline.wav")
 @guarded
 async def job_offline(request: Request, job_id: str):
-    """The whole-sequence VAE decode of a finished job's latents, as WAV: the reference its stream
-    is compared with. Decoded on an engine's worker thread, awaited here without blocking."""
+    """The VAE decode from silence of a finished job's latents, as WAV: the reference its stream
+    is compared with. Decoded a piece at a time on an engine's worker thread (offline.py)."""
     store = app_state(request).latents
     kept = store.get(job_id)
     if kept is None:
         raise HTTPError(404, f"no offline render for this request: the latents of finished requests are kept "
                              f"for {store.ttl_s / 60:.0f} min (the most recent, within {store.max_bytes >> 20} MB)")
-    body = await render_offline(app_state(request).worker, kept, job_id)
-    return Response(body, media_type="audio/wav", headers={"Cache-Control": "no-store"})
+    client = client_key(request.client.host if request.client else None)
+    return await app_state(request).renders.respond(app_state(request).worker, store, kept, job_id, client)
 
 
 @jobs_router.post("/jobs/{job_id}/cancel")
