@@ -13,9 +13,11 @@ import { toFloat32, wavBlob } from '../player/pcm.js';
 const COLORS = { wave: '#4a5fc1', progress: '#1e2a78', boundary: 'rgba(90, 90, 90, 0.55)', flagged: '#c62828',
   underrun: '#b26a00', selection: 'rgba(74, 95, 193, 0.18)' };
 
+// No dragToSeek: a drag on the waveform is the Regions plugin's selection (seeking on a drag took
+// it over: the drag only moved the cursor); a click still seeks.
 function surface(container, extra = {}) {
   return WaveSurfer.create({ container, height: 96, waveColor: COLORS.wave, progressColor: COLORS.progress,
-    cursorColor: '#000', cursorWidth: 2, normalize: true, minPxPerSec: 100, dragToSeek: true, ...extra });
+    cursorColor: '#000', cursorWidth: 2, normalize: true, minPxPerSec: 100, ...extra });
 }
 
 // Loads int16 samples without a decode: the samples themselves are the peaks.
