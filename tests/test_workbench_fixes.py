@@ -24,3 +24,33 @@ def test_1_a_drag_on_the_waveform_selects_a_region_that_loops(page):
     where = page.evaluate("[window.workbench.view.a.getCurrentTime(), window.workbench.view.a.isPlaying()]")
     page.click(f"{WB} [data-wb=play]")
     assert where[1] and sel[0] - 0.02 <= where[0] <= sel[1] + 0.1, (where, sel)
+def test_2_abx_is_blind_and_needs_a_b(page):
+    take(page)
+    page.select_option(f"{WB} [data-wb=b-source]", "")
+    page.click(f"{WB} [data-wb=abx-start]")
+    assert "Pick B" in page.locator(f"{WB} [data-wb=abx-score]").inner_text()
+    page.select_option(f"{WB} [data-wb=b-source]", "offline")
+    page.wait_for_function("window.workbench.lastDifference", timeout=30_000)
+    before = page.locator(f"{WB} [data-wb=readout]").inner_text()
+    switch = page.locator(f"{WB} [data-wb=switch]").inner_text()
+    page.click(f"{WB} [data-wb=abx-start]")
+    page.click(f"{WB} [data-wb=abx-play-x]")
+    page.wait_for_timeout(400)
+    state = page.evaluate("""() => { const v = window.workbench.view;
+        return [v.a.getCurrentTime(), v.b.getCurrentTime(), document.querySelector('#vox-workbench').dataset.active,
+                document.querySelector('[data-wb=switch]').textContent, window.workbench.abx.playing()]; }""")
+    assert state[0] == 0 and state[1] == 0 and state[2] == "A" and state[3] == switch, state
+    assert state[4] == "X"  # X is what plays, through its own player
+    assert page.locator(f"{WB} [data-wb=readout]").inner_text() == before
+    page.fill(f"{WB} [data-wb=abx-trials]", "4")
+    page.click(f"{WB} [data-wb=abx-start]")
+    for answer in "ABBA":
+        assert "correct" not in page.locator(f"{WB} [data-wb=abx-score]").inner_text().split("ABX:")[0]
+        page.click(f"{WB} [data-wb=abx-answer-{answer.lower()}]")
+    page.wait_for_function("window.workbench.selected.abx.length === 4")
+    trials = page.evaluate("window.workbench.selected.abx")
+    right = sum(t["correct"] for t in trials)
+    p = sum(__import__("math").comb(4, k) for k in range(right, 5)) / 16
+    page.wait_for_function("document.querySelector('#vox-workbench [data-wb=abx-score]').innerText.includes('This session')")
+    shown = re.search(r"ABX: (\d) of 4 correct, p = ([\d.]+)", page.locator(f"{WB} [data-wb=abx-score]").inner_text())
+    assert int(shown[1]) == right and abs(float(shown[2]) - p) < 0.001

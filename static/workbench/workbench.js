@@ -2,6 +2,7 @@
 // samples, settings and figures; one take at a time on screen (static/workbench/waveview.js) with its
 // boundary scores, A/B against another take or its offline render, blind ABX, notes and exports.
 
+import { Abx, describeScore } from './abx.js';
 import { FLAG_THRESHOLD, describeDifference, difference } from './analysis.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
 import { summary, takeRow } from './rows.js';
@@ -23,6 +24,7 @@ export class Workbench {
     this.selected = null;
     this.offline = new Map(); // take id -> {pcm, wav} of its offline render, fetched on demand
     this.ready = null;
+    this.abx = new Abx();
   }
 
   start() {
@@ -54,6 +56,7 @@ export class Workbench {
     this.el('b-source').addEventListener('change', () => this.compare().catch((e) => this.say(String(e.message || e))));
     this.el('notes').addEventListener('change', () => this.save(this.selected, { notes: this.el('notes').value }));
     on('abx-start', async () => this.abxStart());
+    this.el('play').addEventListener('click', () => this.abx.stop());
     for (const w of ['a', 'b', 'x']) on(`abx-play-${w}`, async () => this.abxPlay(w.toUpperCase()));
     for (const w of ['a', 'b']) on(`abx-answer-${w}`, async () => this.abxAnswer(w.toUpperCase()));
     this.el('list').addEventListener('click', (e) => {
@@ -124,6 +127,7 @@ export class Workbench {
     const source = this.el('b-source').value;
     this.el('diff').dataset.ok = '';
     if (!source) {
+      this.abx.load(null);
       await this.view.showB(null);
       this.el('diff').textContent = 'Pick B: the offline render (decoded on the server on demand) or another take.';
       return;
@@ -134,12 +138,14 @@ export class Workbench {
     try {
       pcm = other ? new Int16Array(other.pcm) : (await this.offlineOf(a)).pcm;
     } catch (err) {
+      this.abx.load(null);
       await this.view.showB(null);
       this.lastDifference = null;
       this.el('diff').textContent = `No offline render: ${err.message}`;
       return;
     }
     await this.view.showB(pcm);
+    this.abx.load(new Int16Array(a.pcm), pcm, a.sampleRate);
     const d = difference(new Int16Array(a.pcm), pcm);
     this.lastDifference = d;
     const verdict = other ? '' : d.snrDb >= SNR_BOUND_DB && d.lengthA === d.lengthB
@@ -149,32 +155,31 @@ export class Workbench {
   }
 
   abxStart() {
-    this.abx = { x: Math.random() < 0.5 ? 'A' : 'B' };
-    this.showAbx('Trial running: listen to A, B and X, then answer.');
+    if (!this.abx.ready()) return this.showAbx('Pick B first: ABX compares this take (A) with B.');
+    const trials = Math.max(1, Math.min(100, Math.round(Number(this.el('abx-trials').value) || 10)));
+    this.view.stop();
+    this.abx.start(trials);
+    this.showAbx(`Trial 1 of ${trials}: listen to A, B and X, then say which X is.`);
   }
 
   abxPlay(which) {
-    const side = which === 'X' ? this.abx?.x : which;
-    if (!side) return this.showAbx('Start a trial first.');
-    this.view.switchTo(side, false); // X plays its side without saying which
-    this.root.dataset.active = which;
-    this.el('switch').textContent = which === 'X' ? 'Listening to X' : this.el('switch').textContent;
-    this.view.current().play();
+    this.view.stop(); // X plays through the ABX player: no cursor, readout or button says which side it is
+    if (!this.abx.session && which === 'X') return this.showAbx('Start a session first.');
+    if (!this.abx.play(which)) this.showAbx('Pick B first: ABX compares this take (A) with B.');
   }
 
   async abxAnswer(answer) {
-    if (!this.abx) return this.showAbx('Start a trial first.');
-    const trial = { x: this.abx.x, answer, correct: answer === this.abx.x, b: this.el('b-source').value,
-      at: new Date().toISOString() };
-    this.abx = null;
-    await this.save(this.selected, { abx: [...this.selected.abx, trial] });
-    this.showAbx(`X was ${trial.x}: ${trial.correct ? 'correct' : 'wrong'}.`);
+    const session = this.abx.session;
+    if (!session) return this.showAbx('Start a session first.');
+    const done = this.abx.answer(answer, { b: this.el('b-source').value });
+    if (!done) return this.showAbx(`Trial ${session.answers.length + 1} of ${session.trials}: answered so far ` +
+      `${session.answers.length}; the score comes at the end.`);
+    await this.save(this.selected, { abx: [...this.selected.abx, ...done] });
+    this.showAbx(`This session: ${describeScore(done).replace('ABX: ', '')}.`);
   }
 
   showAbx(message = '') {
-    const trials = this.selected?.abx || [];
-    const right = trials.filter((t) => t.correct).length;
-    this.el('abx-score').textContent = `${message} ABX: ${right} of ${trials.length} correct`.trim();
+    this.el('abx-score').textContent = `${message} ${describeScore(this.selected?.abx || [])}`.trim();
   }
 
   showBoundaries(take) {

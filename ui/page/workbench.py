@@ -53,7 +53,8 @@ def _take_view() -> str:
       <span data-wb="diff" role="status"></span></div>
     <div data-wb="wave-b" aria-label="Waveform of B"></div>
     <div class="vox-wb-abx" role="group" aria-label="Blind ABX test">
-      <button type="button" class="vox-wb-button" data-wb="abx-start">New ABX trial</button>
+      <label>Trials <input type="number" data-wb="abx-trials" min="1" max="100" value="10"></label>
+      <button type="button" class="vox-wb-button" data-wb="abx-start">Start ABX session</button>
       <button type="button" class="vox-wb-button" data-wb="abx-play-a">Play A</button>
       <button type="button" class="vox-wb-button" data-wb="abx-play-b">Play B</button>
       <button type="button" class="vox-wb-button" data-wb="abx-play-x">Play X</button>
