@@ -54,3 +54,28 @@ def test_2_abx_is_blind_and_needs_a_b(page):
     page.wait_for_function("document.querySelector('#vox-workbench [data-wb=abx-score]').innerText.includes('This session')")
     shown = re.search(r"ABX: (\d) of 4 correct, p = ([\d.]+)", page.locator(f"{WB} [data-wb=abx-score]").inner_text())
     assert int(shown[1]) == right and abs(float(shown[2]) - p) < 0.001
+
+
+def test_3_a_saved_voice_take_says_its_voice_and_reuses_it_after_a_reload(page):
+    take(page, "A voice to keep.")
+    page.reload()
+    ready(page)
+    page.wait_for_function("window.workbench.selected")
+    page.get_by_text("Voice library").click()
+    page.fill("#vox-voices .vox-voice-name", "Kept")
+    page.click("#vox-voices .vox-save-take")  # no run since the reload: the take the workbench shows
+    page.wait_for_function("document.querySelector('#vox-voices .vox-voices-status').textContent.startsWith('Saved')",
+                           timeout=60_000)
+    page.get_by_role("tab", name="Ultimate cloning").click()
+    page.select_option(".vox-voice-pick[data-mode='ultimate'] select", "Kept")
+    cloned = take(page, "Said in the kept voice.")
+    assert cloned["outcome"] == "finished" and cloned["settings"]["voice"] == "Kept"
+    head = page.locator(f"{WB} [data-wb=head]").inner_text()
+    assert "Clip: saved voice “Kept”" in head and "Style / transcript: the saved voice “Kept”'s own transcript" in head
+    page.select_option(".vox-voice-pick[data-mode='ultimate'] select", "")
+    page.get_by_role("tab", name="Voice design").click()
+    page.click(f"{WB} [data-take='{cloned['id']}'] button[data-act=reuse]")
+    page.wait_for_function("document.querySelector(\".vox-voice-pick[data-mode='ultimate'] select\").value === 'Kept'")
+    again = take(page, None)
+    assert again["outcome"] == "finished" and again["settings"]["voice"] == "Kept" and again["settings"]["mode"] == "ultimate"
+    page.get_by_role("tab", name="Voice design").click()

@@ -29,8 +29,9 @@ export function summary(t) {
     ['Take', `#${t.n}, ${t.created}, ${t.outcome}${t.status ? `: ${t.status}` : ''}`],
     ['Settings', `${s.mode}, seed ${s.seed}, cfg ${s.cfg_value}, ${s.inference_timesteps} timesteps, max ${s.max_len} patches`],
     ['Text as spoken', s.text_as_spoken],
-    [s.mode === 'design' ? 'Description' : 'Style / transcript', s.control || s.prompt_text || '–'],
-    ['Clip', s.clip_name ? `${s.clip_name} (id ${s.reference_id})` : '–'],
+    [s.mode === 'design' ? 'Description' : 'Style / transcript', s.control || s.prompt_text ||
+      (s.voice && s.mode === 'ultimate' ? `the saved voice “${s.voice}”'s own transcript` : '–')],
+    ['Clip', s.voice ? `saved voice “${s.voice}”` : s.clip_name ? `${s.clip_name} (id ${s.reference_id})` : '–'],
     ['Model', `${s.model ?? '–'} @ ${s.revision ?? '–'}, app ${s.app_version ?? '–'}`],
     ['Figures', `first byte ${fmt(f.first_byte_ms, 0, ' ms')}, first sound ${fmt(f.first_sound_ms, 0, ' ms')}, ` +
       `server first patch ${fmt(f.server_first_patch_ms, 0, ' ms')}, server RTF ${fmt(f.server_rtf, 3)}, client RTF ${fmt(f.client_rtf, 3)}`],

@@ -20,7 +20,7 @@ function settingsOf(run) {
   const b = run.body;
   const final = run.final || {};
   return { mode: b.mode, text: b.text, text_as_spoken: final.spoken_text ?? b.text, control: b.control ?? null,
-    prompt_text: b.prompt_text ?? null, clip_name: run.clip ?? null, reference_id: b.reference_id ?? null,
+    prompt_text: b.prompt_text ?? null, voice: b.voice ?? null, clip_name: b.voice ? null : run.clip ?? null, reference_id: b.reference_id ?? null,
     seed: run.seed, cfg_value: b.cfg_value, inference_timesteps: b.inference_timesteps, max_len: b.max_len,
     model: final.model ?? null, revision: final.revision ?? null, app_version: final.app_version ?? null };
 }
@@ -38,7 +38,8 @@ function figuresOf(run, scores) {
 }
 
 // The form's fields (as static/player/request.js reads them) that give this take again, for the
-// mode as the spec states it; the clip goes back by its server id, while the server keeps it.
+// mode as the spec states it; the clip goes back by its server id, while the server keeps it, and
+// a saved voice by its name (the workbench sets the tab's picker: it is not a Gradio field).
 export function formOfTake(take, mode) {
   const s = take.settings;
   const form = { mode: s.mode, text: s.text, cfg_value: s.cfg_value, inference_timesteps: s.inference_timesteps,

@@ -81,13 +81,31 @@ export class Workbench {
     const take = this.takes.find((t) => t.id === id);
     if (what === 'select') return this.select(id);
     if (what === 'as-b') { this.el('b-source').value = id; return this.compare(); }
-    if (what === 'reuse') return fillForm(formOfTake(take, (await spec()).modes[take.settings.mode]));
+    if (what === 'reuse') return this.reuse(take);
     if (what === 'delete') {
       await this.store.remove(id);
       this.takes = this.takes.filter((t) => t.id !== id);
       if (this.selected?.id === id) this.selected = null;
       this.render();
     }
+  }
+
+  // The take's settings back in the form, and in a cloning tab its saved voice (or none) in the picker.
+  async reuse(take) {
+    const mode = (await spec()).modes[take.settings.mode];
+    await fillForm(formOfTake(take, mode));
+    if (!mode.clip) return;
+    const select = await drawn(`.vox-voice-pick[data-mode="${take.settings.mode}"] select`);
+    const voice = take.settings.voice || '';
+    if (![...select.options].some((o) => o.value === voice)) return this.say(`The saved voice “${voice}” is no longer in the library.`);
+    select.value = voice;
+    select.dispatchEvent(new Event('change', { bubbles: true })); // the voice library keeps the pick from its change event
+  }
+
+  // The take on screen, as the voice library saves "the last take" (after a reload, no run has arrived).
+  shown() {
+    const t = this.selected;
+    return t && { chunks: [new Int16Array(t.pcm)], sampleRate: t.sampleRate, body: { text: t.settings.text } };
   }
 
   async select(id) {
@@ -238,4 +256,9 @@ export const workbench = new Workbench();
 // A run that has ended, kept as a take; busy(): whether a newer take is on its way or playing.
 export function addTake(run, busy) {
   return workbench.add(run, busy);
+}
+
+// The take the workbench shows, in the shape of a run (chunks, sampleRate, body.text), or null.
+export function shownTake() {
+  return workbench.shown();
 }
