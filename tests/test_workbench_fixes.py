@@ -79,3 +79,32 @@ def test_3_a_saved_voice_take_says_its_voice_and_reuses_it_after_a_reload(page):
     again = take(page, None)
     assert again["outcome"] == "finished" and again["settings"]["voice"] == "Kept" and again["settings"]["mode"] == "ultimate"
     page.get_by_role("tab", name="Voice design").click()
+
+
+def test_4_stopped_and_replaced_takes_keep_their_server_details(app, page):
+    page.locator("#vox-normalize input[type=checkbox]").check()
+    page.fill("#vox-text textarea", "I have 3 cats and 2 dogs.")
+    before = page.evaluate("window.workbench.takes.length")
+    with slowed(app, 0.3):
+        click_generate(page)
+        page.wait_for_function("window.player.run.samples > 0", timeout=30_000)
+        page.click("#vox-stop")
+        page.wait_for_function("window.workbench.selected && window.workbench.selected.id === window.player.run.id",
+                               timeout=30_000)
+        head = page.locator(f"{WB} [data-wb=head]").inner_text()
+        row = page.locator(f"{WB} [data-take]").first.inner_text()
+        click_generate(page)
+        replaced = page.evaluate("window.player.run.id")
+        page.wait_for_function("window.player.run.samples > 0", timeout=30_000)
+        click_generate(page)  # Generate again while the first streams
+        page.wait_for_function("id => window.workbench.takes.some((t) => t.id === id)", arg=replaced, timeout=30_000)
+        page.wait_for_function("id => window.player.run.id !== id && window.player.run.samples > 0", arg=replaced,
+                               timeout=30_000)
+        page.click("#vox-stop")
+    page.locator("#vox-normalize input[type=checkbox]").uncheck()
+    assert "Text as spoken: I have three cats and two dogs." in head and "Model: tiny random model @" in head, head
+    assert re.search(r"server first patch \d+ ms", head) and "stopped" in row, (head, row)
+    kept = page.evaluate("id => { const t = window.workbench.takes.find((t) => t.id === id); return [t.outcome, t.status]; }",
+                         replaced)
+    assert kept == ["stopped", "replaced by the next Generate"]
+    page.wait_for_function("n => window.workbench.takes.length === n + 3", arg=before, timeout=30_000)

@@ -57,7 +57,8 @@ export class Player {
   }
 
   async begin(form) {
-    this.abort('replaced');
+    const before = this.run;
+    if (this.abort('replaced') || before?.state === 'received') this.replaced(before);
     const run = new Run(this.rate);
     this.run = run;
     this.panel.clear();
@@ -217,6 +218,13 @@ export class Player {
     if (run.wavUrl) URL.revokeObjectURL(run.wavUrl);
     this.panel.hideResult();
     return live;
+  }
+
+  // A Generate while the last run streamed or played: it is kept as a stopped take all the same.
+  replaced(run) {
+    run.state = 'stopped';
+    run.error = 'replaced by the next Generate';
+    this.keep(run);
   }
 
   stop() {

@@ -5,7 +5,7 @@ export function takeRow(t, selected) {
   li.dataset.take = t.id;
   li.className = selected ? 'vox-take selected' : 'vox-take';
   const f = t.figures;
-  const state = t.outcome === 'failed' ? 'failed' : f.underruns ? `${f.underruns} gaps` : t.outcome;
+  const state = t.outcome + (f.underruns ? `, ${f.underruns} gaps` : '');
   const label = document.createElement('span');
   label.textContent = `#${t.n} ${t.settings.mode} · seed ${t.settings.seed} · cfg ${t.settings.cfg_value} · ` +
     `${t.settings.inference_timesteps} steps · ${f.seconds.toFixed(2)} s · ${state}` +

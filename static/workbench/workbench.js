@@ -69,12 +69,18 @@ export class Workbench {
   async add(run, busy) {
     await this.ready;
     if (!run.samples || !this.root) return;
-    const take = takeOf(run, (this.takes.at(-1)?.n ?? 0) + 1);
+    const server = run.final || (await this.jobStatus(run.id)); // a stopped stream ends with no status frame
+    const take = takeOf(run, (this.takes.at(-1)?.n ?? 0) + 1, server);
     const evicted = await this.store.put(take);
     this.takes = this.takes.filter((t) => !evicted.includes(t.id)).concat(take);
     this.render();
     // Drawing a take costs the main thread time that a newer stream's player needs: only when idle.
     if (!busy()) await this.select(take.id);
+  }
+
+  async jobStatus(id) {
+    const response = await fetch(route(`jobs/${id}`), { cache: 'no-store' }).catch(() => null);
+    return response && response.ok ? response.json() : null;
   }
 
   async act(what, id) {
