@@ -108,3 +108,29 @@ def test_4_stopped_and_replaced_takes_keep_their_server_details(app, page):
                          replaced)
     assert kept == ["stopped", "replaced by the next Generate"]
     page.wait_for_function("n => window.workbench.takes.length === n + 3", arg=before, timeout=30_000)
+
+
+def _ids(page):
+    return page.evaluate("window.workbench.takes.map((t) => t.id)")
+
+
+def test_5_clear_all_asks_first_and_delete_and_clear_can_be_undone(page):
+    take(page)
+    ids = _ids(page)
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.click(f"{WB} [data-wb=clear]")
+    page.wait_for_timeout(300)
+    assert _ids(page) == ids  # said no: nothing gone
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click(f"{WB} [data-wb=clear]")
+    page.wait_for_function("window.workbench.takes.length === 0")
+    page.click(f"{WB} [data-wb=undo]")
+    page.wait_for_function("n => window.workbench.takes.length === n", arg=len(ids))
+    page.click(f"{WB} [data-take='{ids[0]}'] button[data-act=delete]")
+    page.wait_for_function("n => window.workbench.takes.length === n - 1", arg=len(ids))
+    page.click(f"{WB} [data-wb=undo]")
+    page.wait_for_function("n => window.workbench.takes.length === n", arg=len(ids))
+    page.reload()
+    ready(page)
+    page.wait_for_function("window.workbench.selected")
+    assert _ids(page) == ids and page.locator(f"{WB} [data-take]").count() == len(ids)

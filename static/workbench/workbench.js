@@ -2,8 +2,8 @@
 // samples, settings and figures; one take at a time on screen (static/workbench/waveview.js) with its
 // boundary scores, A/B against another take or its offline render, blind ABX, notes and exports.
 
-import { Abx, describeScore } from './abx.js';
-import { FLAG_THRESHOLD, describeDifference, difference } from './analysis.js';
+import { FLAG_THRESHOLD } from './analysis.js';
+import { Compare } from './compare.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
 import { summary, takeRow } from './rows.js';
 import { formOfTake, takeOf } from './take.js';
@@ -11,10 +11,7 @@ import { MAX_BYTES, TakeStore, totalBytes } from './takes.js';
 import { WaveView } from './waveview.js';
 import { drawn, fillForm } from '../page/gradio.js';
 import { route } from '../player/http.js';
-import { readWav } from '../player/pcm.js';
 import { spec } from '../player/spec.js';
-
-const SNR_BOUND_DB = 50; // stream == offline up to float rounding (float32 VAE: 56.7 dB on an H200, >100 dB on CPU; bench/RESULTS.md)
 
 export class Workbench {
   constructor() {
@@ -22,13 +19,20 @@ export class Workbench {
     this.store = new TakeStore();
     this.takes = [];
     this.selected = null;
-    this.offline = new Map(); // take id -> {pcm, wav} of its offline render, fetched on demand
     this.ready = null;
-    this.abx = new Abx();
   }
 
   start() {
     this.ready = this.load();
+  }
+
+  // What the tests and the console read: the ABX player and the last A−B difference.
+  get abx() {
+    return this.compare?.abx;
+  }
+
+  get lastDifference() {
+    return this.compare?.last;
   }
 
   el(name) {
@@ -39,6 +43,7 @@ export class Workbench {
   async load() {
     this.root = await drawn('#vox-workbench');
     this.view = new WaveView(this.root);
+    this.compare = new Compare(this);
     this.wire();
     this.takes = await this.store.list();
     this.render();
@@ -47,18 +52,20 @@ export class Workbench {
 
   wire() {
     const on = (name, fn) => this.el(name).addEventListener('click', () => fn().catch((e) => this.say(String(e.message || e))));
-    on('clear', async () => { await this.store.clear(); this.takes = []; this.selected = null; this.render(); });
+    on('clear', async () => {
+      const n = this.takes.length;
+      if (n && window.confirm(`Delete all ${n} takes kept in this browser? (Undo brings them back.)`)) {
+        await this.drop(this.takes.map((t) => t.id), `Cleared ${n} takes`);
+      }
+    });
+    on('undo', () => this.undo());
     on('copy', () => this.copy());
     on('wav', async () => this.download(wavWithInfo(new Int16Array(this.selected.pcm), this.selected.sampleRate,
       this.selected), fileName(this.selected, '.wav')));
-    on('bundle', async () => this.download(await bundle(this.selected, location.origin, (await this.offlineOf(this.selected, true))?.wav),
+    on('bundle', async () => this.download(await bundle(this.selected, location.origin, (await this.compare.offlineOf(this.selected, true))?.wav),
       fileName(this.selected, '.zip')));
-    this.el('b-source').addEventListener('change', () => this.compare().catch((e) => this.say(String(e.message || e))));
     this.el('notes').addEventListener('change', () => this.save(this.selected, { notes: this.el('notes').value }));
-    on('abx-start', async () => this.abxStart());
-    this.el('play').addEventListener('click', () => this.abx.stop());
-    for (const w of ['a', 'b', 'x']) on(`abx-play-${w}`, async () => this.abxPlay(w.toUpperCase()));
-    for (const w of ['a', 'b']) on(`abx-answer-${w}`, async () => this.abxAnswer(w.toUpperCase()));
+    this.compare.wire(on);
     this.el('list').addEventListener('click', (e) => {
       const button = e.target.closest('button[data-act]');
       if (button) this.act(button.dataset.act, button.closest('[data-take]').dataset.take).catch((err) => this.say(String(err.message || err)));
@@ -86,14 +93,30 @@ export class Workbench {
   async act(what, id) {
     const take = this.takes.find((t) => t.id === id);
     if (what === 'select') return this.select(id);
-    if (what === 'as-b') { this.el('b-source').value = id; return this.compare(); }
+    if (what === 'as-b') return this.compare.pick(id);
     if (what === 'reuse') return this.reuse(take);
-    if (what === 'delete') {
-      await this.store.remove(id);
-      this.takes = this.takes.filter((t) => t.id !== id);
-      if (this.selected?.id === id) this.selected = null;
-      this.render();
-    }
+    if (what === 'delete') return this.drop([id], `Deleted take ${take.n}`);
+  }
+
+  // Delete and Clear all: undoable until the next one, the takes kept here until then.
+  async drop(ids, what) {
+    const gone = this.takes.filter((t) => ids.includes(t.id));
+    for (const t of gone) await this.store.remove(t.id);
+    this.takes = this.takes.filter((t) => !ids.includes(t.id));
+    if (ids.includes(this.selected?.id)) this.selected = null;
+    this.undoable = gone;
+    this.render();
+    this.say(`${what}.`);
+  }
+
+  async undo() {
+    const back = this.undoable || [];
+    this.undoable = null;
+    for (const t of back) await this.store.put(t);
+    this.takes = await this.store.list();
+    this.render();
+    this.say(`Restored ${back.length} take${back.length === 1 ? '' : 's'}.`);
+    if (!this.selected && back.length) await this.select(back.at(-1).id);
   }
 
   // The take's settings back in the form, and in a cloning tab its saved voice (or none) in the picker.
@@ -126,84 +149,8 @@ export class Workbench {
     await this.view.show(t, marks);
     this.el('notes').value = t.notes || '';
     this.showBoundaries(t);
-    this.showAbx();
-    this.el('b-source').value = '';
-    await this.compare();
-  }
-
-  async offlineOf(take, quiet = false) {
-    if (!this.offline.has(take.id)) {
-      const response = await fetch(route(`jobs/${take.id}/offline.wav`), { cache: 'no-store' });
-      if (!response.ok) {
-        if (quiet) return null;
-        const why = await response.json().catch(() => ({}));
-        throw new Error(why.error || `the server answered ${response.status}`);
-      }
-      const wav = await response.arrayBuffer();
-      this.offline.set(take.id, { wav, pcm: readWav(wav).pcm });
-    }
-    return this.offline.get(take.id);
-  }
-
-  // B: the offline render of A (the whole-sequence decode of the same latents) or another take.
-  async compare() {
-    const a = this.selected;
-    const source = this.el('b-source').value;
-    this.el('diff').dataset.ok = '';
-    if (!source) {
-      this.abx.load(null);
-      await this.view.showB(null);
-      this.el('diff').textContent = 'Pick B: the offline render (decoded on the server on demand) or another take.';
-      return;
-    }
-    this.el('diff').textContent = 'Fetching B…';
-    const other = this.takes.find((t) => t.id === source);
-    let pcm = null;
-    try {
-      pcm = other ? new Int16Array(other.pcm) : (await this.offlineOf(a)).pcm;
-    } catch (err) {
-      this.abx.load(null);
-      await this.view.showB(null);
-      this.lastDifference = null;
-      this.el('diff').textContent = `No offline render: ${err.message}`;
-      return;
-    }
-    await this.view.showB(pcm);
-    this.abx.load(new Int16Array(a.pcm), pcm, a.sampleRate);
-    const d = difference(new Int16Array(a.pcm), pcm);
-    this.lastDifference = d;
-    const verdict = other ? '' : d.snrDb >= SNR_BOUND_DB && d.lengthA === d.lengthB
-      ? ` ✓ stream = offline within the bound (SNR ≥ ${SNR_BOUND_DB} dB)` : ` ✗ beyond the bound (SNR ≥ ${SNR_BOUND_DB} dB)`;
-    this.el('diff').textContent = `A (take ${a.n}) vs B (${other ? `take ${other.n}` : 'offline render'}): ${describeDifference(d)}.${verdict}`;
-    this.el('diff').dataset.ok = other ? '' : String(verdict.includes('✓'));
-  }
-
-  abxStart() {
-    if (!this.abx.ready()) return this.showAbx('Pick B first: ABX compares this take (A) with B.');
-    const trials = Math.max(1, Math.min(100, Math.round(Number(this.el('abx-trials').value) || 10)));
-    this.view.stop();
-    this.abx.start(trials);
-    this.showAbx(`Trial 1 of ${trials}: listen to A, B and X, then say which X is.`);
-  }
-
-  abxPlay(which) {
-    this.view.stop(); // X plays through the ABX player: no cursor, readout or button says which side it is
-    if (!this.abx.session && which === 'X') return this.showAbx('Start a session first.');
-    if (!this.abx.play(which)) this.showAbx('Pick B first: ABX compares this take (A) with B.');
-  }
-
-  async abxAnswer(answer) {
-    const session = this.abx.session;
-    if (!session) return this.showAbx('Start a session first.');
-    const done = this.abx.answer(answer, { b: this.el('b-source').value });
-    if (!done) return this.showAbx(`Trial ${session.answers.length + 1} of ${session.trials}: answered so far ` +
-      `${session.answers.length}; the score comes at the end.`);
-    await this.save(this.selected, { abx: [...this.selected.abx, ...done] });
-    this.showAbx(`This session: ${describeScore(done).replace('ABX: ', '')}.`);
-  }
-
-  showAbx(message = '') {
-    this.el('abx-score').textContent = `${message} ${describeScore(this.selected?.abx || [])}`.trim();
+    this.compare.showAbx();
+    await this.compare.pick('');
   }
 
   showBoundaries(take) {
@@ -248,6 +195,7 @@ export class Workbench {
     const mb = (totalBytes(this.takes) / 2 ** 20).toFixed(1);
     this.el('storage').textContent = `${this.takes.length} takes, ${mb} MB of ${MAX_BYTES / 2 ** 20} MB kept in this browser`;
     this.el('view').hidden = !this.selected;
+    this.el('undo').hidden = !this.undoable?.length;
     const select = this.el('b-source');
     const keep = select.value;
     select.replaceChildren(new Option('nothing yet', ''), new Option('its offline render', 'offline'),

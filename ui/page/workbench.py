@@ -28,6 +28,7 @@ def workbench_html() -> str:
   amber marks are gaps the player heard. Drag on the waveform to select a region, tick Loop to repeat it.</p>
   <div class="vox-wb-toolbar"><span data-wb="storage">No takes yet.</span>
     <button type="button" class="vox-wb-button" data-wb="clear">Clear all takes</button>
+    <button type="button" class="vox-wb-button" data-wb="undo" hidden>Undo</button>
     <span data-wb="message" role="status" aria-live="polite"></span></div>
   <ol class="vox-wb-takes" data-wb="list" aria-label="Takes, newest first"></ol>
   {_take_view()}
