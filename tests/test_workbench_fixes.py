@@ -134,3 +134,30 @@ def test_5_clear_all_asks_first_and_delete_and_clear_can_be_undone(page):
     ready(page)
     page.wait_for_function("window.workbench.selected")
     assert _ids(page) == ids and page.locator(f"{WB} [data-take]").count() == len(ids)
+
+
+LONG = "On May 5 we sold 1,250 tickets. The hall was full by 8pm. Everyone stayed until the end."
+
+
+def test_6_a_long_texts_segments_are_on_the_waveform_and_follow_the_cursor(app, page):
+    engine = app.worker.engine
+    weight, engine.segment_weight = engine.segment_weight, 40  # a segment per sentence
+    page.locator("#vox-normalize input[type=checkbox]").check()
+    try:
+        t = take(page, LONG)
+    finally:
+        engine.segment_weight = weight
+        page.locator("#vox-normalize input[type=checkbox]").uncheck()
+    ends = t["segments"]["ends"]
+    assert len(t["segments"]["texts"]) == 3 and len(ends) == 3
+    assert page.evaluate("window.workbench.view.marks('s-')") == ends[:-1]  # where segments 2 and 3 start
+    items = page.locator(f"{WB} [data-wb=segments] li")
+    assert items.count() == 3 and "one thousand two hundred and fifty tickets" in items.nth(0).inner_text()
+    # A click on the waveform inside segment 2 marks it as the one heard; a click on segment 3 seeks there.
+    x = (ends[0] + ends[1]) / 2 / t["figures"]["samples"]
+    page.locator(f"{WB} [data-wb=wave-a]").click(position={"x": page.locator(f"{WB} [data-wb=wave-a]").bounding_box()["width"] * x, "y": 40})
+    page.wait_for_function("document.querySelector('#vox-workbench [data-wb=segments] li[aria-current=true]')?.dataset.segment === '1'")
+    items.nth(2).click()
+    at = page.evaluate("window.workbench.view.a.getCurrentTime()")
+    assert abs(at * 48000 - ends[1]) < 48
+    assert items.nth(2).get_attribute("aria-current") == "true"

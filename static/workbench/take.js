@@ -13,8 +13,14 @@ export function takeOf(run, n, server) {
   return {
     id: run.id, n, created: new Date().toISOString(), sampleRate: run.sampleRate, pcm: pcm.buffer, body: run.body,
     outcome: run.state, status: run.error || '', notes: '', abx: [], boundaries: run.boundaries, scores,
-    settings: settingsOf(run, server || {}), figures: figuresOf(run, scores, server || {}),
+    settings: settingsOf(run, server || {}), figures: figuresOf(run, scores, server || {}), segments: segmentsOf(server),
   };
+}
+
+// A text read in several segments: each one's text as spoken and the sample where its audio ends.
+function segmentsOf(server) {
+  const texts = server?.segments;
+  return texts && texts.length > 1 ? { texts, ends: server.segment_ends || [] } : null;
 }
 
 function settingsOf(run, final) {

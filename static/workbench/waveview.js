@@ -42,6 +42,7 @@ export class WaveView {
     this.rate = 48000;
     this.selection = null;
     this.urls = [];
+    this.onTime = []; // (seconds) => void, on every cursor move of the side listened to
     this.wire();
   }
 
@@ -59,7 +60,7 @@ export class WaveView {
     });
     for (const [from, to] of [[this.a, this.b], [this.b, this.a]]) {
       from.on('interaction', (t) => to.setTime(t)); // a seek on either moves both cursors
-      from.on('timeupdate', () => this.showReadout());
+      from.on('timeupdate', (t) => { this.showReadout(); if (from === this.current()) this.onTime.forEach((f) => f(t)); });
       from.on('finish', () => this.showPlaying());
     }
     this.el('zoom').addEventListener('input', (e) => { this.a.zoom(Number(e.target.value)); this.b.zoom(Number(e.target.value)); });
@@ -106,6 +107,12 @@ export class WaveView {
     button.setAttribute('aria-pressed', which === 'B' ? 'true' : 'false');
     this.root.dataset.active = which;
     this.showPlaying();
+  }
+
+  // Both sides to `seconds`, as a click there would.
+  seek(seconds) {
+    this.a.setTime(seconds);
+    this.b.setTime(seconds);
   }
 
   current() {

@@ -4,6 +4,7 @@
 
 import { FLAG_THRESHOLD } from './analysis.js';
 import { Compare } from './compare.js';
+import { Segments } from './segments.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
 import { summary, takeRow } from './rows.js';
 import { formOfTake, takeOf } from './take.js';
@@ -44,6 +45,7 @@ export class Workbench {
     this.root = await drawn('#vox-workbench');
     this.view = new WaveView(this.root);
     this.compare = new Compare(this);
+    this.segments = new Segments(this.el('segments'), this.view);
     this.wire();
     this.takes = await this.store.list();
     this.render();
@@ -146,7 +148,10 @@ export class Workbench {
       label: s.flagged ? `⚠ ${s.score.toFixed(1)}×` : null }));
     t.figures.underrun_times.forEach((u, i) => marks.push({ id: `u-${i}`, sample: u.at_samples, color: '#b26a00',
       label: `gap ${u.gap_ms == null ? '?' : Math.round(u.gap_ms)} ms` }));
+    (t.segments?.ends || []).slice(0, -1).forEach((end, i) => marks.push({ id: `s-${i}`, sample: end,
+      color: '#7c3aed', label: `§${i + 2}` }));
     await this.view.show(t, marks);
+    this.segments.show(t);
     this.el('notes').value = t.notes || '';
     this.showBoundaries(t);
     this.compare.showAbx();

@@ -50,6 +50,7 @@ def _take_view() -> str:
     <div data-wb="wave-a" aria-label="Waveform of take A"></div>
     <div data-wb="timeline"></div>
     <div data-wb="spectrogram" aria-label="Spectrogram of take A"></div>
+    <ol class="vox-wb-segments" data-wb="segments" aria-label="Segments of the text, as spoken" hidden></ol>
     <div class="vox-wb-ab"><label>B: <select data-wb="b-source" aria-label="What B is"></select></label>
       <span data-wb="diff" role="status"></span></div>
     <div data-wb="wave-b" aria-label="Waveform of B"></div>
