@@ -161,3 +161,48 @@ def test_6_a_long_texts_segments_are_on_the_waveform_and_follow_the_cursor(app, 
     at = page.evaluate("window.workbench.view.a.getCurrentTime()")
     assert abs(at * 48000 - ends[1]) < 48
     assert items.nth(2).get_attribute("aria-current") == "true"
+
+
+def test_7_the_keyboard_reaches_and_drives_the_take_and_a_phone_shows_the_list(page):
+    while page.evaluate("window.workbench.takes.length") < 6:
+        take(page)
+    page.focus("#vox-generate")
+    for tabs in range(1, 60):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.dataset.wb") == "play":
+            break
+    assert tabs <= 25, f"{tabs} Tabs from Generate to the workbench's Play"
+    page.keyboard.press("Shift+Tab")  # back into the list: Down moves to the next row's same button
+    row = page.evaluate("document.activeElement.closest('[data-take]').dataset.take")
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.activeElement.closest('[data-take]').dataset.take") != row
+    page.keyboard.press("Escape")
+    page.keyboard.press("w")  # the waveform takes the focus; arrows seek, Shift+arrows select
+    assert page.evaluate("document.activeElement.dataset.wb") == "wave-a"
+    page.keyboard.press("Home")
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    assert abs(page.evaluate("window.workbench.view.a.getCurrentTime()") - 0.3) < 0.002
+    page.keyboard.press("Shift+ArrowRight")
+    page.keyboard.press("Shift+ArrowRight")
+    sel = page.evaluate("[window.workbench.view.selection.start, window.workbench.view.selection.end]")
+    assert abs(sel[0] - 0.3) < 0.002 and abs(sel[1] - 0.5) < 0.002
+    shown = page.evaluate("window.workbench.selected.id")
+    page.keyboard.press("n")
+    page.wait_for_function("id => window.workbench.selected.id !== id", arg=shown)
+    page.keyboard.press("p")
+    page.wait_for_function("id => window.workbench.selected.id === id", arg=shown)
+    page.keyboard.press("?")
+    assert page.locator(f"{WB} [data-wb=help]").is_visible() and "next (older)" in page.locator(f"{WB} [data-wb=help]").inner_text()
+    page.keyboard.press("Escape")
+    assert not page.locator(f"{WB} [data-wb=help]").is_visible()
+    page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        page.locator(f"{WB} [data-wb=list]").scroll_into_view_if_needed()
+        box = page.evaluate("""() => { const l = document.querySelector('#vox-workbench [data-wb=list]');
+            const buttons = [...l.querySelectorAll('button')].map((b) => b.getBoundingClientRect());
+            return { inner: l.scrollHeight - l.clientHeight, right: Math.max(...buttons.map((r) => r.right)),
+                     narrow: Math.min(...buttons.map((r) => r.width)) }; }""")
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 800})
+    assert box["inner"] <= 1 and box["right"] <= 390 and box["narrow"] > 30, box  # no box scrolling inside the page

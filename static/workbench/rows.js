@@ -1,6 +1,8 @@
 // The workbench's markup for takes: a row of the take list, and the facts above the waveform.
 
-export function takeRow(t, selected) {
+// One tab stop for the whole list (the buttons of the row in focus; arrow keys move between rows),
+// so Tab goes past a list of any length to the take on screen.
+export function takeRow(t, selected, focusable = selected) {
   const li = document.createElement('li');
   li.dataset.take = t.id;
   li.className = selected ? 'vox-take selected' : 'vox-take';
@@ -15,10 +17,23 @@ export function takeRow(t, selected) {
       const b = Object.assign(document.createElement('button'), { textContent: text, type: 'button', className: 'vox-wb-button' });
       b.setAttribute('aria-label', `${text}: take ${t.n}`);
       b.dataset.act = act;
+      b.tabIndex = focusable ? 0 : -1;
       return b;
     });
   li.append(label, ...buttons);
   return li;
+}
+
+// Up and Down on a row's button: the same button in the row above or below takes the focus.
+export function moveInList(event) {
+  const button = event.target.closest('button[data-act]');
+  const row = button?.closest('[data-take]');
+  const next = row && (event.key === 'ArrowDown' ? row.nextElementSibling : event.key === 'ArrowUp' ? row.previousElementSibling : null);
+  if (!next) return;
+  event.preventDefault();
+  row.querySelectorAll('button').forEach((b) => { b.tabIndex = -1; });
+  next.querySelectorAll('button').forEach((b) => { b.tabIndex = 0; });
+  next.querySelector(`button[data-act="${button.dataset.act}"]`).focus();
 }
 
 export function summary(t) {

@@ -63,6 +63,7 @@ export class WaveView {
       from.on('timeupdate', (t) => { this.showReadout(); if (from === this.current()) this.onTime.forEach((f) => f(t)); });
       from.on('finish', () => this.showPlaying());
     }
+    this.el('wave-a').addEventListener('keydown', (e) => this.onKey(e));
     this.el('zoom').addEventListener('input', (e) => { this.a.zoom(Number(e.target.value)); this.b.zoom(Number(e.target.value)); });
     this.el('play').addEventListener('click', () => this.toggle());
     this.el('switch').addEventListener('click', () => this.switchTo(this.active === 'A' ? 'B' : 'A'));
@@ -109,6 +110,27 @@ export class WaveView {
     this.showPlaying();
   }
 
+  // The waveform in focus: arrows seek 100 ms (Page Up/Down 1 s, Home/End the ends); with Shift
+  // they grow the selection from where the cursor was instead.
+  onKey(e) {
+    const steps = { ArrowLeft: -0.1, ArrowRight: 0.1, PageDown: 1, PageUp: -1, Home: -Infinity, End: Infinity };
+    if (!(e.key in steps) || e.ctrlKey || e.metaKey || e.altKey) return;
+    e.preventDefault();
+    const from = this.current().getCurrentTime();
+    const to = Math.max(0, Math.min(this.a.getDuration(), from + steps[e.key]));
+    if (e.shiftKey) this.select(this.selection ? Math.min(this.selection.start, to) : Math.min(from, to),
+      this.selection ? Math.max(this.selection.end, to) : Math.max(from, to));
+    this.seek(to);
+  }
+
+  // A selection from `start` to `end` seconds, as a drag would make.
+  select(start, end) {
+    if (end <= start) return;
+    if (this.selection) this.selection.setOptions({ start, end });
+    else this.regions.addRegion({ id: 'selection', start, end, color: COLORS.selection });
+    this.showReadout();
+  }
+
   // Both sides to `seconds`, as a click there would.
   seek(seconds) {
     this.a.setTime(seconds);
@@ -144,6 +166,10 @@ export class WaveView {
 
   showReadout() {
     const { ms, samples } = this.position();
+    const wave = this.el('wave-a');
+    wave.setAttribute('aria-valuenow', String(Math.round(ms)));
+    wave.setAttribute('aria-valuemax', String(Math.round(this.a.getDuration() * 1000) || 0));
+    wave.setAttribute('aria-valuetext', `${ms.toFixed(1)} ms`);
     let text = `${this.active} at ${ms.toFixed(1)} ms (sample ${samples})`;
     if (this.selection) {
       const s = Math.round(this.selection.start * this.rate);

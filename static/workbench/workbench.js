@@ -4,9 +4,10 @@
 
 import { FLAG_THRESHOLD } from './analysis.js';
 import { Compare } from './compare.js';
+import { wireKeys } from './keys.js';
 import { Segments } from './segments.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
-import { summary, takeRow } from './rows.js';
+import { moveInList, summary, takeRow } from './rows.js';
 import { formOfTake, takeOf } from './take.js';
 import { MAX_BYTES, TakeStore, totalBytes } from './takes.js';
 import { WaveView } from './waveview.js';
@@ -68,6 +69,8 @@ export class Workbench {
       fileName(this.selected, '.zip')));
     this.el('notes').addEventListener('change', () => this.save(this.selected, { notes: this.el('notes').value }));
     this.compare.wire(on);
+    wireKeys(this);
+    this.el('list').addEventListener('keydown', moveInList);
     this.el('list').addEventListener('click', (e) => {
       const button = e.target.closest('button[data-act]');
       if (button) this.act(button.dataset.act, button.closest('[data-take]').dataset.take).catch((err) => this.say(String(err.message || err)));
@@ -98,6 +101,12 @@ export class Workbench {
     if (what === 'as-b') return this.compare.pick(id);
     if (what === 'reuse') return this.reuse(take);
     if (what === 'delete') return this.drop([id], `Deleted take ${take.n}`);
+  }
+
+  // The next older (+1) or newer (-1) take in the list, shown.
+  async step(by) {
+    const i = this.takes.indexOf(this.selected) - by; // the list shows the newest first
+    if (i >= 0 && i < this.takes.length) await this.select(this.takes[i].id);
   }
 
   // Delete and Clear all: undoable until the next one, the takes kept here until then.
@@ -196,7 +205,8 @@ export class Workbench {
   render() {
     if (!this.root) return;
     const list = this.el('list');
-    list.replaceChildren(...this.takes.slice().reverse().map((t) => takeRow(t, t.id === this.selected?.id)));
+    const focusable = this.takes.some((t) => t === this.selected) ? this.selected : this.takes.at(-1);
+    list.replaceChildren(...this.takes.slice().reverse().map((t) => takeRow(t, t === this.selected, t === focusable)));
     const mb = (totalBytes(this.takes) / 2 ** 20).toFixed(1);
     this.el('storage').textContent = `${this.takes.length} takes, ${mb} MB of ${MAX_BYTES / 2 ** 20} MB kept in this browser`;
     this.el('view').hidden = !this.selected;

@@ -45,9 +45,14 @@ def _take_view() -> str:
       <label>Zoom <input type="range" data-wb="zoom" min="20" max="3000" value="100" aria-label="Zoom, pixels per second"></label>
       <label><input type="checkbox" data-wb="loop"> Loop selection</label>
       <span class="vox-wb-readout" data-wb="readout">A at 0.0 ms (sample 0)</span>
+      <button type="button" class="vox-wb-button" data-wb="help-open" aria-keyshortcuts="?">Keyboard shortcuts (?)</button>
     </div>
+    <dialog class="vox-wb-help" data-wb="help" aria-label="Keyboard shortcuts">
+      <form method="dialog"><table><caption>Keyboard shortcuts of the listening-QA workbench</caption><tbody></tbody></table>
+      <button class="vox-wb-button">Close (Esc)</button></form></dialog>
     <div class="vox-wb-label">A: this take</div>
-    <div data-wb="wave-a" aria-label="Waveform of take A"></div>
+    <div data-wb="wave-a" tabindex="0" role="slider" aria-label="Waveform of take A: arrow keys seek, Shift+arrows select"
+      aria-valuemin="0" aria-valuenow="0" aria-valuetext="0.0 ms"></div>
     <div data-wb="timeline"></div>
     <div data-wb="spectrogram" aria-label="Spectrogram of take A"></div>
     <ol class="vox-wb-segments" data-wb="segments" aria-label="Segments of the text, as spoken" hidden></ol>
