@@ -206,3 +206,29 @@ def test_7_the_keyboard_reaches_and_drives_the_take_and_a_phone_shows_the_list(p
     finally:
         page.set_viewport_size({"width": 1280, "height": 800})
     assert box["inner"] <= 1 and box["right"] <= 390 and box["narrow"] > 30, box  # no box scrolling inside the page
+
+
+def test_9_the_small_ones(app, page):
+    take(page, "Another take, for B.")
+    with slowed(app, 0.3):
+        t = take(page, "Gaps to label.")
+    assert t["figures"]["underruns"] > 0
+    # Gap labels stay on one line over the waveform.
+    label = page.evaluate("""() => { const r = window.workbench.view.regions.getRegions().find((r) => r.id.startsWith('u-'));
+        const box = r.content.getBoundingClientRect(); return [box.width, box.height, r.content.textContent]; }""")
+    assert label[2].startswith("gap ") and label[1] < 24 and label[0] > label[1], label
+    # The panel's Download WAV is named as the workbench names the take's WAV.
+    link = page.locator("#vox-panel a[download]").get_attribute("download")
+    s = t["settings"]
+    assert link == f"voxcpm2-{s['mode']}-seed{s['seed']}-cfg{s['cfg_value']}-steps{s['inference_timesteps']}-take{t['n']}.wav"
+    # The row shows the text; B's selector looks like a drop-down.
+    assert "Gaps to label." in page.locator(f"{WB} [data-take='{t['id']}']").inner_text()
+    arrow = page.evaluate("""() => { const s = getComputedStyle(document.querySelector('#vox-workbench [data-wb=b-source]'));
+        return [s.appearance, s.backgroundImage]; }""")
+    assert arrow[0] != "none" or arrow[1] != "none", arrow
+    # A difference far from zero reads in plain numbers, not "1.4e+0 of full scale".
+    other = page.evaluate("window.workbench.takes.find((x) => x.id !== window.workbench.selected.id).id")
+    page.select_option(f"{WB} [data-wb=b-source]", other)
+    page.wait_for_function("document.querySelector('#vox-workbench [data-wb=diff]').textContent.includes('SNR')")
+    diff = page.locator(f"{WB} [data-wb=diff]").inner_text()
+    assert not re.search(r"\de[+-]\d", diff) and re.search(r"[\d.]+ % of full scale", diff), diff

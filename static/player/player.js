@@ -10,7 +10,7 @@ import { toFloat32, wavBlob } from './pcm.js';
 import { clipName, requestBody } from './request.js';
 import { Run } from './run.js';
 import { spec } from './spec.js';
-import { addTake } from '../workbench/workbench.js';
+import { addTake, runFileName } from '../workbench/workbench.js';
 
 const POLL_MS = 200;
 const LIVE = ['sending', 'streaming', 'received']; // on its way or still playing
@@ -174,7 +174,7 @@ export class Player {
     if (!run.samples) return;
     run.wavUrl = URL.createObjectURL(wavBlob(run.chunks, run.sampleRate));
     const seconds = (run.samples / run.sampleRate).toFixed(2);
-    this.panel.showResult(run.wavUrl, `voxcpm2-seed${run.seed}.wav`, `${seconds} s, exactly the samples streamed${note}`);
+    this.panel.showResult(run.wavUrl, runFileName(run), `${seconds} s, exactly the samples streamed${note}`);
   }
 
   // Played to the end: green only when nothing was heard missing.

@@ -20,7 +20,11 @@ export function takeRow(t, selected, focusable = selected) {
       b.tabIndex = focusable ? 0 : -1;
       return b;
     });
-  li.append(label, ...buttons);
+  const text = document.createElement('span');
+  text.className = 'vox-take-text';
+  text.textContent = `“${t.settings.text}”`;
+  text.title = t.settings.text;
+  li.append(label, ...buttons, text);
   return li;
 }
 

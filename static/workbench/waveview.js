@@ -27,6 +27,15 @@ async function loadPcm(ws, pcm, rate) {
   return url;
 }
 
+// A mark's label: on one line beside its zero-width region (as plain text it wrapped a word a line).
+function tag(text) {
+  const span = document.createElement('span');
+  span.textContent = text;
+  Object.assign(span.style, { whiteSpace: 'nowrap', fontSize: '11px', background: 'rgba(255, 255, 255, 0.8)',
+    padding: '0 2px', borderRadius: '3px', display: 'inline-block' });
+  return span;
+}
+
 export class WaveView {
   constructor(root) {
     this.root = root;
@@ -83,7 +92,7 @@ export class WaveView {
   mark({ id, sample, color, label }) {
     const t = sample / this.rate;
     this.regions.addRegion({ id, start: t, end: t, color: color || COLORS.boundary, drag: false, resize: false,
-      content: label || undefined });
+      content: label ? tag(label) : undefined });
   }
 
   async showB(pcm) {

@@ -227,6 +227,13 @@ export function addTake(run, busy) {
   return workbench.add(run, busy);
 }
 
+// The name the player's Download WAV gives a run: the one its take's WAV will have here.
+export function runFileName(run) {
+  const b = run.body;
+  const settings = { mode: b.mode, seed: run.seed, cfg_value: b.cfg_value, inference_timesteps: b.inference_timesteps };
+  return fileName({ n: (workbench.takes.at(-1)?.n ?? 0) + 1, settings }, '.wav');
+}
+
 // The take the workbench shows, in the shape of a run (chunks, sampleRate, body.text), or null.
 export function shownTake() {
   return workbench.shown();
