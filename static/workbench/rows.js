@@ -1,5 +1,7 @@
 // The workbench's markup for takes: a row of the take list, and the facts above the waveform.
 
+import { describeMeasures } from './measures.js';
+
 // One tab stop for the whole list (the buttons of the row in focus; arrow keys move between rows),
 // so Tab goes past a list of any length to the take on screen.
 export function takeRow(t, selected, focusable = selected) {
@@ -54,6 +56,7 @@ export function summary(t) {
     ['Model', `${s.model ?? '–'} @ ${s.revision ?? '–'}, app ${s.app_version ?? '–'}`],
     ['Figures', `first byte ${fmt(f.first_byte_ms, 0, ' ms')}, first sound ${fmt(f.first_sound_ms, 0, ' ms')}, ` +
       `server first patch ${fmt(f.server_first_patch_ms, 0, ' ms')}, server RTF ${fmt(f.server_rtf, 3)}, client RTF ${fmt(f.client_rtf, 3)}`],
+    ['Levels', t.measures ? describeMeasures(t.measures) : '–'],
     ['Gaps', f.underruns ? `${f.underruns} underruns, ${Math.round(f.gap_ms)} ms: ` +
       f.underrun_times.map((u) => `${Math.round(u.at_ms)} ms`).join(', ') : 'none'],
   ];

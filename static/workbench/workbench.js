@@ -5,6 +5,7 @@
 import { FLAG_THRESHOLD } from './analysis.js';
 import { Compare } from './compare.js';
 import { wireKeys } from './keys.js';
+import { measure } from './measures.js';
 import { Segments } from './segments.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
 import { moveInList, summary, takeRow } from './rows.js';
@@ -150,9 +151,10 @@ export class Workbench {
 
   async select(id) {
     this.selected = this.takes.find((t) => t.id === id) || null;
-    this.render();
-    if (!this.selected) return;
     const t = this.selected;
+    if (t && !t.measures) await this.save(t, { measures: measure(new Int16Array(t.pcm), t.sampleRate) }); // once per take
+    this.render();
+    if (!t) return;
     const marks = t.scores.map((s, i) => ({ id: `b-${i}`, sample: s.offset, color: s.flagged ? '#c62828' : null,
       label: s.flagged ? `⚠ ${s.score.toFixed(1)}×` : null }));
     t.figures.underrun_times.forEach((u, i) => marks.push({ id: `u-${i}`, sample: u.at_samples, color: '#b26a00',
