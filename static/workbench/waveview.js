@@ -189,6 +189,10 @@ export class WaveView {
     this.el('readout').textContent = text;
   }
 
+  unmark(prefix) {
+    this.regions.getRegions().filter((r) => r.id.startsWith(prefix)).forEach((r) => r.remove());
+  }
+
   // Region starts (in samples) of the marks whose id starts with `prefix`: what the page drew.
   marks(prefix) {
     return this.regions.getRegions().filter((r) => r.id.startsWith(prefix)).map((r) => Math.round(r.start * this.rate));

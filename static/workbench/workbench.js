@@ -5,7 +5,9 @@
 import { FLAG_THRESHOLD } from './analysis.js';
 import { Compare } from './compare.js';
 import { wireKeys } from './keys.js';
+import { Markers } from './markers.js';
 import { measure } from './measures.js';
+import { RegionFields } from './region.js';
 import { Segments } from './segments.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
 import { moveInList, summary, takeRow } from './rows.js';
@@ -48,6 +50,8 @@ export class Workbench {
     this.view = new WaveView(this.root);
     this.compare = new Compare(this);
     this.segments = new Segments(this.el('segments'), this.view);
+    this.markers = new Markers(this);
+    this.region = new RegionFields(this);
     this.wire();
     this.takes = await this.store.list();
     this.render();
@@ -163,6 +167,7 @@ export class Workbench {
       color: '#7c3aed', label: `§${i + 2}` }));
     await this.view.show(t, marks);
     this.segments.show(t);
+    this.markers.show();
     this.el('notes').value = t.notes || '';
     this.showBoundaries(t);
     this.compare.showAbx();

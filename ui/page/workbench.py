@@ -56,6 +56,13 @@ def _take_view() -> str:
     <div data-wb="timeline"></div>
     <div data-wb="spectrogram" aria-label="Spectrogram of take A"></div>
     <ol class="vox-wb-segments" data-wb="segments" aria-label="Segments of the text, as spoken" hidden></ol>
+    <div class="vox-wb-region" role="group" aria-label="Selection in milliseconds">
+      <label>Selection from <input type="number" data-wb="region-from" min="0" step="0.1"> ms</label>
+      <label>to <input type="number" data-wb="region-to" min="0" step="0.1"> ms</label>
+      <button type="button" class="vox-wb-button" data-wb="region-set">Select</button>
+      <button type="button" class="vox-wb-button" data-wb="region-wav">Download selection (WAV)</button>
+      <button type="button" class="vox-wb-button" data-wb="marker-add" aria-keyshortcuts="m">Marker at cursor (m)</button></div>
+    <ol class="vox-wb-markers" data-wb="markers" aria-label="Markers, with notes" hidden></ol>
     <div class="vox-wb-ab"><label>B: <select data-wb="b-source" aria-label="What B is"></select></label>
       <span data-wb="diff" role="status"></span></div>
     <div data-wb="wave-b" aria-label="Waveform of B"></div>
