@@ -72,3 +72,46 @@ def test_markers_with_notes_are_kept_with_the_take(page):
     assert page.evaluate("window.workbench.selected.markers") == [{"ms": 200, "note": "breath too loud"}]
     assert page.evaluate("window.workbench.view.marks('m-')") == [9600]
     assert page.locator(f"{WB} [data-wb=markers] input").input_value() == "breath too loud"
+
+
+def _download(page, selector: str) -> Path:
+    with page.expect_download() as info:
+        page.click(selector)
+    path = page.downloads / info.value.suggested_filename
+    info.value.save_as(path)
+    return path
+
+
+def test_the_take_list_names_rates_tags_filters_exports_and_imports(page):
+    import csv
+    take(page, "Another sentence entirely.")
+    t = take(page, "The quick brown fox.")
+    page.fill(f"{WB} [data-wb=name]", "fox take")
+    page.press(f"{WB} [data-wb=name]", "Tab")
+    page.select_option(f"{WB} [data-wb=rating]", "4")
+    page.fill(f"{WB} [data-wb=tags]", "breathy, keep")
+    page.press(f"{WB} [data-wb=tags]", "Tab")
+    row = page.locator(f"{WB} [data-take='{t['id']}']")
+    page.wait_for_function("id => document.querySelector(`[data-take='${id}']`).innerText.includes('[keep]')", arg=t["id"])
+    assert "“fox take” ★★★★ [breathy] [keep]" in row.inner_text()
+    page.fill(f"{WB} [data-wb=filter]", "breathy fox")
+    assert page.locator(f"{WB} [data-take]").count() == 1 and page.locator(f"{WB} [data-take]").first.get_attribute("data-take") == t["id"]
+    page.fill(f"{WB} [data-wb=filter]", "entirely")
+    assert page.locator(f"{WB} [data-take]").count() >= 1 and "fox" not in page.locator(f"{WB} [data-wb=list]").inner_text()
+    page.fill(f"{WB} [data-wb=filter]", "")
+    with open(_download(page, f"{WB} [data-wb=csv]"), newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == page.evaluate("window.workbench.takes.length")
+    mine = next(r for r in rows if r["id"] == t["id"])
+    assert mine["name"] == "fox take" and mine["rating"] == "4" and mine["tags"] == "breathy; keep"
+    assert mine["text"] == "The quick brown fox." and float(mine["lufs"]) < 0 and all(r["seconds"] for r in rows)
+    pcm = _pcm(page)
+    bundle = _download(page, f"{WB} [data-wb=bundle]")
+    page.click(f"{WB} [data-take='{t['id']}'] button[data-act=delete]")
+    page.wait_for_function("id => !window.workbench.takes.some((t) => t.id === id)", arg=t["id"])
+    page.set_input_files(f"{WB} [data-wb=import]", str(bundle))
+    page.wait_for_function("id => window.workbench.selected?.id === id", arg=t["id"])
+    back = page.evaluate("({ ...window.workbench.selected, pcm: null })")
+    assert np.array_equal(_pcm(page), pcm) and back["settings"] == t["settings"]
+    assert back["name"] == "fox take" and back["rating"] == 4 and back["tags"] == ["breathy", "keep"]
+    assert "Imported the bundle as take" in page.locator(f"{WB} [data-wb=message]").inner_text()

@@ -11,7 +11,8 @@ export function takeRow(t, selected, focusable = selected) {
   const f = t.figures;
   const state = t.outcome + (f.underruns ? `, ${f.underruns} gaps` : '');
   const label = document.createElement('span');
-  label.textContent = `#${t.n} ${t.settings.mode} · seed ${t.settings.seed} · cfg ${t.settings.cfg_value} · ` +
+  const about = [t.name ? `“${t.name}”` : '', t.rating ? '★'.repeat(t.rating) : '', ...(t.tags || []).map((x) => `[${x}]`)];
+  label.textContent = `#${t.n} ${about.filter(Boolean).map((x) => `${x} `).join('')}${t.settings.mode} · seed ${t.settings.seed} · cfg ${t.settings.cfg_value} · ` +
     `${t.settings.inference_timesteps} steps · ${f.seconds.toFixed(2)} s · ${state}` +
     (f.flagged_boundaries ? ` · ${f.flagged_boundaries} flagged` : '');
   const buttons = [['select', 'Show'], ['as-b', 'Compare as B'], ['reuse', 'Re-use settings'], ['delete', 'Delete']]

@@ -5,6 +5,7 @@
 import { FLAG_THRESHOLD } from './analysis.js';
 import { Compare } from './compare.js';
 import { wireKeys } from './keys.js';
+import { TakeFields, matches, wireListing } from './listing.js';
 import { Markers } from './markers.js';
 import { measure } from './measures.js';
 import { RegionFields } from './region.js';
@@ -52,6 +53,7 @@ export class Workbench {
     this.segments = new Segments(this.el('segments'), this.view);
     this.markers = new Markers(this);
     this.region = new RegionFields(this);
+    this.fields = new TakeFields(this);
     this.wire();
     this.takes = await this.store.list();
     this.render();
@@ -74,6 +76,7 @@ export class Workbench {
       fileName(this.selected, '.zip')));
     this.el('notes').addEventListener('change', () => this.save(this.selected, { notes: this.el('notes').value }));
     this.compare.wire(on);
+    wireListing(this, on);
     wireKeys(this);
     this.el('list').addEventListener('keydown', moveInList);
     this.el('list').addEventListener('click', (e) => {
@@ -106,6 +109,16 @@ export class Workbench {
     if (what === 'as-b') return this.compare.pick(id);
     if (what === 'reuse') return this.reuse(take);
     if (what === 'delete') return this.drop([id], `Deleted take ${take.n}`);
+  }
+
+  // A take from elsewhere (an imported bundle), numbered after the last one here.
+  async adopt(take) {
+    if (this.takes.some((t) => t.id === take.id)) return this.say(`Take ${take.id} is already here.`);
+    take.n = (this.takes.at(-1)?.n ?? 0) + 1;
+    await this.store.put(take);
+    this.takes = await this.store.list();
+    this.say(`Imported the bundle as take ${take.n}.`);
+    await this.select(take.id);
   }
 
   // The next older (+1) or newer (-1) take in the list, shown.
@@ -168,6 +181,7 @@ export class Workbench {
     await this.view.show(t, marks);
     this.segments.show(t);
     this.markers.show();
+    this.fields.show(t);
     this.el('notes').value = t.notes || '';
     this.showBoundaries(t);
     this.compare.showAbx();
@@ -212,10 +226,13 @@ export class Workbench {
   render() {
     if (!this.root) return;
     const list = this.el('list');
-    const focusable = this.takes.some((t) => t === this.selected) ? this.selected : this.takes.at(-1);
-    list.replaceChildren(...this.takes.slice().reverse().map((t) => takeRow(t, t === this.selected, t === focusable)));
+    const query = this.el('filter').value;
+    const shown = this.takes.filter((t) => !query || matches(t, query));
+    const focusable = shown.includes(this.selected) ? this.selected : shown.at(-1);
+    list.replaceChildren(...shown.reverse().map((t) => takeRow(t, t === this.selected, t === focusable)));
     const mb = (totalBytes(this.takes) / 2 ** 20).toFixed(1);
-    this.el('storage').textContent = `${this.takes.length} takes, ${mb} MB of ${MAX_BYTES / 2 ** 20} MB kept in this browser`;
+    this.el('storage').textContent = `${query ? `${shown.length} of ` : ''}${this.takes.length} takes, ${mb} MB of ` +
+      `${MAX_BYTES / 2 ** 20} MB kept in this browser`;
     this.el('view').hidden = !this.selected;
     this.el('undo').hidden = !this.undoable?.length;
     const select = this.el('b-source');

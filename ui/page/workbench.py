@@ -29,6 +29,9 @@ def workbench_html() -> str:
   <div class="vox-wb-toolbar"><span data-wb="storage">No takes yet.</span>
     <button type="button" class="vox-wb-button" data-wb="clear">Clear all takes</button>
     <button type="button" class="vox-wb-button" data-wb="undo" hidden>Undo</button>
+    <label>Filter <input type="search" data-wb="filter" placeholder="text, name, tag, mode…" aria-label="Filter the takes"></label>
+    <button type="button" class="vox-wb-button" data-wb="csv">Export all figures (CSV)</button>
+    <label class="vox-wb-button">Import bundle… <input type="file" data-wb="import" accept=".zip,application/zip" class="vox-wb-file"></label>
     <span data-wb="message" role="status" aria-live="polite"></span></div>
   <ol class="vox-wb-takes" data-wb="list" aria-label="Takes, newest first"></ol>
   {_take_view()}
@@ -38,6 +41,12 @@ def workbench_html() -> str:
 def _take_view() -> str:
     """One take on screen: its facts, waveform, timeline, spectrogram, B, ABX, boundaries, notes, exports."""
     return """<div class="vox-wb-view" data-wb="view" hidden>
+    <div class="vox-wb-about" role="group" aria-label="This take's name, rating and tags">
+      <label>Name <input type="text" data-wb="name" placeholder="#n"></label>
+      <label>Rating <select data-wb="rating"><option value="">–</option><option value="1">★</option>
+        <option value="2">★★</option><option value="3">★★★</option><option value="4">★★★★</option>
+        <option value="5">★★★★★</option></select></label>
+      <label>Tags <input type="text" data-wb="tags" placeholder="comma, separated"></label></div>
     <div class="vox-wb-head" data-wb="head"></div>
     <div class="vox-wb-controls">
       <button type="button" class="vox-wb-button" data-wb="play">Play</button>
