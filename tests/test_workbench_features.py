@@ -115,3 +115,20 @@ def test_the_take_list_names_rates_tags_filters_exports_and_imports(page):
     assert np.array_equal(_pcm(page), pcm) and back["settings"] == t["settings"]
     assert back["name"] == "fox take" and back["rating"] == 4 and back["tags"] == ["breathy", "keep"]
     assert "Imported the bundle as take" in page.locator(f"{WB} [data-wb=message]").inner_text()
+
+
+def test_the_difference_of_a_and_b_is_drawn(page):
+    take(page, "First of two.")
+    b = page.evaluate("window.workbench.selected.id")
+    b_pcm = _pcm(page)
+    take(page, "Second of two.")
+    a_pcm = _pcm(page)
+    assert not page.locator(f"{WB} [data-wb=diff-view]").is_visible()
+    page.select_option(f"{WB} [data-wb=b-source]", b)
+    page.wait_for_function("window.workbench.compare.diffView.loaded", timeout=30_000)
+    assert page.locator(f"{WB} [data-wb=diff-view]").is_visible()
+    n = min(a_pcm.size, b_pcm.size)
+    drawn = np.asarray(page.evaluate("Array.from(window.workbench.compare.diffView.ws.getDecodedData().getChannelData(0))"))
+    want = (a_pcm[:n].astype(np.int32) - b_pcm[:n]) / 65536
+    assert drawn.size == n and np.allclose(drawn, want, atol=1e-6)
+    assert page.locator(f"{WB} [data-wb=spectrogram-d] canvas").count() > 0

@@ -3,6 +3,7 @@
 
 import { Abx, describeScore } from './abx.js';
 import { describeDifference, difference } from './analysis.js';
+import { DiffView } from './diffview.js';
 import { route } from '../player/http.js';
 import { readWav } from '../player/pcm.js';
 
@@ -15,6 +16,7 @@ export class Compare {
     this.offline = new Map(); // take id -> {pcm, wav} of its offline render, fetched on demand
     this.abx = new Abx();
     this.last = null; // the last difference measured
+    this.diffView = new DiffView(wb.root, wb.view);
   }
 
   wire(on) {
@@ -53,6 +55,7 @@ export class Compare {
     if (!source) {
       this.abx.load(null);
       await this.wb.view.showB(null);
+      await this.diffView.show(null);
       this.el('diff').textContent = 'Pick B: the offline render (decoded on the server on demand) or another take.';
       return;
     }
@@ -64,11 +67,13 @@ export class Compare {
     } catch (err) {
       this.abx.load(null);
       await this.wb.view.showB(null);
+      await this.diffView.show(null);
       this.last = null;
       this.el('diff').textContent = `No offline render: ${err.message}`;
       return;
     }
     await this.wb.view.showB(pcm);
+    await this.diffView.show(new Int16Array(a.pcm), pcm, a.sampleRate);
     this.abx.load(new Int16Array(a.pcm), pcm, a.sampleRate);
     const d = difference(new Int16Array(a.pcm), pcm);
     this.last = d;

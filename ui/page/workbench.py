@@ -75,6 +75,9 @@ def _take_view() -> str:
     <div class="vox-wb-ab"><label>B: <select data-wb="b-source" aria-label="What B is"></select></label>
       <span data-wb="diff" role="status"></span></div>
     <div data-wb="wave-b" aria-label="Waveform of B"></div>
+    <div data-wb="diff-view" hidden><div class="vox-wb-label">A−B: the difference (scaled to fit) and its spectrogram</div>
+      <div data-wb="wave-d" aria-label="Waveform of A minus B"></div>
+      <div data-wb="spectrogram-d" aria-label="Spectrogram of A minus B"></div></div>
     <div class="vox-wb-abx" role="group" aria-label="Blind ABX test">
       <label>Trials <input type="number" data-wb="abx-trials" min="1" max="100" value="10"></label>
       <button type="button" class="vox-wb-button" data-wb="abx-start">Start ABX session</button>
