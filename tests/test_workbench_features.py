@@ -132,3 +132,32 @@ def test_the_difference_of_a_and_b_is_drawn(page):
     want = (a_pcm[:n].astype(np.int32) - b_pcm[:n]) / 65536
     assert drawn.size == n and np.allclose(drawn, want, atol=1e-6)
     assert page.locator(f"{WB} [data-wb=spectrogram-d] canvas").count() > 0
+
+
+def test_screenshots_of_the_workbench(page):
+    """For a person to look at: the workbench with a take, a B, a marker and a selection, at desktop
+    (1280x800) and phone (390x844) size."""
+    take(page, "A take for B.")
+    take(page, "A take to look at, with a marker and a selection.")
+    other = page.evaluate("window.workbench.takes.find((t) => t.id !== window.workbench.selected.id).id")
+    page.select_option(f"{WB} [data-wb=b-source]", other)
+    page.wait_for_function("window.workbench.compare.diffView.loaded", timeout=30_000)
+    page.evaluate("window.workbench.view.seek(0.3)")
+    page.click(f"{WB} [data-wb=marker-add]")
+    page.keyboard.type("a marker's note")
+    page.fill(f"{WB} [data-wb=region-from]", "100")
+    page.fill(f"{WB} [data-wb=region-to]", "400")
+    page.click(f"{WB} [data-wb=region-set]")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#vox-workbench").scroll_into_view_if_needed()
+    page.locator("#vox-workbench").screenshot(path=str(ARTIFACTS / "workbench-qa-desktop.png"))
+    page.screenshot(path=str(ARTIFACTS / "workbench-qa-desktop-viewport.png"))
+    page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        page.wait_for_timeout(500)
+        page.locator(f"{WB} [data-wb=view]").scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "workbench-qa-phone.png"))
+        page.locator("#vox-workbench").screenshot(path=str(ARTIFACTS / "workbench-qa-phone-full.png"))
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 800})
+    assert page.errors == []

@@ -11,7 +11,7 @@ import TimelinePlugin from '../vendor/wavesurfer/timeline.esm.js';
 import { toFloat32, wavBlob } from '../player/pcm.js';
 
 const COLORS = { wave: '#4a5fc1', progress: '#1e2a78', boundary: 'rgba(90, 90, 90, 0.55)', flagged: '#c62828',
-  underrun: '#b26a00', selection: 'rgba(74, 95, 193, 0.18)' };
+  underrun: '#b26a00', selection: 'rgba(250, 204, 21, 0.35)' };
 
 // No dragToSeek: a drag on the waveform is the Regions plugin's selection (seeking on a drag took
 // it over: the drag only moved the cursor); a click still seeks.

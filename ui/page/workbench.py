@@ -25,7 +25,8 @@ def workbench_html() -> str:
   <h2 id="vox-wb-title">Listening QA</h2>
   <p class="vox-wb-intro">Every take is kept in this browser (it survives a reload) with its settings and figures.
   Chunk boundaries are marked where the stream's frames put them; red ones jump more than their neighbourhood,
-  amber marks are gaps the player heard. Drag on the waveform to select a region, tick Loop to repeat it.</p>
+  amber marks are gaps the player heard, violet ones where a long text's next segment starts. Drag on the
+  waveform (or type the times) to select a region, tick Loop to repeat it; press ? for the keyboard shortcuts.</p>
   <div class="vox-wb-toolbar"><span data-wb="storage">No takes yet.</span>
     <button type="button" class="vox-wb-button" data-wb="clear">Clear all takes</button>
     <button type="button" class="vox-wb-button" data-wb="undo" hidden>Undo</button>
@@ -40,7 +41,20 @@ def workbench_html() -> str:
 
 def _take_view() -> str:
     """One take on screen: its facts, waveform, timeline, spectrogram, B, ABX, boundaries, notes, exports."""
-    return """<div class="vox-wb-view" data-wb="view" hidden>
+    return f"""<div class="vox-wb-view" data-wb="view" hidden>{_about_and_controls()}{_waveform_a()}{_b_and_abx()}
+    <div class="vox-wb-boundaries" data-wb="boundaries"></div>
+    <label class="vox-wb-notes">Notes for this take (kept with it, and in the bundle)
+      <textarea data-wb="notes" rows="2"></textarea></label>
+    <div class="vox-wb-export">
+      <button type="button" class="vox-wb-button" data-wb="copy">Copy take (JSON + curl)</button>
+      <button type="button" class="vox-wb-button" data-wb="wav">Download WAV (with settings)</button>
+      <button type="button" class="vox-wb-button" data-wb="bundle">Download bundle (zip)</button></div>
+  </div>"""
+
+
+def _about_and_controls() -> str:
+    """Name, rating and tags; the facts; play, A/B, zoom, loop, readout and the shortcuts' help."""
+    return """
     <div class="vox-wb-about" role="group" aria-label="This take's name, rating and tags">
       <label>Name <input type="text" data-wb="name" placeholder="#n"></label>
       <label>Rating <select data-wb="rating"><option value="">–</option><option value="1">★</option>
@@ -58,7 +72,12 @@ def _take_view() -> str:
     </div>
     <dialog class="vox-wb-help" data-wb="help" aria-label="Keyboard shortcuts">
       <form method="dialog"><table><caption>Keyboard shortcuts of the listening-QA workbench</caption><tbody></tbody></table>
-      <button class="vox-wb-button">Close (Esc)</button></form></dialog>
+      <button class="vox-wb-button">Close (Esc)</button></form></dialog>"""
+
+
+def _waveform_a() -> str:
+    """A's waveform (focusable), timeline, spectrogram, segments, the selection in ms and the markers."""
+    return """
     <div class="vox-wb-label">A: this take</div>
     <div data-wb="wave-a" tabindex="0" role="slider" aria-label="Waveform of take A: arrow keys seek, Shift+arrows select"
       aria-valuemin="0" aria-valuenow="0" aria-valuetext="0.0 ms"></div>
@@ -71,7 +90,12 @@ def _take_view() -> str:
       <button type="button" class="vox-wb-button" data-wb="region-set">Select</button>
       <button type="button" class="vox-wb-button" data-wb="region-wav">Download selection (WAV)</button>
       <button type="button" class="vox-wb-button" data-wb="marker-add" aria-keyshortcuts="m">Marker at cursor (m)</button></div>
-    <ol class="vox-wb-markers" data-wb="markers" aria-label="Markers, with notes" hidden></ol>
+    <ol class="vox-wb-markers" data-wb="markers" aria-label="Markers, with notes" hidden></ol>"""
+
+
+def _b_and_abx() -> str:
+    """B's source and waveform, the difference A−B, and blind ABX."""
+    return """
     <div class="vox-wb-ab"><label>B: <select data-wb="b-source" aria-label="What B is"></select></label>
       <span data-wb="diff" role="status"></span></div>
     <div data-wb="wave-b" aria-label="Waveform of B"></div>
@@ -86,15 +110,7 @@ def _take_view() -> str:
       <button type="button" class="vox-wb-button" data-wb="abx-play-x">Play X</button>
       <button type="button" class="vox-wb-button" data-wb="abx-answer-a">X is A</button>
       <button type="button" class="vox-wb-button" data-wb="abx-answer-b">X is B</button>
-      <span data-wb="abx-score" role="status"></span></div>
-    <div class="vox-wb-boundaries" data-wb="boundaries"></div>
-    <label class="vox-wb-notes">Notes for this take (kept with it, and in the bundle)
-      <textarea data-wb="notes" rows="2"></textarea></label>
-    <div class="vox-wb-export">
-      <button type="button" class="vox-wb-button" data-wb="copy">Copy take (JSON + curl)</button>
-      <button type="button" class="vox-wb-button" data-wb="wav">Download WAV (with settings)</button>
-      <button type="button" class="vox-wb-button" data-wb="bundle">Download bundle (zip)</button></div>
-  </div>"""
+      <span data-wb="abx-score" role="status"></span></div>"""
 
 
 def http_routes_html() -> str:
