@@ -172,7 +172,9 @@ def test_7_the_keyboard_reaches_and_drives_the_take_and_a_phone_shows_the_list(p
         if page.evaluate("document.activeElement.dataset.wb") == "play":
             break
     assert tabs <= 25, f"{tabs} Tabs from Generate to the workbench's Play"
-    page.keyboard.press("Shift+Tab")  # back into the list: Down moves to the next row's same button
+    tabbable = page.locator(f"{WB} [data-wb=list] button[tabindex='0']")
+    assert tabbable.count() == 4  # one row's buttons: the list is one stop on the way
+    tabbable.first.focus()  # in the list, Down moves to the next row's same button
     row = page.evaluate("document.activeElement.closest('[data-take]').dataset.take")
     page.keyboard.press("ArrowDown")
     assert page.evaluate("document.activeElement.closest('[data-take]').dataset.take") != row

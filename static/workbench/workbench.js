@@ -166,12 +166,16 @@ export class Workbench {
     return t && { chunks: [new Int16Array(t.pcm)], sampleRate: t.sampleRate, body: { text: t.settings.text } };
   }
 
+  // The take on screen once it is drawn: `selected` changes only then, so whoever waits for it finds
+  // its marks on the waveform.
   async select(id) {
-    this.selected = this.takes.find((t) => t.id === id) || null;
-    const t = this.selected;
-    if (t && !t.measures) await this.save(t, { measures: measure(new Int16Array(t.pcm), t.sampleRate) }); // once per take
-    this.render();
-    if (!t) return;
+    const t = this.takes.find((x) => x.id === id) || null;
+    if (!t) {
+      this.selected = null;
+      return this.render();
+    }
+    const measured = !t.measures;
+    if (measured) t.measures = measure(new Int16Array(t.pcm), t.sampleRate); // once per take, then kept
     const marks = t.scores.map((s, i) => ({ id: `b-${i}`, sample: s.offset, color: s.flagged ? '#c62828' : null,
       label: s.flagged ? `⚠ ${s.score.toFixed(1)}×` : null }));
     t.figures.underrun_times.forEach((u, i) => marks.push({ id: `u-${i}`, sample: u.at_samples, color: '#b26a00',
@@ -179,6 +183,8 @@ export class Workbench {
     (t.segments?.ends || []).slice(0, -1).forEach((end, i) => marks.push({ id: `s-${i}`, sample: end,
       color: '#7c3aed', label: `§${i + 2}` }));
     await this.view.show(t, marks);
+    this.selected = t;
+    this.render();
     this.segments.show(t);
     this.markers.show();
     this.fields.show(t);
@@ -186,6 +192,7 @@ export class Workbench {
     this.showBoundaries(t);
     this.compare.showAbx();
     await this.compare.pick('');
+    if (measured) await this.store.put(t);
   }
 
   showBoundaries(take) {
