@@ -141,7 +141,7 @@ export class Workbench {
   async undo() {
     const back = this.undoable || [];
     this.undoable = null;
-    for (const t of back) await this.store.put(t);
+    if (back.length) await this.store.put(back);
     this.takes = await this.store.list();
     this.render();
     this.say(`Restored ${back.length} take${back.length === 1 ? '' : 's'}.`);
@@ -192,7 +192,7 @@ export class Workbench {
     this.showBoundaries(t);
     this.compare.showAbx();
     await this.compare.pick('');
-    if (measured) await this.store.put(t);
+    if (measured) await this.store.update(t);
   }
 
   showBoundaries(take) {
@@ -206,7 +206,7 @@ export class Workbench {
   async save(take, changes) {
     if (!take) return;
     Object.assign(take, changes);
-    await this.store.put(take);
+    await this.store.update(take);
   }
 
   async copy() {
