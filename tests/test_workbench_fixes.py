@@ -198,6 +198,13 @@ def test_7_the_keyboard_reaches_and_drives_the_take_and_a_phone_shows_the_list(p
     assert page.locator(f"{WB} [data-wb=help]").is_visible() and "next (older)" in page.locator(f"{WB} [data-wb=help]").inner_text()
     page.keyboard.press("Escape")
     assert not page.locator(f"{WB} [data-wb=help]").is_visible()
+    page.keyboard.press("k")  # play, then pause, as the Play button does
+    page.wait_for_function("window.workbench.view.a.isPlaying()")
+    page.keyboard.press("k")
+    page.wait_for_function("!window.workbench.view.a.isPlaying()")
+    page.keyboard.press("l")
+    assert page.is_checked(f"{WB} [data-wb=loop]")
+    page.keyboard.press("l")
     page.set_viewport_size({"width": 390, "height": 844})
     try:
         page.locator(f"{WB} [data-wb=list]").scroll_into_view_if_needed()

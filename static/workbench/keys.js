@@ -2,8 +2,8 @@
 // while the take view is on screen and focus is not in a field that takes text.
 
 export const SHORTCUTS = [
-  ['k or Space', 'play / pause (Space: not on a button)', (wb) => wb.view.toggle()],
-  ['b', 'switch between A and B at the same position', (wb) => wb.view.switchTo(wb.view.active === 'A' ? 'B' : 'A')],
+  ['k or Space', 'play / pause (Space: not on a button)', (wb) => wb.el('play').click()], // as the button does: ABX stops too
+  ['b', 'switch between A and B at the same position', (wb) => wb.el('switch').click()],
   ['l', 'loop the selection on / off', (wb) => { const loop = wb.el('loop'); loop.checked = !loop.checked; }],
   ['m', 'a marker at the cursor (its note below the waveform)', (wb) => wb.markers?.add()],
   ['n / p', 'next (older) / previous (newer) take', (wb, key) => wb.step(key === 'n' ? 1 : -1)],
