@@ -204,7 +204,7 @@ class Job:
             return {}
         return {"spoken_text": "".join(report.segments), "segments": report.segments,
                 "segment_count": report.segment_count, "segment_ends": ends, "seeds": report.seeds,
-                "retries": report.retries, "cut_segments": report.cut}
+                "retries": report.retries, "cut_segments": report.cut, "released_early": report.released_early}
 
     # -- its lifecycle: called by the worker that runs it, and by nothing else --------------------
     def begin(self):
