@@ -8,21 +8,22 @@ whether the stream goes on, re-enters its row for another segment, or is over.
 
 Deadlines. Each stream's listener starts playing with its first audio and plays in real time, so
 its buffer runs dry at a deadline (Stream.deadline: the first audio's time on the scheduler's
-clock plus the audio released since); its slack is the time left before it. The rows of a
-patch all advance together (one bucket over rows 0..max live row, no per-row mask: that keeps
-batched exactly equal to solo), so no running stream is ever left out of a step; what the
-scheduler chooses is when joining streams are prefilled and when held audio goes out:
+clock plus the audio released since; after a dry spell, from when audio came again); its slack
+is the time left before it. The rows of a patch all advance together (one bucket over rows
+0..max live row, no per-row mask: that keeps batched exactly equal to solo), so no running
+stream is ever left out of a step; what the scheduler chooses is when joining streams are
+prefilled and when held audio goes out:
 
 - Admission: joining streams that already play (a next segment, a retry) go first, by deadline,
   then newcomers in arrival order. A prefill delays the patches of every running stream, so one
   step admits only as many as fit, with the step itself, in the shortest slack of a playing
   stream (pacing.StepCosts learns a step's and a prefill's time on the clock); always at least
-  one, and all of them while no stream plays. A newcomer's first patch is
-  launched in the step that admits it and collected in the next one.
+  one, and all of them while no stream plays. A newcomer's first patch is launched in the step
+  that admits it and collected in the next one.
 - Segment hold: a later segment's audio is held until the segment ends (the runaway guard,
   inference/request/continuation.py), but never until the listener runs dry: once a holding
-  stream's slack is within two steps, what it holds goes out and the attempt streams on
-  (it can no longer be retried; a runaway is cut at its cap).
+  stream's slack is within two steps, what it holds goes out and the attempt streams on (it can
+  no longer be retried; a runaway is cut at its cap).
 """
 from __future__ import annotations
 
@@ -64,8 +65,9 @@ class Scheduler:
         return len(self.joining) + len(self.live)
 
     def add(self, stream: Stream, plan: Continuation):
-        """Gives the stream a row; it joins the batch at the next step. Raises EngineFull (and
-        closes the plan) when every row is taken."""
+        """Gives the stream a row; it joins the batch at the next step (or, when running listeners
+        have little slack, at a later one). Raises EngineFull (and closes the plan) when every
+        row is taken."""
         if not self.free:
             plan.close()
             raise EngineFull(f"all {self.rows} streams are in use: wait for one to end")
