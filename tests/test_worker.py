@@ -26,7 +26,7 @@ class Flaky(EngineWrapper):
 
     def start(self, req):
         self.threads.add(threading.get_ident())
-        if req.text == "boom":
+        if req.request.text == "boom":
             raise RuntimeError("/secret/path/model.py exploded")
         return self.engine.start(req)
 
