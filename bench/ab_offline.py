@@ -40,7 +40,7 @@ def int16(audio: np.ndarray) -> np.ndarray:
 def measure(engine, req: SynthesisRequest) -> dict:
     chunks = list(engine.stream(req))
     streamed = np.concatenate([c.audio for c in chunks])
-    offline = engine.decode_whole(np.stack([c.latents for c in chunks]), engine.prepare(req).decode_context)
+    offline = engine.decode_whole(np.stack([c.latents for c in chunks]), engine.first_prompt(req).decode_context)
     s, o = int16(streamed), int16(offline)
     noise = np.sum((s - o) ** 2)
     return {"patches": len(chunks), "max_abs_steps": int(np.max(np.abs(s - o))),

@@ -22,9 +22,9 @@ def test_padded_batched_prefill_equals_each_prompt_alone():
     engine = Engine.from_pretrained(str(CKPT), device="cpu", dtype="float32", warmup=False, max_streams=4)
     model, runner = engine.model, engine.runner
     clip = str(GOLDEN / "clip_16k_mono.wav")
-    prompts = [engine.prepare(SynthesisRequest(text="Hello world, padding check.", control="calm")),
-               engine.prepare(SynthesisRequest(text="A cloned voice, with a reference in front.", reference_audio=clip)),
-               engine.prepare(SynthesisRequest(text="and on it goes.", prompt_audio=clip, prompt_text="It starts"))]
+    prompts = [engine.first_prompt(SynthesisRequest(text="Hello world, padding check.", control="calm")),
+               engine.first_prompt(SynthesisRequest(text="A cloned voice, with a reference in front.", reference_audio=clip)),
+               engine.first_prompt(SynthesisRequest(text="and on it goes.", prompt_audio=clip, prompt_text="It starts"))]
     want = [alone(model, prompt, row=3) for prompt in prompts]
     joins = [Join(row, prompt, None, 10, 2.0) for row, prompt in zip((1, 0, 2), prompts)]
     length = 64 * ((max(len(p) for p in prompts) + 63) // 64)

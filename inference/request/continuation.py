@@ -35,6 +35,30 @@ BAD_CASE_RATIO = 6  # patches per target token at which the official retry calls
 MAX_ATTEMPTS = 3  # the official retry_badcase_max_times
 
 
+# A tail from this many segments back is tokenized ahead; an older one (after two cut segments in
+# a row) is left out, and the segment follows the voice alone.
+TAIL_REACH = 2
+
+
+class Tokens:
+    """Every text a stream's prompts may read, tokenized when the request is prepared (off the
+    engine's thread): each segment alone and after the voice's transcript (and, for the first,
+    the control prefix), and after each tail it may carry. `__call__` is voice_prompt's tokenize."""
+
+    def __init__(self, tokenize, segments: list[str], control: str, transcript: str):
+        texts = {control + segments[0], transcript + control + segments[0]}
+        for k in range(1, len(segments)):
+            texts.update((segments[k], transcript + segments[k]))
+            texts.update(transcript + segments[j] + segments[k] for j in range(max(0, k - TAIL_REACH), k))
+        self.ids = {text: list(tokenize(text)) for text in texts}
+
+    def __call__(self, text: str) -> list[int]:
+        return self.ids[text]
+
+    def __contains__(self, text: str) -> bool:
+        return text in self.ids
+
+
 class DecoderStart(enum.Enum):
     """How a row's VAE decoder starts an attempt at a segment (DecodeStep.load_row)."""
 
@@ -69,10 +93,10 @@ class Continuation:
     """Drives one stream's segments. `add` is called with each collected patch; it releases
     audio into the stream's chunks and says when the row must be re-prefilled or retired."""
 
-    def __init__(self, req: SynthesisRequest, voice: Voice, spoken: SpokenText, tokenize, patch_shape,
+    def __init__(self, req: SynthesisRequest, voice: Voice, spoken: SpokenText, tokenize: Tokens, patch_shape,
                  length_cap, capacity: int, out):
-        """length_cap(req, prompt) -> patches; capacity: the KV cache's positions; out: where
-        released chunks go (the stream's chunks)."""
+        """tokenize: the texts its prompts read, tokenized ahead; length_cap(req, prompt) ->
+        patches; capacity: the KV cache's positions; out: where released chunks go."""
         self.req, self.voice, self.spoken, self.tokenize, self.out = req, voice, spoken, tokenize, out
         self.patch_shape, self.length_cap, self.capacity = patch_shape, length_cap, capacity
         self.seed = req.seed if req.seed is not None else secrets.randbits(63)
@@ -99,8 +123,9 @@ class Continuation:
         return SegmentStart(prompt, noise, cap, DecoderStart.FRESH)
 
     def _prompt(self, text: str) -> Prompt:
-        prompt = voice_prompt(self.voice, text, self.tokenize, self.patch_shape, self.tail)
-        if self.tail is not None and len(prompt) + self.length_cap(self.req, prompt) > self.capacity:
+        tail = self.tail if self.tail and self.voice.prompt_text + self.tail[0] + text in self.tokenize else None
+        prompt = voice_prompt(self.voice, text, self.tokenize, self.patch_shape, tail)
+        if tail is not None and len(prompt) + self.length_cap(self.req, prompt) > self.capacity:
             # The cache cannot hold the tail, this segment and its longest speech (only a model
             # with a small cache, or a very long reference clip): the voice alone continues.
             prompt = voice_prompt(self.voice, text, self.tokenize, self.patch_shape)
@@ -184,4 +209,4 @@ class Continuation:
         return self.report
 
     def close(self):
-        self.spoken.close()
+        """The stream ended (nothing of it runs elsewhere)."""

@@ -1,7 +1,8 @@
 """The public entry point: load a checkpoint, turn requests into streamed audio chunks.
 
-The engine composes the parts that do the work: a RequestPreparer (text, voice, first prompt:
-inference/runtime/prepare.py), a BatchRunner over the step's functions (runner.py, decode_step.py,
+The engine composes the parts that do the work: a RequestPreparer (inference/runtime/prepare.py:
+the host half of a request, `prepare`, on the caller's thread; the voice encoded and the first
+prompt on the engine's), a BatchRunner over the step's functions (runner.py, decode_step.py,
 compiled.py), the Scheduler that owns rows and streams (scheduler.py), and the offline decode
 (offline.py).
 """
@@ -22,12 +23,12 @@ from ..request.request import AudioChunk, SynthesisRequest
 from .compiled import step_functions
 from .decode_step import DecodeStep, plan_rows
 from .offline import OfflineDecode, decode_whole
-from .prepare import RequestPreparer
+from .prepare import Prepared, RequestPreparer
 from .runner import BatchRunner
 from .scheduler import EngineFull, Scheduler
 from .stream import Stream
 
-__all__ = ["Engine", "EngineFull", "WARMUP_LOCK", "warmup_tone"]
+__all__ = ["Engine", "EngineFull", "Prepared", "WARMUP_LOCK", "warmup_tone"]
 
 log = logging.getLogger("voxcpm.engine")
 
@@ -49,8 +50,8 @@ class Engine:
     """Generates up to `rows` streams at once, one patch of every live stream per `step()`.
 
     Not thread-safe: one thread owns an engine (inference/serving/worker.py runs its batch loop), except
-    `Stream.cancel()`, which any thread may call. `start()` validates a request and gives it a row;
-    it joins the batch at the next step. `stream()` is the one-request view: a generator that
+    `Stream.cancel()` and `prepare()`, which any thread may call. `prepare()` checks a request and
+    does its host work; `start()` gives the prepared request a row; it joins the batch at the next step. `stream()` is the one-request view: a generator that
     drives the steps (other streams progress too) and yields this request's chunks.
     """
 
@@ -158,11 +159,19 @@ class Engine:
         return self.warmup_seconds
 
     # -- requests in ------------------------------------------------------------------------------
-    def start(self, req: SynthesisRequest) -> Stream:
-        """Validates the request (raising InputError at once) and gives it a row; it joins at the
-        next step. Raises EngineFull when every row is taken."""
-        stream = Stream(0, req.min_len, 1, DecodeStep.iterations(req.inference_timesteps))
-        self.scheduler.add(stream, self.plan(req, stream.chunks))
+    def prepare(self, req: SynthesisRequest) -> Prepared:
+        """The request checked (raising InputError at once) and made ready on the host: text,
+        segments, tokens, clips' samples (inference/runtime/prepare.py). Any thread may call it."""
+        return self.preparer.prepare(req)
+
+    def start(self, req: Prepared | SynthesisRequest) -> Stream:
+        """Gives a prepared request a row (its clips encoded now); it joins at the next step. A
+        SynthesisRequest is prepared first, on this thread. Raises EngineFull when every row is
+        taken."""
+        prepared = req if isinstance(req, Prepared) else self.prepare(req)
+        r = prepared.request
+        stream = Stream(0, r.min_len, 1, DecodeStep.iterations(r.inference_timesteps))
+        self.scheduler.add(stream, self.plan(prepared, stream.chunks))
         return stream
 
     def stream(self, req: SynthesisRequest) -> Iterator[AudioChunk]:
@@ -198,12 +207,12 @@ class Engine:
         self.scheduler.step()
 
     # -- request preparation and offline decode --------------------------------------------------
-    def plan(self, req: SynthesisRequest, out=None) -> Continuation:
+    def plan(self, req: Prepared | SynthesisRequest, out=None) -> Continuation:
         """The request's segments, its voice encoded once, and its first segment's prompt and
         noise; released chunks go to `out`."""
         return self.preparer.plan(req, out)
 
-    def prepare(self, req: SynthesisRequest) -> Prompt:
+    def first_prompt(self, req: SynthesisRequest) -> Prompt:
         """The prompt of the request's first segment."""
         return self.plan(req).start.prompt
 

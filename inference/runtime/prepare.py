@@ -1,19 +1,55 @@
-"""A request made ready for a row: its text checked and split into segments, its voice encoded
-once (a ReferenceClip's patches remembered per side), its first segment's prompt and noise."""
+"""A request made ready for a row, in two halves.
+
+`prepare` is the host half, on the caller's thread (an HTTP handler's, a page handler's), before the
+request reaches the engine's thread: the checks, the text normalized and cut into segments, every
+text its prompts may read tokenized (continuation.Tokens), each clip decoded, resampled, trimmed and
+padded (or a ReferenceClip's remembered patches looked up), and every segment's prompt checked
+against the KV cache. It is thread-safe: it reads the tokenizer and the limits only.
+
+`plan` is the device half, on the engine's thread: the clips through the VAE encoder, and the
+Continuation that drives the segments from the prepared texts. Nothing in it waits on the host.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import torch
 
 from ..errors import InputError
 from ..model.loader import LoadedModel
 from ..request.audio_input import load_audio, pad_to_multiple
-from ..request.continuation import Continuation
-from ..request.prompt import Prompt, encode_voice
-from ..request.reference import ReferenceClip, encoder_identity
+from ..request.continuation import Continuation, Tokens
+from ..request.prompt import Prompt, Voice, check_mode, control_prefix
+from ..request.reference import Key, ReferenceClip, encoder_identity
 from ..request.request import SynthesisRequest
 from ..request.vad import trim_silence
 from ..text.segments import SEGMENT_WEIGHT
 from ..text.spoken import SpokenText
+
+
+@dataclass(frozen=True)
+class HostClip:
+    """A clip made ready on the host: its patches when a ReferenceClip remembers them, else its
+    padded samples for the VAE encoder (and the clip and key to remember what it makes under)."""
+
+    patches: torch.Tensor | None  # [n, P, D]
+    audio: np.ndarray | None  # float32, a whole number of patches long
+    length: int  # n: the positions it takes in a prompt
+    clip: ReferenceClip | None = None
+    key: Key | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A request checked and made ready off the engine's thread (RequestPreparer.prepare)."""
+
+    request: SynthesisRequest
+    spoken: SpokenText
+    tokens: Tokens
+    transcript: str  # the prompt clip's, in ultimate cloning; "" otherwise
+    reference: HostClip | None
+    prompt: HostClip | None
 
 
 class RequestPreparer:
@@ -30,49 +66,99 @@ class RequestPreparer:
         """Positions the KV cache holds per row."""
         return self.model.base_cache.capacity
 
-    def plan(self, req: SynthesisRequest, out=None) -> Continuation:
-        """The request's segments, its voice encoded once, and its first segment's prompt and
-        noise; released chunks go to `out`."""
+    # -- the host half ----------------------------------------------------------------------------
+    def prepare(self, req: SynthesisRequest) -> Prepared:
+        """Everything but GPU work, raising InputError at once; thread-safe."""
         if not isinstance(req, SynthesisRequest):
             raise InputError("expected a SynthesisRequest")
         if len(req.text) > self.max_text_chars:
             raise InputError(f"text is {len(req.text)} characters long; the limit is {self.max_text_chars}")
-        shape = (self.cfg.patch_size, self.cfg.feat_dim)
-        voice = encode_voice(req, self.encode_audio)
+        check_mode(req)
+        trim = req.trim_silence
+        reference = None if req.reference_audio is None else self.load_clip(req.reference_audio, "right",
+                                                                             "reference audio", trim)
+        prompt = None if req.prompt_audio is None else self.load_clip(req.prompt_audio, "left", "prompt audio", trim)
+        transcript = req.prompt_text if prompt is not None else ""
         spoken = SpokenText(req.text, req.normalize, self.segment_weight)
-        plan = Continuation(req, voice, spoken, self.tokenizer.encode, shape, self.length_cap, self.capacity, out)
-        if len(plan.start.prompt) >= self.capacity:
-            plan.close()
-            raise InputError(f"the prompt is {len(plan.start.prompt)} positions long; the model holds at most "
-                             f"{self.capacity - 1}: use a shorter text or clip")
-        return plan
+        tokens = Tokens(self.tokenizer.encode, spoken.segments, control_prefix(req), transcript)
+        prepared = Prepared(req, spoken, tokens, transcript, reference, prompt)
+        self.check_room(prepared)
+        return prepared
+
+    def check_room(self, p: Prepared):
+        """Every segment's shortest prompt (the voice, without the tail a continuation drops when
+        it does not fit) leaves the cache room for speech; checked before any audio is made."""
+        voice = (p.reference.length + 2 if p.reference else 0) + (p.prompt.length if p.prompt else 0) + 1
+        segments = p.spoken.segments
+        for k, segment in enumerate(segments):
+            text = p.transcript + (control_prefix(p.request) if k == 0 else "") + segment
+            length = voice + len(p.tokens(text))
+            if length < self.capacity:
+                continue
+            if len(segments) == 1:
+                raise InputError(f"the prompt is {length} positions long; the model holds at most "
+                                 f"{self.capacity - 1}: use a shorter text or clip")
+            spelled = " as normalized" if p.request.normalize else ""
+            raise InputError(f"segment {k + 1} of {len(segments)} of the text ({len(segment)} characters{spelled}: "
+                             f"{segment.strip()[:40]!r}...) makes a prompt of {length} positions; the model holds "
+                             f"at most {self.capacity - 1}: shorten that part or break it with punctuation"
+                             + (", or turn normalization off" if p.request.normalize else ""))
+
+    def load_clip(self, source, side: str, label: str, trim: bool) -> HostClip:
+        """A clip's remembered patches, or its samples ready for the encoder (no GPU work)."""
+        if not isinstance(source, ReferenceClip):
+            audio = self.load(source, side, label, trim)
+            return HostClip(None, audio, audio.shape[0] // self.cfg.prompt_pad_samples)
+        key = (self.encoder_identity, f"{side}-trimmed" if trim else side)
+        patches = source.latents(key)
+        if patches is not None:
+            return HostClip(patches, None, patches.shape[0])
+        audio = self.load(source.samples(), side, label, trim)
+        return HostClip(None, audio, audio.shape[0] // self.cfg.prompt_pad_samples, source, key)
+
+    def load(self, source, side: str, label: str, trim: bool) -> np.ndarray:
+        """One clip decoded, resampled, optionally trimmed, and padded to whole patches."""
+        rate = self.cfg.vae.sample_rate
+        audio = load_audio(source, target_rate=rate, max_seconds=self.max_audio_seconds, label=label)
+        if trim:
+            audio = trim_silence(audio, rate, label)
+        return pad_to_multiple(audio, self.cfg.prompt_pad_samples, side)
+
+    # -- the device half --------------------------------------------------------------------------
+    def plan(self, prepared: Prepared | SynthesisRequest, out=None) -> Continuation:
+        """The prepared request's voice encoded and its Continuation (first segment's prompt and
+        noise); released chunks go to `out`. A SynthesisRequest is prepared first."""
+        p = prepared if isinstance(prepared, Prepared) else self.prepare(prepared)
+        voice = Voice(self.encode_clip(p.reference), p.transcript, self.encode_clip(p.prompt))
+        shape = (self.cfg.patch_size, self.cfg.feat_dim)
+        return Continuation(p.request, voice, p.spoken, p.tokens, shape, self.length_cap, self.capacity, out)
 
     def length_cap(self, req: SynthesisRequest, prompt: Prompt) -> int:
         """The official cap, min(6 * target tokens + 10, max_len), bounded by the cache's room."""
         room = self.capacity - len(prompt)
         return max(1, min(int(prompt.target_tokens * 6 + 10), req.max_len, room))
 
-    @torch.inference_mode()
-    def encode_audio(self, source, side: str, label: str = "audio", trim: bool = False) -> torch.Tensor:
-        """An audio clip -> its latent patches [n, P, D] (float32, on the host); `trim` cuts the
-        silence at its ends first (inference/request/vad.py). A ReferenceClip is encoded once per side and
-        trim: later requests with it reuse the patches (inference/request/reference.py)."""
-        if not isinstance(source, ReferenceClip):
-            return self.encode(source, side, label, trim)
-        key = (self.encoder_identity, f"{side}-trimmed" if trim else side)
-        patches = source.latents(key)
-        if patches is None:
-            patches = self.encode(source.samples(), side, label, trim)
-            source.remember(key, patches)
+    def encode_clip(self, host: HostClip | None) -> torch.Tensor | None:
+        """A prepared clip's patches [n, P, D]: remembered, or through the VAE encoder (then
+        remembered by its ReferenceClip, unless another request's encoding got there first)."""
+        if host is None or host.patches is not None:
+            return None if host is None else host.patches
+        known = host.clip.latents(host.key) if host.clip is not None else None
+        if known is not None:
+            return known
+        patches = self.encode(host.audio)
+        if host.clip is not None:
+            host.clip.remember(host.key, patches)
         return patches
 
-    def encode(self, source, side: str, label: str, trim: bool) -> torch.Tensor:
-        """One clip through the VAE encoder, no memo."""
-        rate = self.cfg.vae.sample_rate
-        audio = load_audio(source, target_rate=rate, max_seconds=self.max_audio_seconds, label=label)
-        if trim:
-            audio = trim_silence(audio, rate, label)
-        audio = pad_to_multiple(audio, self.cfg.prompt_pad_samples, side)
+    def encode_audio(self, source, side: str, label: str = "audio", trim: bool = False) -> torch.Tensor:
+        """An audio clip (or a ReferenceClip, encoded once per side and trim) -> its latent
+        patches [n, P, D] (float32, on the host): both halves at once."""
+        return self.encode_clip(self.load_clip(source, side, label, trim))
+
+    @torch.inference_mode()
+    def encode(self, audio: np.ndarray) -> torch.Tensor:
+        """Padded samples through the VAE encoder, no memo."""
         wave = torch.from_numpy(audio).to(self.device, next(self.vae.parameters()).dtype).unsqueeze(0)
         frames = self.vae.encode(wave)[0].float()  # [D, F]
         d, p = self.cfg.feat_dim, self.cfg.patch_size

@@ -59,7 +59,7 @@ S = TypeVar("S", bound=EngineStream)
 @runtime_checkable
 class BatchEngine(Protocol[S]):
     """Generates up to `rows` streams at once, one patch of each per step(); not thread-safe:
-    one worker thread calls it. S: its own kind of stream, the only kind its stop() takes."""
+    one worker thread calls it, but for prepare(). S: its own kind of stream, the only kind its stop() takes."""
 
     @property
     def device(self) -> torch.device: ...
@@ -88,8 +88,13 @@ class BatchEngine(Protocol[S]):
     def warmup(self) -> float:
         """Captures, compiles and runs short requests so no request pays for it; seconds taken."""
 
-    def start(self, req: SynthesisRequest) -> S:
-        """Checks the request (raising InputError) and gives it a row; it joins at the next step."""
+    def prepare(self, req: SynthesisRequest) -> Any:
+        """Checks the request (raising InputError) and does all its host work (text, tokens, clips'
+        samples); thread-safe: callers run it on their own thread, never the worker's."""
+
+    def start(self, prepared: Any) -> S:
+        """Gives a prepared request (what prepare() returned) a row; it joins at the next step.
+        Only GPU work is left for it (encoding clips, the prefill)."""
 
     def step(self) -> None:
         """One patch of every live stream; failures land on the streams they concern."""

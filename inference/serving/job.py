@@ -68,12 +68,13 @@ class JobMetrics:
 class Job:
     """One request's life: queued, running, then done, cancelled or failed."""
 
-    def __init__(self, request: SynthesisRequest, job_id: str, sample_rate: int, line: Line):
+    def __init__(self, request: SynthesisRequest, job_id: str, sample_rate: int, line: Line, prepared=None):
         self.id = job_id
         self.mode = request.mode
         self.text_chars = len(request.text)
         self.metrics = JobMetrics(queued_at=time.perf_counter())
         self._request: SynthesisRequest | None = request
+        self._prepared = prepared  # engine.prepare(request), made on the submitting thread
         self._sample_rate = sample_rate
         self._line = line
         self._state = "queued"
@@ -105,6 +106,11 @@ class Job:
     def request(self) -> SynthesisRequest | None:
         """None once finished: it may hold a minute of reference audio."""
         return self._request
+
+    @property
+    def prepared(self):
+        """What the worker starts on the engine; None once finished, as the request."""
+        return self._prepared
 
     @property
     def text_report(self) -> Report | None:
@@ -235,7 +241,7 @@ class Job:
         """Its end: state done, cancelled or failed. Its consumer hears of it at hang_up(), once
         the worker has logged it, so the log line is there when the consumer returns."""
         self.metrics.finished_at = time.perf_counter()
-        self._request = None
+        self._request = self._prepared = None
         if state == "cancelled":
             self._drain()  # nobody wants the audio of a cancelled job; finished jobs are kept a while
         self._state, self._error = state, error

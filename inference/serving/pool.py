@@ -107,13 +107,15 @@ class WorkerPool:
 
     # -- the API of one worker --------------------------------------------------------------------
     def submit(self, request: SynthesisRequest, job_id: str | None = None) -> Job:
+        # Prepared once, on the caller's thread (every engine holds the same weights and tokenizer).
+        prepared = self._members[0].worker.engine.prepare(request)
         with self._lock:
             job_id = job_id or uuid.uuid4().hex
             if any(m.worker.get(job_id) is not None for m in self._members):
                 raise InputError(f"request id {job_id!r} is already in use")
             for member in self._choices():
                 try:
-                    job = member.worker.submit(request, job_id)
+                    job = member.worker.submit(request, job_id, prepared)
                 except QueueFullError:
                     continue
                 member.live.append(job)

@@ -1,16 +1,15 @@
 """One thread owns the engine; every caller goes through its queue.
 
-The engine is not thread-safe (and CUDA-graph replays from several threads broke other demos), so
-requests from the web page, the HTTP route and tests all become `Job`s that a single daemon thread
-serves. That thread runs the batch loop: it starts waiting jobs in arrival order while the engine
-has free rows, steps the engine (one patch of every running job), hands each job its chunks
-(delivery.py) and retires the jobs that ended. A job can be cancelled while queued or within one
-patch of generation, and fails alone when its request does (failures.py). The worker is the one
-owner of its jobs' state: it alone calls their lifecycle methods.
+The engine is not thread-safe (and CUDA-graph replays from several threads broke other demos), so requests
+from the web page, the HTTP route and tests all become `Job`s that a single daemon thread serves, each
+prepared first on its caller's thread (engine.prepare: text, tokens, clips' samples). That thread runs the
+batch loop: it starts waiting jobs in arrival order while the engine has free rows, steps the engine (one
+patch of every running job), hands each job its chunks (delivery.py) and retires the jobs that ended. A job
+can be cancelled while queued or within one patch, fails alone (failures.py), and only the worker changes it.
 
-Admission: a request is refused only when every row is taken and the waiting line is full, that
-is when the worker already holds rows + max_queue unfinished jobs. A burst that fits is accepted
-whole, even before the loop has moved any of it from the line onto free rows.
+Admission: a request is refused only when every row is taken and the waiting line is full, that is when
+the worker already holds rows + max_queue unfinished jobs. A burst that fits is accepted whole, even
+before the loop has moved any of it from the line onto free rows.
 """
 from __future__ import annotations
 
@@ -41,12 +40,11 @@ class EngineWorker:
 
     def __init__(self, engine: BatchEngine, max_queue: int = 16, keep_finished: int = 256, warm_up: bool = False,
                  max_backlog_s: float = 120.0, max_unread_s: float = 240.0, latents: LatentStore | None = None):
-        """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs
-        are captured by the thread that replays them. max_queue: jobs allowed to wait once every
-        row is taken. max_backlog_s: audio a job may hold unread before it is stopped, so that a
-        client that stops reading cannot pile up memory; max_unread_s: the same for all jobs
-        together. latents: where finished jobs' latents are kept for their offline render (none
-        kept without it)."""
+        """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs are
+        captured by the thread that replays them. max_queue: jobs allowed to wait once every row is
+        taken. max_backlog_s: audio a job may hold unread before it is stopped, so that a client that
+        stops reading cannot pile up memory; max_unread_s: the same for all jobs together. latents:
+        where finished jobs' latents are kept for their offline render (none kept without it)."""
         self.engine = engine
         self.device, self.rows = str(engine.device), int(engine.rows)
         self.sample_rate = int(engine.sample_rate)
@@ -68,10 +66,13 @@ class EngineWorker:
         self._thread.start()
 
     # -- what callers ask, from any thread -----------------------------------------------------
-    def submit(self, request: SynthesisRequest, job_id: str | None = None) -> Job:
+    def submit(self, request: SynthesisRequest, job_id: str | None = None, prepared=None) -> Job:
+        with self._lock:  # then prepared on the caller's thread (an InputError: no job), unless refused now
+            self._admit(job_id)
+        prepared = self.engine.prepare(request) if prepared is None else prepared
         with self._lock:
             self._admit(job_id)
-            job = Job(request, job_id or uuid.uuid4().hex, self.sample_rate, self)
+            job = Job(request, job_id or uuid.uuid4().hex, self.sample_rate, self, prepared)
             self._jobs[job.id] = job
             self._forget_old()
             self._waiting.append(job)
@@ -79,8 +80,7 @@ class EngineWorker:
         return job
 
     def _admit(self, job_id: str | None):
-        """Refuses a new job when closed, or when every row is taken and the line is full (called
-        with the lock held)."""
+        """Refuses a new job when closed, or when every row is taken and the line is full (lock held)."""
         if self._closed:
             raise QueueFullError(SHUTTING_DOWN)
         if self._held() >= self.rows + self.max_queue:
@@ -252,7 +252,7 @@ class EngineWorker:
             self._finish(job, "cancelled")
             return
         try:
-            stream = self.engine.start(job.request)
+            stream = self.engine.start(job.prepared)
         except Exception as exc:
             self._fail(job, exc)
             return

@@ -190,10 +190,12 @@ async def submit(request: Request, state, parse=None, describe=page_asked):
         def prepare():
             nonlocal body
             body = (parse or parse_body)(data)
-            return to_request(body, state.clips, state.max_text_chars, state.voice_lookup)
-        # Off the event loop: a saved voice is looked up, and its patches may be read from the disk.
-        req = await anyio.to_thread.run_sync(prepare)
-        return state.worker.submit(req, job_id=body.request_id), req, body
+            req = to_request(body, state.clips, state.max_text_chars, state.voice_lookup)
+            return state.worker.submit(req, job_id=body.request_id), req
+        # Off the event loop: a saved voice is looked up (its patches may be read from the disk), and
+        # submit prepares the request (text, tokens, clips' samples) on this thread.
+        job, req = await anyio.to_thread.run_sync(prepare)
+        return job, req, body
     except QueueFullError as exc:
         refused(503, "busy")
         raise HTTPError(503, str(exc), {"Retry-After": "5"}) from None
