@@ -111,7 +111,7 @@ def test_a_saved_voice_is_continued_from_or_styled(client):
 
 
 def test_voices_and_models_are_listed(app, client):
-    assert [m.id for m in client.models.list()] == ["voxcpm2"]
+    assert [m.id for m in client.models.list()] == ["voxcpm2", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
     listed = httpx.get(app.url + "/v1/audio/voices").json()
     assert listed["voices"] == ["Guide", "design"]
     assert listed["data"][0]["has_transcript"] is True
@@ -121,8 +121,8 @@ def test_voices_and_models_are_listed(app, client):
     ({"speed": 1.5}, 400, "speed 1.5 is not supported"),
     ({"response_format": "aac"}, 400, "wav, pcm, flac, mp3, opus"),
     ({"stream_format": "websocket"}, 400, "audio, sse"),
-    ({"model": "tts-1"}, 400, "use 'voxcpm2'"),
-    ({"voice": "alloy"}, 404, "no saved voice named 'alloy'"),
+    ({"model": "tts-2"}, 400, "use one of voxcpm2, tts-1, tts-1-hd, gpt-4o-mini-tts"),
+    ({"voice": "nobody"}, 404, "no saved voice named 'nobody'"),
     ({"voice": None}, 400, "voice is required"),
     ({"input": ""}, 400, "text is empty"),
     ({"cfg_value": 99.0}, 400, "cfg_value"),
@@ -197,9 +197,9 @@ def test_max_len_is_explained_in_the_routes_own_terms(app):
 
 def test_refusals_are_logged_with_what_was_asked(app, caplog):
     caplog.set_level("INFO", logger="voxcpm.http")
-    for change in ({"model": "tts-1"}, {"voice": "alloy", "response_format": "wav"}):
+    for change in ({"model": "tts-2"}, {"voice": "nobody", "response_format": "wav"}):
         httpx.post(app.url + "/v1/audio/speech", json={**DESIGN, **change}, timeout=60)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("request refused")]
     assert len(lines) == 2, lines
     assert f"mode=design text_chars={len(TEXT)} voice='design' format='mp3' " in lines[0]
-    assert f"mode=cloning text_chars={len(TEXT)} voice='alloy' format='wav' " in lines[1]
+    assert f"mode=cloning text_chars={len(TEXT)} voice='nobody' format='wav' " in lines[1]

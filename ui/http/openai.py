@@ -6,6 +6,7 @@ becomes the page's own request (ui/http/schema.StreamBody, by ui/http/speech_bod
 through the same checks, limits, queue and worker; only the body format and the errors' shape are
 OpenAI's (every error under /v1, an unknown path or method included):
 
+- `model`: voxcpm2, or OpenAI's tts-1, tts-1-hd, gpt-4o-mini-tts: all the one model.
 - `voice`: a saved voice's name (or {"id": name}) clones it: continuing from its clip when it has
   a transcript and no `instructions` are given (ultimate cloning), else as a reference with
   `instructions` as the style. `voice: "design"` designs a voice from `instructions`.
@@ -30,7 +31,7 @@ from inference.serving.job import Job
 
 from .audio_encoders import MEDIA_TYPES, Encoder
 from .common import errors_as, first_audio, next_event, submit
-from .speech_body import DESIGN, MODEL_ID, ParamError, openai_asked, parse_speech
+from .speech_body import DESIGN, MODEL_ID, OPENAI_MODELS, ParamError, openai_asked, parse_speech
 from ..guard.answers import OPENAI_PREFIX, openai_error_body
 
 openai_router = APIRouter()
@@ -111,7 +112,9 @@ def _event(payload: dict) -> bytes:
 
 @openai_router.get("/models")
 async def models():
-    return {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "openbmb"}]}
+    """VoxCPM2 under its own name and OpenAI's: every one is served by the same model."""
+    return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "openbmb"}
+                                       for name in (MODEL_ID,) + OPENAI_MODELS]}
 
 
 @openai_router.get("/audio/voices")

@@ -20,7 +20,10 @@ from .schema import StreamBody, blank
 from ..library.voice_names import RESERVED
 
 MODEL_ID = "voxcpm2"
-MODEL_NAMES = (MODEL_ID, "openbmb/voxcpm2")  # compared without regard to case
+# OpenAI's speech models are names for the one model here, so a client written for OpenAI only
+# changes its base URL. Compared without regard to case.
+OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+MODEL_NAMES = (MODEL_ID, "openbmb/voxcpm2") + OPENAI_MODELS
 DESIGN = RESERVED[0]
 # The page's fields under the names this route gives them.
 OPENAI_NAMES = {"text": "input", "control": "instructions"}
@@ -69,7 +72,8 @@ def parse_speech(raw, library=None) -> tuple[SpeechBody, StreamBody]:
     except ValidationError as exc:
         raise _described(exc, SpeechBody) from None
     if speech.model.lower() not in MODEL_NAMES:
-        raise ParamError("model", f"model {speech.model[:80]!r} is not served here: use {MODEL_ID!r} (GET /v1/models)")
+        raise ParamError("model", f"model {speech.model[:80]!r} is not served here: use one of "
+                                  f"{', '.join((MODEL_ID,) + OPENAI_MODELS)} (GET /v1/models)")
     _choice("response_format", speech.response_format, [f for f in FORMATS if f not in missing_formats()])
     _choice("stream_format", speech.stream_format, ["audio", "sse"])
     if speech.speed is not None and speech.speed != 1.0:
