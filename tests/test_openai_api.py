@@ -18,6 +18,7 @@ import soundfile as sf
 from inference import SynthesisRequest
 from ui import AppSettings
 from ui.http.audio_encoders import FORMATS
+from ui.http.builtin_voices import BUILTIN_VOICES
 from ui.library.uploads import decode_audio
 
 from .app_helpers import SAMPLE_RATE, assert_same_audio, expected_pcm, serve
@@ -113,7 +114,7 @@ def test_a_saved_voice_is_continued_from_or_styled(client):
 def test_voices_and_models_are_listed(app, client):
     assert [m.id for m in client.models.list()] == ["voxcpm2", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
     listed = httpx.get(app.url + "/v1/audio/voices").json()
-    assert listed["voices"] == ["Guide", "design"]
+    assert listed["voices"] == ["Guide", *BUILTIN_VOICES, "design"]
     assert listed["data"][0]["has_transcript"] is True
 
 

@@ -2,6 +2,8 @@
 official `openai` client against the app on a real uvicorn, with OpenAI's model and voice names."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import numpy as np
 import openai
@@ -9,9 +11,12 @@ import pytest
 
 from inference import SynthesisRequest
 from ui import AppSettings
+from ui.http.builtin_voices import BUILTIN_VOICES
+from ui.library.uploads import decode_audio
 
 from .app_helpers import assert_same_audio, expected_pcm, serve
 
+VOICE = Path(__file__).resolve().parent.parent / "assets" / "voices" / "guide_en.wav"
 TEXT = "Hello world, this is a test."
 EXTRA = {"seed": 11, "max_len": 6}
 
@@ -39,3 +44,37 @@ def test_openai_model_names_are_the_one_model(client, model):
 def test_models_lists_every_name(app):
     listed = httpx.get(app.url + "/v1/models").json()
     assert [m["id"] for m in listed["data"]] == ["voxcpm2", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
+
+
+@pytest.mark.parametrize("name", list(BUILTIN_VOICES))
+def test_each_openai_voice_is_its_fixed_design(client, name):
+    voice = BUILTIN_VOICES[name]
+    got = client.audio.speech.create(model="tts-1", input=TEXT, voice=name, response_format="pcm",
+                                     extra_body={"max_len": 6})
+    assert got.response.headers["x-seed"] == str(voice.seed)
+    want = expected_pcm(SynthesisRequest(TEXT, control=voice.description, seed=voice.seed, max_len=6))
+    assert_same_audio(np.frombuffer(got.content, "<i2"), want)
+
+
+def test_instructions_and_seed_still_apply_to_an_openai_voice(client):
+    got = client.audio.speech.create(model="tts-1", input=TEXT, voice="Nova", instructions="Whispering",
+                                     response_format="pcm", extra_body=EXTRA)
+    control = BUILTIN_VOICES["nova"].description + "; Whispering"
+    assert_same_audio(np.frombuffer(got.content, "<i2"), expected_pcm(SynthesisRequest(TEXT, control=control, **EXTRA)))
+
+
+def test_a_saved_voice_of_an_openai_name_wins(app, client):
+    with httpx.Client(base_url=app.url, timeout=120) as http:
+        clip_id = http.post("/voxcpm/upload", content=VOICE.read_bytes()).json()["id"]
+        assert http.post("/voxcpm/voices", json={"name": "Echo", "clip_id": clip_id}).status_code == 201
+        listed = http.get("/v1/audio/voices").json()
+        try:
+            got = client.audio.speech.create(model="tts-1", input=TEXT, voice="echo", response_format="pcm",
+                                             extra_body=EXTRA)
+        finally:
+            http.delete("/voxcpm/voices/Echo")
+    assert listed["voices"].count("Echo") == 1 and "echo" not in listed["voices"]
+    assert [v.get("builtin", False) for v in listed["data"] if v["name"] == "Echo"] == [False]
+    clip = decode_audio(VOICE.read_bytes(), max_seconds=60)
+    want = expected_pcm(SynthesisRequest(TEXT, reference_audio=clip, **EXTRA))
+    assert_same_audio(np.frombuffer(got.content, "<i2"), want)

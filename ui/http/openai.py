@@ -9,7 +9,8 @@ OpenAI's (every error under /v1, an unknown path or method included):
 - `model`: voxcpm2, or OpenAI's tts-1, tts-1-hd, gpt-4o-mini-tts: all the one model.
 - `voice`: a saved voice's name (or {"id": name}) clones it: continuing from its clip when it has
   a transcript and no `instructions` are given (ultimate cloning), else as a reference with
-  `instructions` as the style. `voice: "design"` designs a voice from `instructions`.
+  `instructions` as the style. `voice: "design"` designs a voice from `instructions`. OpenAI's
+  voice names (alloy, ash, ...) are built-in designed voices (ui/http/builtin_voices.py).
 - `response_format`: wav, pcm (16-bit mono at 48 kHz), flac, mp3 or opus (ui/http/audio_encoders.py).
 - `stream_format`: "audio" (the file, sent as it is encoded) or "sse" (events
   `speech.audio.delta` with base64 audio, then `speech.audio.done` with usage).
@@ -30,6 +31,7 @@ from fastapi.routing import APIRoute
 from inference.serving.job import Job
 
 from .audio_encoders import MEDIA_TYPES, Encoder
+from .builtin_voices import listed
 from .common import errors_as, first_audio, next_event, submit
 from .speech_body import DESIGN, MODEL_ID, OPENAI_MODELS, ParamError, openai_asked, parse_speech
 from ..guard.answers import OPENAI_PREFIX, openai_error_body
@@ -124,6 +126,8 @@ async def voices(request: Request):
     saved = [] if library is None else await anyio.to_thread.run_sync(library.list)
     data = [{"id": v.name, "name": v.name, "object": "voice", "seconds": round(v.seconds, 2),
              "has_transcript": bool(v.transcript)} for v in saved]
+    shadowed = {v.name.casefold() for v in saved}  # a saved voice of a built-in name wins
+    data += [v for v in listed() if v["name"] not in shadowed]
     return {"object": "list", "voices": [v["name"] for v in data] + [DESIGN], "data": data}
 
 

@@ -15,9 +15,11 @@ from inference.errors import InputError
 from inference.request import modes
 
 from .audio_encoders import FORMATS, missing_formats
+from .builtin_voices import builtin_voice
 from .common import Asked, text_length
 from .schema import StreamBody, blank
 from ..library.voice_names import RESERVED
+from ..library.voice_store import VoiceError
 
 MODEL_ID = "voxcpm2"
 # OpenAI's speech models are names for the one model here, so a client written for OpenAI only
@@ -91,7 +93,7 @@ def parse_speech(raw, library=None) -> tuple[SpeechBody, StreamBody]:
 def to_stream_body(speech: SpeechBody, library=None) -> StreamBody:
     voice = speech.voice.id if isinstance(speech.voice, VoiceId) else speech.voice
     if blank(voice):
-        raise ParamError("voice", f"voice is required: the name of a saved voice (GET /v1/audio/voices), or "
+        raise ParamError("voice", f"voice is required: a saved or built-in voice (GET /v1/audio/voices), or "
                                   f"{DESIGN!r} to design one from `instructions`")
     common = dict(text=speech.input, cfg_value=speech.cfg_value, inference_timesteps=speech.inference_timesteps,
                   max_len=speech.max_len, seed=speech.seed, control=speech.instructions,
@@ -99,14 +101,38 @@ def to_stream_body(speech: SpeechBody, library=None) -> StreamBody:
     try:
         if voice.strip().casefold() == DESIGN:
             return StreamBody(mode="design", **common)
+        if builtin_voice(voice) is not None and not _is_saved(voice, library):
+            return StreamBody(mode="design", **_builtin(voice, speech, common))
         if library is None:
-            raise ParamError("voice", f"this server keeps no voice library: use voice {DESIGN!r} with `instructions`")
+            raise ParamError("voice", f"this server keeps no voice library: use a built-in voice (GET "
+                                      f"/v1/audio/voices) or {DESIGN!r} with `instructions`")
         # Continued from (ultimate cloning) when the voice has a transcript (ui/schema.to_request takes
         # it from the voice) and no style is asked for, which would be read aloud there.
         continued = blank(speech.instructions) and bool(library.get(voice).transcript)
         return StreamBody(mode="ultimate" if continued else "cloning", voice=voice, **common)
     except ValidationError as exc:  # a limit of the page's body (a voice name's length...)
         raise _described(exc, StreamBody) from None
+
+
+def _is_saved(voice: str, library) -> bool:
+    """Whether the library holds a voice of that name (which then wins over a built-in one)."""
+    if library is None:
+        return False
+    try:
+        library.get(voice)
+    except VoiceError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def _builtin(voice: str, speech: SpeechBody, common: dict) -> dict:
+    """A built-in voice's design: its description with the request's instructions, its seed unless one is given."""
+    builtin = builtin_voice(voice)
+    seed = builtin.seed if speech.seed is None else speech.seed
+    return common | {"control": builtin.control(None if blank(speech.instructions) else speech.instructions),
+                     "seed": seed}
 
 
 def openai_asked(data) -> Asked:
@@ -116,7 +142,8 @@ def openai_asked(data) -> Asked:
     voice = data.get("voice")
     voice = voice.get("id") if isinstance(voice, dict) else voice
     voice = voice if isinstance(voice, str) else None
-    mode = "?" if blank(voice) else "design" if voice.strip().casefold() == DESIGN else "cloning"
+    designed = not blank(voice) and (voice.strip().casefold() == DESIGN or builtin_voice(voice) is not None)
+    mode = "?" if blank(voice) else "design" if designed else "cloning"
     fmt = data.get("response_format", SpeechBody.model_fields["response_format"].default)
     return Asked(mode=mode, text_chars=text_length(data.get("input")), voice=voice,
                  format=fmt if isinstance(fmt, str) else None)
