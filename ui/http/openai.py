@@ -32,6 +32,7 @@ from inference.serving.job import Job
 
 from .audio_encoders import MEDIA_TYPES, Encoder
 from .builtin_voices import listed
+from .metrics import observe_stream
 from .common import errors_as, first_audio, next_event, submit
 from .speech_body import DESIGN, MODEL_ID, OPENAI_MODELS, ParamError, openai_asked, parse_speech
 from ..guard.answers import OPENAI_PREFIX, openai_error_body
@@ -69,7 +70,7 @@ async def speech(request: Request):
     first = await first_audio(job, request)
     headers = {"X-Seed": str(req.seed), "X-Request-Id": job.id, "Cache-Control": "no-store",
                "X-Sample-Rate": str(state.worker.sample_rate)}
-    chunks = encoded(job, first, Encoder(fmt, state.worker.sample_rate))
+    chunks = observe_stream(state.metrics, job, encoded(job, first, Encoder(fmt, state.worker.sample_rate)))
     if events:
         return StreamingResponse(sse(chunks, job, len(req.text)), media_type="text/event-stream", headers=headers)
     media = MEDIA_TYPES[fmt] + (f";rate={state.worker.sample_rate};channels=1" if fmt == "pcm" else "")

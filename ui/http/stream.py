@@ -14,6 +14,7 @@ from inference.serving.job import Job
 
 from . import frames
 from .common import HTTPError, app_state, first_audio, guarded, next_event, page_asked, submit, to_pcm
+from .metrics import observe_stream
 
 stream_router = APIRouter()
 
@@ -71,7 +72,7 @@ async def stream(request: Request):
     }
     if framed:
         status = dict(seed=req.seed, **state.build)  # job-level facts for the final status frame
-        return StreamingResponse(framed_stream(job, first, status), media_type=frames.MEDIA_TYPE, headers=headers)
+        return StreamingResponse(observe_stream(state.metrics, job, framed_stream(job, first, status)), media_type=frames.MEDIA_TYPE, headers=headers)
     # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
     media = f"audio/pcm;rate={rate};channels=1;format=s16le"
-    return StreamingResponse(pcm_stream(job, first), media_type=media, headers=headers)
+    return StreamingResponse(observe_stream(state.metrics, job, pcm_stream(job, first)), media_type=media, headers=headers)
