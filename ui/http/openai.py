@@ -14,7 +14,7 @@ OpenAI's (every error under /v1, an unknown path or method included):
 - `response_format`: wav, pcm (16-bit mono at 48 kHz), flac, mp3 or opus (ui/http/audio_encoders.py).
 - `stream_format`: "audio" (the file, sent as it is encoded) or "sse" (events
   `speech.audio.delta` with base64 audio, then `speech.audio.done` with usage).
-- `speed`: only 1.0; the model has no speed control, so any other value is refused.
+- `speed`: 0.25 to 4.0, by pitch-preserving time-stretching as the audio streams (ui/http/speed.py).
 - Extensions: seed, cfg_value, inference_timesteps, max_len, normalize, trim_silence.
 """
 from __future__ import annotations
@@ -70,7 +70,7 @@ async def speech(request: Request):
     first = await first_audio(job, request)
     headers = {"X-Seed": str(req.seed), "X-Request-Id": job.id, "Cache-Control": "no-store",
                "X-Sample-Rate": str(state.worker.sample_rate)}
-    chunks = observe_stream(state.metrics, job, encoded(job, first, Encoder(fmt, state.worker.sample_rate)))
+    chunks = observe_stream(state.metrics, job, encoded(job, first, Encoder(fmt, state.worker.sample_rate, body.speed)))
     if events:
         return StreamingResponse(sse(chunks, job, len(req.text)), media_type="text/event-stream", headers=headers)
     media = MEDIA_TYPES[fmt] + (f";rate={state.worker.sample_rate};channels=1" if fmt == "pcm" else "")
@@ -79,7 +79,7 @@ async def speech(request: Request):
 
 async def encoded(job: Job, first, encoder: Encoder):
     """The job's audio in the requested format; lossy encoders run off the event loop."""
-    inline = encoder.fmt in ("pcm", "wav")
+    inline = encoder.inline
     feed = encoder.feed if inline else (lambda audio: anyio.to_thread.run_sync(encoder.feed, audio))
     try:
         out = feed(first.chunk.audio) if inline else await feed(first.chunk.audio)

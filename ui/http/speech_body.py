@@ -31,7 +31,7 @@ DESIGN = RESERVED[0]
 OPENAI_NAMES = {"text": "input", "control": "instructions"}
 # The route takes no min_len, so each request keeps its default: max_len may not go below it.
 _MAX_LEN = modes.SETTINGS["max_len"]
-RANGES = {name: modes.SETTINGS[name] for name in ("cfg_value", "inference_timesteps", "seed")} | {
+RANGES = {name: modes.SETTINGS[name] for name in ("cfg_value", "inference_timesteps", "seed", "speed")} | {
     "max_len": dataclasses.replace(_MAX_LEN, low=max(_MAX_LEN.low, modes.default("min_len")))}
 
 
@@ -55,7 +55,7 @@ class SpeechBody(BaseModel):
     voice: str | VoiceId | None = None
     instructions: str | None = None
     response_format: str = "mp3"
-    speed: float | None = None
+    speed: float | None = None  # None (or absent): 1.0
     stream_format: str = "audio"
     # Our extensions, documented in the README (the page's advanced settings).
     seed: int | None = None
@@ -78,11 +78,9 @@ def parse_speech(raw, library=None) -> tuple[SpeechBody, StreamBody]:
                                   f"{', '.join((MODEL_ID,) + OPENAI_MODELS)} (GET /v1/models)")
     _choice("response_format", speech.response_format, [f for f in FORMATS if f not in missing_formats()])
     _choice("stream_format", speech.stream_format, ["audio", "sse"])
-    if speech.speed is not None and speech.speed != 1.0:
-        raise ParamError("speed", f"speed {speech.speed:g} is not supported: VoxCPM2 has no speed control; "
-                                  "leave speed out or send 1.0")
     for name, setting in RANGES.items():
-        problem = setting.check(getattr(speech, name))
+        value = getattr(speech, name)
+        problem = None if value is None else setting.check(value)
         if problem is not None:
             if name == "max_len":
                 problem += f" (a request here makes at least {setting.low:g} patches before it may stop)"
@@ -97,7 +95,8 @@ def to_stream_body(speech: SpeechBody, library=None) -> StreamBody:
                                   f"{DESIGN!r} to design one from `instructions`")
     common = dict(text=speech.input, cfg_value=speech.cfg_value, inference_timesteps=speech.inference_timesteps,
                   max_len=speech.max_len, seed=speech.seed, control=speech.instructions,
-                  normalize=speech.normalize, trim_silence=speech.trim_silence)
+                  normalize=speech.normalize, trim_silence=speech.trim_silence,
+                  speed=modes.default("speed") if speech.speed is None else speech.speed)
     try:
         if voice.strip().casefold() == DESIGN:
             return StreamBody(mode="design", **common)

@@ -15,18 +15,21 @@ from inference.serving.job import Job
 from . import frames
 from .common import HTTPError, app_state, first_audio, guarded, next_event, page_asked, submit, to_pcm
 from .metrics import observe_stream
+from .speed import Stretcher, page_parser
 
 stream_router = APIRouter()
 
 
-async def pcm_stream(job: Job, first):
+async def pcm_stream(job: Job, first, stretch: Stretcher):
     try:
-        yield to_pcm(first.chunk.audio)
+        yield to_pcm(await stretch.feed_async(first.chunk.audio))
         while True:
             event = await next_event(job, None)  # Starlette cancels this body when the client goes
             if event[0] != "chunk":
+                if stretch.active:
+                    yield to_pcm(stretch.finish())
                 return
-            yield to_pcm(event[1].chunk.audio)
+            yield to_pcm(await stretch.feed_async(event[1].chunk.audio))
     finally:
         job.discard()  # stops a live job within one patch; drops audio a finished one still holds
 
@@ -62,7 +65,7 @@ async def stream(request: Request):
     state = app_state(request)
     framed = wants_frames(request)
     asked = functools.partial(page_asked, fmt="frames" if framed else "pcm")
-    job, req, body = await submit(request, state, describe=asked)
+    job, req, body = await submit(request, state, parse=page_parser(framed), describe=asked)
     first = await first_audio(job, request)
     rate = state.worker.sample_rate
     headers = {
@@ -72,7 +75,9 @@ async def stream(request: Request):
     }
     if framed:
         status = dict(seed=req.seed, **state.build)  # job-level facts for the final status frame
-        return StreamingResponse(observe_stream(state.metrics, job, framed_stream(job, first, status)), media_type=frames.MEDIA_TYPE, headers=headers)
+        framed_body = observe_stream(state.metrics, job, framed_stream(job, first, status))
+        return StreamingResponse(framed_body, media_type=frames.MEDIA_TYPE, headers=headers)
     # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
     media = f"audio/pcm;rate={rate};channels=1;format=s16le"
-    return StreamingResponse(observe_stream(state.metrics, job, pcm_stream(job, first)), media_type=media, headers=headers)
+    stretched = pcm_stream(job, first, Stretcher(body.speed))
+    return StreamingResponse(observe_stream(state.metrics, job, stretched), media_type=media, headers=headers)
