@@ -3,6 +3,8 @@ official `openai` client against the app on a real uvicorn, with OpenAI's model 
 from __future__ import annotations
 
 import io
+import json
+import re
 from pathlib import Path
 
 import httpx
@@ -137,3 +139,11 @@ def test_speed_one_is_untouched():
     audio = np.linspace(-1, 1, 1000, dtype=np.float32)
     stretch = Stretcher(1.0)
     assert stretch.feed(audio) is audio and stretch.finish().size == 0 and not stretch.active
+
+
+def test_the_readmes_stream_example_is_accepted_as_written(app):
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    body = json.loads(re.search(r"curl -sN \S+/voxcpm/stream .*?-d '(\{.*?\})'", readme, re.S).group(1))
+    response = httpx.post(app.url + "/voxcpm/stream", json={**body, "max_len": 4}, timeout=120)
+    assert response.status_code == 200 and response.headers["x-seed"] == str(body["seed"])
+    assert len(response.content) > 0 and response.headers["content-type"].startswith("audio/pcm;rate=48000")
