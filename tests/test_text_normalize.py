@@ -63,6 +63,26 @@ def test_a_leading_one_million_stays_as_wetext_reads_it(official):
     assert normalize("About 1,000,000 people.") == official.normalize("About 1,000,000 people.") == "About one million people."
 
 
+@pytest.mark.parametrize("text, spoken", [
+    ("Version 3.2.1 is out.", "Version three point two point one is out."),
+    ("It took 2 hrs and 1 hr.", "It took two hours and one hour."),
+    ("It took 5 secs.", "It took five seconds."),
+    ("The flat is 1,200 m² in size.", "The flat is one thousand two hundred square meters in size."),
+    ("A 3 ft² tile.", "A three square feet tile."),
+    ("We met on 24.12.2024.", "We met on the twenty fourth of december twenty twenty four."),  # a date stays a date
+])
+def test_versions_and_unit_abbreviations_are_read(text, spoken):
+    assert normalize(text) == spoken
+
+
+def test_grouped_numbers_say_and_the_same_way_whatever_their_first_digit():
+    # WeText alone: "two thousand and twenty four" but "two million two hundred fifty thousand".
+    assert normalize("1,024 and 2,024 and 1,250,000 and 2,250,000 and 12,345.") == (
+        "one thousand and twenty four and two thousand and twenty four and one million two hundred and fifty "
+        "thousand and two million two hundred and fifty thousand and twelve thousand three hundred and forty five.")
+    assert normalize("It costs $1,234.50.") == "It costs one thousand two hundred and thirty four dollars and fifty cents."
+
+
 def test_numbers_are_words():
     assert normalize("1,250") != "1,250" and not any(ch.isdigit() for ch in normalize("I have 1,250 cats."))
 

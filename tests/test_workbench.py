@@ -107,6 +107,7 @@ def test_offline_render_difference_is_shown_and_ab_keeps_the_position(page):
 
 
 def test_abx_records_answers(page):
+    page.fill("#vox-workbench [data-wb=abx-trials]", "1")  # sessions of one trial: each scored as answered
     page.click("#vox-workbench [data-wb=abx-start]")
     page.click("#vox-workbench [data-wb=abx-play-x]")
     page.click("#vox-workbench [data-wb=abx-answer-a]")

@@ -11,7 +11,12 @@ Runaway guard: a segment that reaches the official bad-case length (6 patches pe
 is a runaway. After the first segment, a segment's audio is held until the segment has ended
 properly; a runaway is then regenerated from the same prompt with the next seed, the decoder
 rewound to the segment's start, up to 3 attempts in all (the official retry count), the last one
-cut at the official cap (6 x tokens + 10). The first segment streams at once and is only cut.
+streamed and cut at the official cap (6 x tokens + 10). The first segment streams at once and is
+only cut.
+A hold never makes a gap the listener would hear: when the scheduler sees the listener's buffer
+about to run dry (inference/runtime/scheduler.py) it calls `release_held()`, and the attempt
+streams from then on like the first segment: released audio cannot be taken back, so that
+attempt is not retried, only cut at the cap (Report.released_early names such segments).
 """
 from __future__ import annotations
 
@@ -57,6 +62,7 @@ class Report:
     seeds: list[int] = field(default_factory=list)  # the seed whose attempt each finished segment kept
     retries: list[dict] = field(default_factory=list)  # {"segment", "patches", "seed"} of each rejected attempt
     cut: list[int] = field(default_factory=list)  # segments that ended at the cap (no stop)
+    released_early: list[int] = field(default_factory=list)  # later segments streamed before their end
 
 
 class Continuation:
@@ -76,6 +82,7 @@ class Continuation:
         self.tail: tuple[str, torch.Tensor] | None = None
         self.latents: list[np.ndarray] = []  # this attempt's patches [D, P]
         self.held: list[AudioChunk] = []
+        self.streaming = True  # the attempt's audio goes out as it comes: the first segment's does
         self.released = 0  # patches handed to the listener: the next chunk's index
         self.report = Report(segment_count=len(spoken))
         self.start = self._first()
@@ -105,7 +112,8 @@ class Continuation:
 
     def _again(self, decoder: DecoderStart) -> SegmentStart:
         """The current segment from its start: its next attempt, or its first after another."""
-        self.latents, self.held = [], []
+        # The last attempt cannot be retried: nothing is gained by holding it.
+        self.latents, self.held, self.streaming = [], [], self.attempt + 1 >= MAX_ATTEMPTS
         prompt = self.start.prompt if decoder is DecoderStart.REWIND else self._prompt(self.spoken.segment(self.segment))
         cap = self.length_cap(self.req, prompt)
         self.start = SegmentStart(prompt, self._noise(cap), cap, decoder)
@@ -118,12 +126,11 @@ class Continuation:
         re-prefilled (a retry or the next segment), or True when the stream is over."""
         chunk.segment = self.segment
         self.latents.append(chunk.latents)
-        if self.segment == 0:
-            self._release([chunk])
-        else:
-            self.held.append(chunk)
+        self.held.append(chunk)
+        if self.streaming:
+            self._release(self.held)
         runaway = len(self.latents) >= BAD_CASE_RATIO * self.start.prompt.target_tokens
-        if runaway and self.segment > 0 and self.attempt + 1 < MAX_ATTEMPTS:
+        if runaway and not self.streaming:  # held, so not the last attempt: it can be retried
             return self._retry()
         if not ended:
             return None
@@ -146,6 +153,20 @@ class Continuation:
         if self.segment >= len(self.spoken):
             return True
         return self._again(DecoderStart.CARRY)
+
+    @property
+    def holding(self) -> bool:
+        """Whether the current attempt's audio is held until the segment ends."""
+        return not self.streaming
+
+    def release_held(self):
+        """The listener's buffer is about to run dry: what the attempt holds goes out now, and its
+        later patches as they come. It can no longer be retried: a runaway is cut at the cap."""
+        if self.streaming:
+            return
+        self.streaming = True
+        self.report.released_early = self.report.released_early + [self.segment]
+        self._release(self.held)
 
     def _release(self, chunks: list[AudioChunk]):
         for chunk in chunks:

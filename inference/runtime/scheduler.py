@@ -1,18 +1,40 @@
 """Which stream holds which row, and the batch loop: the only code that changes a Stream's state.
 
-A started stream takes the lowest free row and waits among the joining; the next `step()` admits
+A started stream takes the lowest free row and waits among the joining; a later `step()` admits
 it (prefill), and from then on it is live: each step launches one patch of every live stream that
 wants one and collects the oldest patch in flight (the runner keeps one in flight, so the host's
 work overlaps the device's). A collected patch goes to the stream's Continuation, which says
 whether the stream goes on, re-enters its row for another segment, or is over.
+
+Deadlines. Each stream's listener starts playing with its first audio and plays in real time, so
+its buffer runs dry at a deadline (Stream.deadline: the first audio's time on the scheduler's
+clock plus the audio released since; after a dry spell, from when audio came again); its slack
+is the time left before it. The rows of a patch all advance together (one bucket over rows
+0..max live row, no per-row mask: that keeps batched exactly equal to solo), so no running
+stream is ever left out of a step; what the scheduler chooses is when joining streams are
+prefilled and when held audio goes out:
+
+- Admission: joining streams that already play (a next segment, a retry) go first, by deadline,
+  then newcomers in arrival order. A prefill delays the patches of every running stream, so one
+  step admits only as many as fit, with the step itself, in the shortest slack of a playing
+  stream (pacing.StepCosts learns a step's and a prefill's time on the clock); always at least
+  one, and all of them while no stream plays. A newcomer's first patch is launched in the step
+  that admits it and collected in the next one.
+- Segment hold: a later segment's audio is held until the segment ends (the runaway guard,
+  inference/request/continuation.py), but never until the listener runs dry: once a holding
+  stream's slack is within two steps, what it holds goes out and the attempt streams on (it can
+  no longer be retried; a runaway is cut at its cap).
 """
 from __future__ import annotations
 
 import collections
 import heapq
+import time
+from typing import Callable
 
 from ..request.continuation import Continuation, SegmentStart
 from ..request.request import AudioChunk
+from .pacing import StepCosts
 from .runner import BatchRunner, Join
 from .stream import Stream
 
@@ -25,8 +47,13 @@ class EngineFull(RuntimeError):
 
 
 class Scheduler:
-    def __init__(self, runner: BatchRunner, rows: int):
-        self.runner, self.rows = runner, rows
+    def __init__(self, runner: BatchRunner, rows: int, clock: Callable[[], float] = time.monotonic):
+        """clock: seconds, for the listeners' deadlines and the steps' costs (tests give a fake)."""
+        self.runner, self.rows, self.clock = runner, rows, clock
+        step = runner.step
+        self.patch_s = step.patch_samples / step.vae.cfg.out_sample_rate  # audio seconds in one patch
+        # On a GPU a prefill is queued behind the patch in flight: the next step waits for it.
+        self.costs = StepCosts(lag=1 if step.device.type == "cuda" else 0)
         self.free = list(range(rows))  # a heap: the lowest free row first keeps buckets small
         self.joining: list[Stream] = []
         self.live: list[Stream] = []
@@ -38,8 +65,9 @@ class Scheduler:
         return len(self.joining) + len(self.live)
 
     def add(self, stream: Stream, plan: Continuation):
-        """Gives the stream a row; it joins the batch at the next step. Raises EngineFull (and
-        closes the plan) when every row is taken."""
+        """Gives the stream a row; it joins the batch at the next step (or, when running listeners
+        have little slack, at a later one). Raises EngineFull (and closes the plan) when every
+        row is taken."""
         if not self.free:
             plan.close()
             raise EngineFull(f"all {self.rows} streams are in use: wait for one to end")
@@ -58,13 +86,14 @@ class Scheduler:
 
     # -- the batch loop -----------------------------------------------------------------------------
     def step(self):
-        """Admits the streams started since the last step, launches the next patch of every live
-        stream, and collects the oldest patch in flight into each stream's chunks. Failures land
-        on the streams they concern (Stream.error); the scheduler goes on."""
+        """Admits joining streams (as many as the running streams' deadlines allow), launches the
+        next patch of every live stream, and collects the oldest patch in flight into each
+        stream's chunks. Failures land on the streams they concern (Stream.error); the scheduler
+        goes on."""
+        started = self.clock()
         for stream in [s for s in self.joining + self.live if s.cancelled]:
             self.retire(stream)
-        if self.joining:
-            self.admit()
+        admitted = self.admit(self.admissible(started)) if self.joining else 0
         try:
             batch = self.schedule()
             if batch:
@@ -77,9 +106,27 @@ class Scheduler:
             self.launched.clear()
             for stream in list(self.live):
                 self.fail(stream, exc)
+            batch = None
+        if batch:
+            self.costs.record(admitted, self.clock() - started)
+        else:
+            self.costs.skip()
 
-    def admit(self):
-        joining, self.joining = self.joining, []
+    def admissible(self, now: float) -> int:
+        """How many joining streams this step may prefill (the module's docstring says why)."""
+        slacks = [s.slack(now) for s in self.live if s.deadline is not None]
+        if not slacks:
+            return len(self.joining)
+        return self.costs.joiners_within(min(slacks), len(self.joining))
+
+    def admit(self, count: int | None = None) -> int:
+        """Prefills the first `count` joining streams (all by default): those already playing by
+        deadline, then newcomers in arrival order. Returns how many were admitted."""
+        self.joining.sort(key=lambda s: (s.deadline is None, 0.0 if s.deadline is None else s.deadline))
+        count = len(self.joining) if count is None else count
+        joining, self.joining = self.joining[:count], self.joining[count:]
+        if not joining:
+            return 0
         try:
             self.admit_group(joining)
         except Exception as exc:
@@ -93,6 +140,7 @@ class Scheduler:
                         self.fail(stream, single)
         for stream in joining:
             stream.join = None  # the prompt and noise are on the device now
+        return len(joining)
 
     def admit_group(self, streams: list[Stream]):
         self.runner.admit([s.join for s in streams])
@@ -111,20 +159,29 @@ class Scheduler:
 
     def postprocess(self, launched: Launched, audio, latents, stop):
         """One collected patch: audio [B, samples], latents [B, D, P] and stop flags [B] by row."""
+        now = self.clock()
         for stream, index, generation in launched:
             # Retired since this patch was launched (its row may be someone else's), or re-prefilled
             # for another segment (the patch ran past the end of the last one).
             if stream.done or generation != stream.generation:
                 continue
-            row = stream.row
+            row, plan = stream.row, stream.plan
             chunk = AudioChunk(audio=audio[row].copy(), latents=latents[row].copy(), index=index)
-            after = stream.plan.add(chunk, stream.stops_after(index, bool(stop[row])))
+            if plan.holding and self.running_dry(stream, now):
+                plan.release_held()
+            after = plan.add(chunk, stream.stops_after(index, bool(stop[row])))
+            stream.played(plan.released * self.patch_s, now)
             if after is True:
                 self.retire(stream)
             elif after is not None:
                 self.live.remove(stream)
                 # Read before enter() restarts the count: was a patch launched after this one?
                 self.enter(stream, after, overrun=stream.launched > index + 1)
+
+    def running_dry(self, stream: Stream, now: float) -> bool:
+        """Whether its listener's buffer may run dry before the next step's patch is collected."""
+        slack = stream.slack(now)
+        return slack is not None and slack <= 2 * (self.costs.step_s or 0.0)
 
     def retire(self, stream: Stream):
         if stream.done:

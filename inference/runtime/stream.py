@@ -1,5 +1,5 @@
 """One request on the engine, as the engine's owner thread sees it: its row, its counters, the
-chunks made and not yet taken, and how it ended."""
+chunks made and not yet taken, its listener's playback clock, and how it ended."""
 from __future__ import annotations
 
 import collections
@@ -20,6 +20,8 @@ class Stream:
         self.plan = None  # its Continuation: the segments of its text (inference/request/continuation.py)
         self.generation = 0  # counts (re)admissions: a patch launched before one is not this segment's
         self.decode_context = None  # [C, P, D] patches the VAE decoder was warmed on (continuation)
+        self.deadline: float | None = None  # when its listener's buffer runs dry (see played)
+        self.released_s = 0.0  # seconds of audio released to its listener
         self._cancel = threading.Event()
 
     def cancel(self):
@@ -34,6 +36,21 @@ class Stream:
         """The row is re-prefilled for another segment (or another attempt at one)."""
         self.prompt_len, self.cap, self.launched = prompt_len, cap, 0
         self.generation += 1
+
+    def played(self, released_s: float, now: float):
+        """The audio released so far, at `now` on the scheduler's clock. The listener starts with
+        the first audio and plays in real time, so its buffer runs dry at its first audio's time
+        plus the audio released; one that ran dry resumes when audio comes again (as the page's
+        player does), so its clock restarts from then."""
+        added = released_s - self.released_s
+        if added > 0:
+            self.deadline = max(now, now if self.deadline is None else self.deadline) + added
+        self.released_s = released_s
+
+    def slack(self, now: float) -> float | None:
+        """Seconds of audio its listener still has at `now` (negative: the buffer ran dry)."""
+        deadline = self.deadline
+        return None if deadline is None else deadline - now
 
     @property
     def position(self) -> int:

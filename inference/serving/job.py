@@ -11,7 +11,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 from ..request.continuation import Report
 from ..request.request import AudioChunk, SynthesisRequest
@@ -84,6 +84,9 @@ class Job:
         self._ended = False
         self._text_report: Report | None = None
         self._segment_ends: list[int] = []
+        # Called by the worker's thread after each event it puts; replaced whole, never changed in
+        # place, so the worker iterates a consistent tuple while a consumer adds or removes one.
+        self._wakers: tuple[Callable[[], None], ...] = ()
 
     # -- what anyone may read -------------------------------------------------------------------
     @property
@@ -143,12 +146,29 @@ class Job:
     def unread_chunks(self) -> int:
         return self._events.qsize()
 
+    def watch(self, wake: Callable[[], None]):
+        """wake() is called on the worker's thread after each event is put (so a consumer that
+        clears its flag before a non-blocking `poll()` never misses one); it must be quick and must
+        not raise, e.g. `loop.call_soon_threadsafe(flag.set)`. Lets an event loop wait for many
+        jobs without a thread per job."""
+        self._wakers = self._wakers + (wake,)
+
+    def unwatch(self, wake: Callable[[], None]):
+        self._wakers = tuple(w for w in self._wakers if w is not wake)
+
+    def poll(self):
+        """next_event() without waiting: None when no event is there yet."""
+        return self._take(block=False, timeout=None)
+
     def next_event(self, timeout: float | None = None):
         """('chunk', Delivery) | ('end', None) | ('error', message); None when nothing came in time."""
+        return self._take(block=True, timeout=timeout)
+
+    def _take(self, block: bool, timeout: float | None):
         if self._ended:
             return ("end", None)
         try:
-            kind, value = self._events.get(timeout=timeout)
+            kind, value = self._events.get(block, timeout)
         except queue.Empty:
             return None
         if kind != "chunk":
@@ -184,7 +204,7 @@ class Job:
             return {}
         return {"spoken_text": "".join(report.segments), "segments": report.segments,
                 "segment_count": report.segment_count, "segment_ends": ends, "seeds": report.seeds,
-                "retries": report.retries, "cut_segments": report.cut}
+                "retries": report.retries, "cut_segments": report.cut, "released_early": report.released_early}
 
     # -- its lifecycle: called by the worker that runs it, and by nothing else --------------------
     def begin(self):
@@ -206,7 +226,7 @@ class Job:
         m.patches += 1
         m.samples += chunk.audio.shape[0]
         ends[chunk.segment] = m.samples
-        self._events.put(("chunk", delivery))
+        self._put(("chunk", delivery))
 
     def report_text(self, report: Report):
         self._text_report = report
@@ -222,7 +242,12 @@ class Job:
         self._outcome = outcome or ("ok" if state == "done" else state)
 
     def hang_up(self):
-        self._events.put(("error", self._error) if self._error else ("end", None))
+        self._put(("error", self._error) if self._error else ("end", None))
+
+    def _put(self, event):
+        self._events.put(event)
+        for wake in self._wakers:  # after the put: a woken consumer finds the event
+            wake()
 
     def _drain(self):
         try:

@@ -33,10 +33,23 @@ _MATH_SIGNS = re.compile(r"[\d$%^*_+≥≤≠×÷?=]")
 _DASH_BEFORE_DIGIT = re.compile(r"(?<=[a-zA-Z0-9])-(?=\d)")
 _DIGITS = re.compile(r"\d+")
 # WeText's English grammar drops the leading "one" of a grouped number from 1,000 on ("1,250" reads
-# "thousand two hundred and fifty", also in the official normalizer): such numbers, whole and with
-# an optional currency sign, are spelled by inflect before WeText sees them.
-_LEADING_ONE = re.compile(r"(?<![\d.,])(?P<sign>[$€£]?)(?P<number>1(?:,\d{3})+)(?![\d,]|\.\d)")
+# "thousand two hundred and fifty", also in the official normalizer) and says "and" in some groups
+# but not others ("two thousand and twenty four", "two million two hundred fifty thousand"): every
+# whole grouped number, with an optional currency sign, is spelled by inflect before WeText sees it,
+# one way ("and" before the tens of each group, as WeText says "twelve thousand three hundred and
+# forty five").
+_GROUPED = re.compile(r"(?<![\d.,])(?P<sign>[$€£]?)(?P<number>\d{1,3}(?:,\d{3})+)(?P<fraction>\.\d+)?(?![\d,]|\.\d)")
+# A version number ("3.2.1"): WeText reads it "three.two point one". Three or more dotted parts,
+# the last not a four-digit year (WeText reads "24.12.2024" as a date).
+_DOTTED = re.compile(r"(?<![\d.])\d+(?:\.\d+){2,}(?![\d.]|\.\d)")
+# Unit abbreviations WeText leaves as written ("2 hrs", "1,200 m²"), after a number: (singular, plural).
+_UNITS = {"hr": "hour", "hrs": "hour", "sec": "second", "secs": "second", "mins": "minute",
+          "m²": "square meter", "km²": "square kilometer", "cm²": "square centimeter", "mm²": "square millimeter",
+          "ft²": "square foot", "m³": "cubic meter", "cm³": "cubic centimeter", "ft³": "cubic foot"}
+_UNIT_AFTER_NUMBER = re.compile(r"(?P<number>\d[\d,]*(?:\.\d+)?)\s*(?P<unit>" +
+                                "|".join(map(re.escape, sorted(_UNITS, key=len, reverse=True))) + r")(?![\w²³])")
 _CURRENCY = {"$": " dollars", "€": " euros", "£": " pounds", "": ""}
+_CENTS = {"$": "cents", "€": "cents", "£": "pence"}
 _SPACES = re.compile(r" {2,}")
 # Symbols WeText's Chinese grammar leaves alone, and brackets nobody reads aloud.
 _ZH_SYMBOLS = {"²": "平方", "³": "立方", "√": "根号", "≈": "约等于", "<": "小于",
@@ -86,14 +99,33 @@ def normalize(text: str, lang: str | None = None) -> str:
     zh, en, numbers = GRAMMARS.get()
     if lang == "zh":
         return _verbalize_chinese(text, zh)
-    text = _LEADING_ONE.sub(lambda m: _spell_grouped(m, numbers), text)
+    text = _UNIT_AFTER_NUMBER.sub(_unit_words, text)
+    text = _DOTTED.sub(lambda m: " point ".join(_words(numbers, int(p)) for p in m.group().split(".")), text)
+    text = _GROUPED.sub(lambda m: _spell_grouped(m, numbers), text)
     text = _apply(en, text)
     return _DIGITS.sub(lambda m: numbers.number_to_words(m.group()), text)
 
 
+def _words(numbers, n: int) -> str:
+    """A whole number in words as WeText writes them: no commas, no hyphens ("twenty four")."""
+    return numbers.number_to_words(n).replace(",", "").replace("-", " ")
+
+
 def _spell_grouped(match: re.Match, numbers) -> str:
-    words = numbers.number_to_words(int(match["number"].replace(",", ""))).replace(",", "")
-    return words + _CURRENCY[match["sign"]]
+    whole = _words(numbers, int(match["number"].replace(",", "")))
+    fraction, sign = (match["fraction"] or "")[1:], match["sign"]
+    if fraction and not sign:  # "1,234.5 kg": WeText's, which reads the unit after it
+        return match.group()
+    if fraction:  # $1,234.50: dollars and cents
+        return f"{whole}{_CURRENCY[sign]} and {_words(numbers, int(fraction[:2].ljust(2, '0')))} {_CENTS[sign]}"
+    return whole + _CURRENCY[sign]
+
+
+def _unit_words(match: re.Match) -> str:
+    one = match["number"] == "1"
+    name = _UNITS[match["unit"]]
+    plural = name if one else ("square feet" if name == "square foot" else "cubic feet" if name == "cubic foot" else name + "s")
+    return f"{match['number']} {plural}"
 
 
 def _apply(grammar, text: str) -> str:

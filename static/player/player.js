@@ -10,7 +10,7 @@ import { toFloat32, wavBlob } from './pcm.js';
 import { clipName, requestBody } from './request.js';
 import { Run } from './run.js';
 import { spec } from './spec.js';
-import { addTake } from '../workbench/workbench.js';
+import { addTake, runFileName } from '../workbench/workbench.js';
 
 const POLL_MS = 200;
 const LIVE = ['sending', 'streaming', 'received']; // on its way or still playing
@@ -57,7 +57,8 @@ export class Player {
   }
 
   async begin(form) {
-    this.abort('replaced');
+    const before = this.run;
+    if (this.abort('replaced') || before?.state === 'received') this.replaced(before);
     const run = new Run(this.rate);
     this.run = run;
     this.panel.clear();
@@ -173,7 +174,7 @@ export class Player {
     if (!run.samples) return;
     run.wavUrl = URL.createObjectURL(wavBlob(run.chunks, run.sampleRate));
     const seconds = (run.samples / run.sampleRate).toFixed(2);
-    this.panel.showResult(run.wavUrl, `voxcpm2-seed${run.seed}.wav`, `${seconds} s, exactly the samples streamed${note}`);
+    this.panel.showResult(run.wavUrl, runFileName(run), `${seconds} s, exactly the samples streamed${note}`);
   }
 
   // Played to the end: green only when nothing was heard missing.
@@ -217,6 +218,13 @@ export class Player {
     if (run.wavUrl) URL.revokeObjectURL(run.wavUrl);
     this.panel.hideResult();
     return live;
+  }
+
+  // A Generate while the last run streamed or played: it is kept as a stopped take all the same.
+  replaced(run) {
+    run.state = 'stopped';
+    run.error = 'replaced by the next Generate';
+    this.keep(run);
   }
 
   stop() {

@@ -7,6 +7,7 @@ import { errorText, route } from '../player/http.js';
 import { wavBlob } from '../player/pcm.js';
 import { arrivedTake } from '../player/player.js';
 import { spec } from '../player/spec.js';
+import { shownTake } from '../workbench/workbench.js';
 
 class VoiceLibraryUI {
   constructor() {
@@ -124,7 +125,7 @@ class VoiceLibraryUI {
 
   // The last take, as the WAV the player offers, with its text as the transcript.
   async saveTake() {
-    const run = arrivedTake();
+    const run = arrivedTake() || shownTake(); // after a reload: the take the workbench shows
     if (!run) {
       return this.status('Generate something first: the last take is saved once it has arrived.', 'error');
     }

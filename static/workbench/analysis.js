@@ -52,5 +52,11 @@ export function difference(a, b) {
 export function describeDifference(d) {
   const snr = isFinite(d.snrDb) ? `${d.snrDb.toFixed(1)} dB` : '∞ dB (identical)';
   const lengths = d.lengthA === d.lengthB ? '' : ` (lengths differ: ${d.lengthA} vs ${d.lengthB} samples)`;
-  return `max |A−B| ${d.maxAbs} steps (${d.maxAbsFs.toExponential(1)} of full scale), SNR ${snr}${lengths}`;
+  return `max |A−B| ${d.maxAbs} steps (${percent(d.maxAbsFs)} % of full scale), SNR ${snr}${lengths}`;
+}
+
+// A share of full scale in percent, to two significant digits and never in e-notation.
+function percent(fraction) {
+  const p = fraction * 100;
+  return p === 0 ? '0' : p >= 10 ? p.toFixed(0) : p.toFixed(Math.min(6, 1 - Math.floor(Math.log10(p))));
 }

@@ -4,7 +4,8 @@
 
 import { FLAG_THRESHOLD, boundaryScores } from './analysis.js';
 
-export function takeOf(run, n) {
+// server: the stream's status frame, or for a stopped stream (which has none) the job's status.
+export function takeOf(run, n, server) {
   const pcm = new Int16Array(run.samples);
   let at = 0;
   for (const c of run.chunks) { pcm.set(c, at); at += c.length; }
@@ -12,25 +13,29 @@ export function takeOf(run, n) {
   return {
     id: run.id, n, created: new Date().toISOString(), sampleRate: run.sampleRate, pcm: pcm.buffer, body: run.body,
     outcome: run.state, status: run.error || '', notes: '', abx: [], boundaries: run.boundaries, scores,
-    settings: settingsOf(run), figures: figuresOf(run, scores),
+    settings: settingsOf(run, server || {}), figures: figuresOf(run, scores, server || {}), segments: segmentsOf(server),
   };
 }
 
-function settingsOf(run) {
+// A text read in several segments: each one's text as spoken and the sample where its audio ends.
+function segmentsOf(server) {
+  const texts = server?.segments;
+  return texts && texts.length > 1 ? { texts, ends: server.segment_ends || [] } : null;
+}
+
+function settingsOf(run, final) {
   const b = run.body;
-  const final = run.final || {};
   return { mode: b.mode, text: b.text, text_as_spoken: final.spoken_text ?? b.text, control: b.control ?? null,
-    prompt_text: b.prompt_text ?? null, clip_name: run.clip ?? null, reference_id: b.reference_id ?? null,
+    prompt_text: b.prompt_text ?? null, voice: b.voice ?? null, clip_name: b.voice ? null : run.clip ?? null, reference_id: b.reference_id ?? null,
     seed: run.seed, cfg_value: b.cfg_value, inference_timesteps: b.inference_timesteps, max_len: b.max_len,
     model: final.model ?? null, revision: final.revision ?? null, app_version: final.app_version ?? null };
 }
 
-function figuresOf(run, scores) {
-  const final = run.final || {};
+function figuresOf(run, scores, final) {
   const rate = run.sampleRate;
   return { first_byte_ms: run.firstByteAt == null ? null : run.firstByteAt - run.t0,
     first_sound_ms: run.audibleAt == null ? null : run.audibleAt - run.t0 + run.outputLatencyMs,
-    server_first_patch_ms: final.ttfp_s == null ? null : final.ttfp_s * 1000, server_rtf: run.serverRtf(),
+    server_first_patch_ms: final.ttfp_s == null ? null : final.ttfp_s * 1000, server_rtf: final.rtf ?? run.serverRtf(),
     client_rtf: run.clientRtf(), patches: run.boundaries.length, samples: run.samples, seconds: run.samples / rate,
     underruns: run.underruns, gap_ms: run.gapMs(),
     underrun_times: run.underrunTimes.map((u) => ({ at_samples: u.at, at_ms: (u.at / rate) * 1000, gap_ms: u.gapMs })),
@@ -38,7 +43,8 @@ function figuresOf(run, scores) {
 }
 
 // The form's fields (as static/player/request.js reads them) that give this take again, for the
-// mode as the spec states it; the clip goes back by its server id, while the server keeps it.
+// mode as the spec states it; the clip goes back by its server id, while the server keeps it, and
+// a saved voice by its name (the workbench sets the tab's picker: it is not a Gradio field).
 export function formOfTake(take, mode) {
   const s = take.settings;
   const form = { mode: s.mode, text: s.text, cfg_value: s.cfg_value, inference_timesteps: s.inference_timesteps,

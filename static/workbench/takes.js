@@ -37,9 +37,21 @@ export class TakeStore {
     return takes.sort((a, b) => a.n - b.n);
   }
 
-  // Stores a take, then evicts the oldest until the history fits; returns the ids evicted.
+  // Stores takes (one, or a list: an undone Clear all), then evicts the oldest until the history
+  // fits; returns the ids evicted.
   async put(take) {
+    const takes = Array.isArray(take) ? take : [take];
+    await this.tx('readwrite', (s) => Promise.all(takes.map((t) => request(s.put(t)))));
+    return this.evict();
+  }
+
+  // A take already stored, changed in what it says of itself (notes, rating, markers...): its
+  // samples are the same, so the history's size is too.
+  async update(take) {
     await this.tx('readwrite', (s) => request(s.put(take)));
+  }
+
+  async evict() {
     const takes = await this.list();
     let bytes = takes.reduce((sum, t) => sum + t.pcm.byteLength, 0);
     const evicted = [];

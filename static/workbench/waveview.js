@@ -11,11 +11,13 @@ import TimelinePlugin from '../vendor/wavesurfer/timeline.esm.js';
 import { toFloat32, wavBlob } from '../player/pcm.js';
 
 const COLORS = { wave: '#4a5fc1', progress: '#1e2a78', boundary: 'rgba(90, 90, 90, 0.55)', flagged: '#c62828',
-  underrun: '#b26a00', selection: 'rgba(74, 95, 193, 0.18)' };
+  underrun: '#b26a00', selection: 'rgba(250, 204, 21, 0.35)' };
 
+// No dragToSeek: a drag on the waveform is the Regions plugin's selection (seeking on a drag took
+// it over: the drag only moved the cursor); a click still seeks.
 function surface(container, extra = {}) {
   return WaveSurfer.create({ container, height: 96, waveColor: COLORS.wave, progressColor: COLORS.progress,
-    cursorColor: '#000', cursorWidth: 2, normalize: true, minPxPerSec: 100, dragToSeek: true, ...extra });
+    cursorColor: '#000', cursorWidth: 2, normalize: true, minPxPerSec: 100, ...extra });
 }
 
 // Loads int16 samples without a decode: the samples themselves are the peaks.
@@ -23,6 +25,15 @@ async function loadPcm(ws, pcm, rate) {
   const url = URL.createObjectURL(wavBlob([pcm], rate));
   await ws.load(url, [toFloat32(pcm)], pcm.length / rate);
   return url;
+}
+
+// A mark's label: on one line beside its zero-width region (as plain text it wrapped a word a line).
+function tag(text) {
+  const span = document.createElement('span');
+  span.textContent = text;
+  Object.assign(span.style, { whiteSpace: 'nowrap', fontSize: '11px', background: 'rgba(255, 255, 255, 0.8)',
+    padding: '0 2px', borderRadius: '3px', display: 'inline-block' });
+  return span;
 }
 
 export class WaveView {
@@ -40,6 +51,7 @@ export class WaveView {
     this.rate = 48000;
     this.selection = null;
     this.urls = [];
+    this.onTime = []; // (seconds) => void, on every cursor move of the side listened to
     this.wire();
   }
 
@@ -57,9 +69,10 @@ export class WaveView {
     });
     for (const [from, to] of [[this.a, this.b], [this.b, this.a]]) {
       from.on('interaction', (t) => to.setTime(t)); // a seek on either moves both cursors
-      from.on('timeupdate', () => this.showReadout());
+      from.on('timeupdate', (t) => { this.showReadout(); if (from === this.current()) this.onTime.forEach((f) => f(t)); });
       from.on('finish', () => this.showPlaying());
     }
+    this.el('wave-a').addEventListener('keydown', (e) => this.onKey(e));
     this.el('zoom').addEventListener('input', (e) => { this.a.zoom(Number(e.target.value)); this.b.zoom(Number(e.target.value)); });
     this.el('play').addEventListener('click', () => this.toggle());
     this.el('switch').addEventListener('click', () => this.switchTo(this.active === 'A' ? 'B' : 'A'));
@@ -79,7 +92,7 @@ export class WaveView {
   mark({ id, sample, color, label }) {
     const t = sample / this.rate;
     this.regions.addRegion({ id, start: t, end: t, color: color || COLORS.boundary, drag: false, resize: false,
-      content: label || undefined });
+      content: label ? tag(label) : undefined });
   }
 
   async showB(pcm) {
@@ -104,6 +117,33 @@ export class WaveView {
     button.setAttribute('aria-pressed', which === 'B' ? 'true' : 'false');
     this.root.dataset.active = which;
     this.showPlaying();
+  }
+
+  // The waveform in focus: arrows seek 100 ms (Page Up/Down 1 s, Home/End the ends); with Shift
+  // they grow the selection from where the cursor was instead.
+  onKey(e) {
+    const steps = { ArrowLeft: -0.1, ArrowRight: 0.1, PageDown: 1, PageUp: -1, Home: -Infinity, End: Infinity };
+    if (!(e.key in steps) || e.ctrlKey || e.metaKey || e.altKey) return;
+    e.preventDefault();
+    const from = this.current().getCurrentTime();
+    const to = Math.max(0, Math.min(this.a.getDuration(), from + steps[e.key]));
+    if (e.shiftKey) this.select(this.selection ? Math.min(this.selection.start, to) : Math.min(from, to),
+      this.selection ? Math.max(this.selection.end, to) : Math.max(from, to));
+    this.seek(to);
+  }
+
+  // A selection from `start` to `end` seconds, as a drag would make.
+  select(start, end) {
+    if (end <= start) return;
+    if (this.selection) this.selection.setOptions({ start, end });
+    else this.regions.addRegion({ id: 'selection', start, end, color: COLORS.selection });
+    this.showReadout();
+  }
+
+  // Both sides to `seconds`, as a click there would.
+  seek(seconds) {
+    this.a.setTime(seconds);
+    this.b.setTime(seconds);
   }
 
   current() {
@@ -135,6 +175,10 @@ export class WaveView {
 
   showReadout() {
     const { ms, samples } = this.position();
+    const wave = this.el('wave-a');
+    wave.setAttribute('aria-valuenow', String(Math.round(ms)));
+    wave.setAttribute('aria-valuemax', String(Math.round(this.a.getDuration() * 1000) || 0));
+    wave.setAttribute('aria-valuetext', `${ms.toFixed(1)} ms`);
     let text = `${this.active} at ${ms.toFixed(1)} ms (sample ${samples})`;
     if (this.selection) {
       const s = Math.round(this.selection.start * this.rate);
@@ -143,6 +187,10 @@ export class WaveView {
         `(samples ${s}–${e}, ${e - s} long)`;
     }
     this.el('readout').textContent = text;
+  }
+
+  unmark(prefix) {
+    this.regions.getRegions().filter((r) => r.id.startsWith(prefix)).forEach((r) => r.remove());
   }
 
   // Region starts (in samples) of the marks whose id starts with `prefix`: what the page drew.

@@ -2,18 +2,22 @@
 // samples, settings and figures; one take at a time on screen (static/workbench/waveview.js) with its
 // boundary scores, A/B against another take or its offline render, blind ABX, notes and exports.
 
-import { FLAG_THRESHOLD, describeDifference, difference } from './analysis.js';
+import { FLAG_THRESHOLD } from './analysis.js';
+import { Compare } from './compare.js';
+import { wireKeys } from './keys.js';
+import { TakeFields, matches, wireListing } from './listing.js';
+import { Markers } from './markers.js';
+import { measure } from './measures.js';
+import { RegionFields } from './region.js';
+import { Segments } from './segments.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
-import { summary, takeRow } from './rows.js';
+import { moveInList, summary, takeRow } from './rows.js';
 import { formOfTake, takeOf } from './take.js';
 import { MAX_BYTES, TakeStore, totalBytes } from './takes.js';
 import { WaveView } from './waveview.js';
 import { drawn, fillForm } from '../page/gradio.js';
 import { route } from '../player/http.js';
-import { readWav } from '../player/pcm.js';
 import { spec } from '../player/spec.js';
-
-const SNR_BOUND_DB = 50; // stream == offline up to float rounding (float32 VAE: 56.7 dB on an H200, >100 dB on CPU; bench/RESULTS.md)
 
 export class Workbench {
   constructor() {
@@ -21,12 +25,20 @@ export class Workbench {
     this.store = new TakeStore();
     this.takes = [];
     this.selected = null;
-    this.offline = new Map(); // take id -> {pcm, wav} of its offline render, fetched on demand
     this.ready = null;
   }
 
   start() {
     this.ready = this.load();
+  }
+
+  // What the tests and the console read: the ABX player and the last A−B difference.
+  get abx() {
+    return this.compare?.abx;
+  }
+
+  get lastDifference() {
+    return this.compare?.last;
   }
 
   el(name) {
@@ -37,6 +49,11 @@ export class Workbench {
   async load() {
     this.root = await drawn('#vox-workbench');
     this.view = new WaveView(this.root);
+    this.compare = new Compare(this);
+    this.segments = new Segments(this.el('segments'), this.view);
+    this.markers = new Markers(this);
+    this.region = new RegionFields(this);
+    this.fields = new TakeFields(this);
     this.wire();
     this.takes = await this.store.list();
     this.render();
@@ -45,17 +62,23 @@ export class Workbench {
 
   wire() {
     const on = (name, fn) => this.el(name).addEventListener('click', () => fn().catch((e) => this.say(String(e.message || e))));
-    on('clear', async () => { await this.store.clear(); this.takes = []; this.selected = null; this.render(); });
+    on('clear', async () => {
+      const n = this.takes.length;
+      if (n && window.confirm(`Delete all ${n} takes kept in this browser? (Undo brings them back.)`)) {
+        await this.drop(this.takes.map((t) => t.id), `Cleared ${n} takes`);
+      }
+    });
+    on('undo', () => this.undo());
     on('copy', () => this.copy());
     on('wav', async () => this.download(wavWithInfo(new Int16Array(this.selected.pcm), this.selected.sampleRate,
       this.selected), fileName(this.selected, '.wav')));
-    on('bundle', async () => this.download(await bundle(this.selected, location.origin, (await this.offlineOf(this.selected, true))?.wav),
+    on('bundle', async () => this.download(await bundle(this.selected, location.origin, (await this.compare.offlineOf(this.selected, true))?.wav),
       fileName(this.selected, '.zip')));
-    this.el('b-source').addEventListener('change', () => this.compare().catch((e) => this.say(String(e.message || e))));
     this.el('notes').addEventListener('change', () => this.save(this.selected, { notes: this.el('notes').value }));
-    on('abx-start', async () => this.abxStart());
-    for (const w of ['a', 'b', 'x']) on(`abx-play-${w}`, async () => this.abxPlay(w.toUpperCase()));
-    for (const w of ['a', 'b']) on(`abx-answer-${w}`, async () => this.abxAnswer(w.toUpperCase()));
+    this.compare.wire(on);
+    wireListing(this, on);
+    wireKeys(this);
+    this.el('list').addEventListener('keydown', moveInList);
     this.el('list').addEventListener('click', (e) => {
       const button = e.target.closest('button[data-act]');
       if (button) this.act(button.dataset.act, button.closest('[data-take]').dataset.take).catch((err) => this.say(String(err.message || err)));
@@ -66,7 +89,8 @@ export class Workbench {
   async add(run, busy) {
     await this.ready;
     if (!run.samples || !this.root) return;
-    const take = takeOf(run, (this.takes.at(-1)?.n ?? 0) + 1);
+    const server = run.final || (await this.jobStatus(run.id)); // a stopped stream ends with no status frame
+    const take = takeOf(run, (this.takes.at(-1)?.n ?? 0) + 1, server);
     const evicted = await this.store.put(take);
     this.takes = this.takes.filter((t) => !evicted.includes(t.id)).concat(take);
     this.render();
@@ -74,107 +98,101 @@ export class Workbench {
     if (!busy()) await this.select(take.id);
   }
 
+  async jobStatus(id) {
+    const response = await fetch(route(`jobs/${id}`), { cache: 'no-store' }).catch(() => null);
+    return response && response.ok ? response.json() : null;
+  }
+
   async act(what, id) {
     const take = this.takes.find((t) => t.id === id);
     if (what === 'select') return this.select(id);
-    if (what === 'as-b') { this.el('b-source').value = id; return this.compare(); }
-    if (what === 'reuse') return fillForm(formOfTake(take, (await spec()).modes[take.settings.mode]));
-    if (what === 'delete') {
-      await this.store.remove(id);
-      this.takes = this.takes.filter((t) => t.id !== id);
-      if (this.selected?.id === id) this.selected = null;
-      this.render();
-    }
+    if (what === 'as-b') return this.compare.pick(id);
+    if (what === 'reuse') return this.reuse(take);
+    if (what === 'delete') return this.drop([id], `Deleted take ${take.n}`);
   }
 
-  async select(id) {
-    this.selected = this.takes.find((t) => t.id === id) || null;
+  // A take from elsewhere (an imported bundle), numbered after the last one here.
+  async adopt(take) {
+    if (this.takes.some((t) => t.id === take.id)) return this.say(`Take ${take.id} is already here.`);
+    take.n = (this.takes.at(-1)?.n ?? 0) + 1;
+    await this.store.put(take);
+    this.takes = await this.store.list();
+    this.say(`Imported the bundle as take ${take.n}.`);
+    await this.select(take.id);
+  }
+
+  // The next older (+1) or newer (-1) take in the list, shown.
+  async step(by) {
+    const i = this.takes.indexOf(this.selected) - by; // the list shows the newest first
+    if (i >= 0 && i < this.takes.length) await this.select(this.takes[i].id);
+  }
+
+  // Delete and Clear all: undoable until the next one, the takes kept here until then.
+  async drop(ids, what) {
+    const gone = this.takes.filter((t) => ids.includes(t.id));
+    for (const t of gone) await this.store.remove(t.id);
+    this.takes = this.takes.filter((t) => !ids.includes(t.id));
+    if (ids.includes(this.selected?.id)) this.selected = null;
+    this.undoable = gone;
     this.render();
-    if (!this.selected) return;
+    this.say(`${what}.`);
+  }
+
+  async undo() {
+    const back = this.undoable || [];
+    this.undoable = null;
+    if (back.length) await this.store.put(back);
+    this.takes = await this.store.list();
+    this.render();
+    this.say(`Restored ${back.length} take${back.length === 1 ? '' : 's'}.`);
+    if (!this.selected && back.length) await this.select(back.at(-1).id);
+  }
+
+  // The take's settings back in the form, and in a cloning tab its saved voice (or none) in the picker.
+  async reuse(take) {
+    const mode = (await spec()).modes[take.settings.mode];
+    await fillForm(formOfTake(take, mode));
+    if (!mode.clip) return;
+    const select = await drawn(`.vox-voice-pick[data-mode="${take.settings.mode}"] select`);
+    const voice = take.settings.voice || '';
+    if (![...select.options].some((o) => o.value === voice)) return this.say(`The saved voice “${voice}” is no longer in the library.`);
+    select.value = voice;
+    select.dispatchEvent(new Event('change', { bubbles: true })); // the voice library keeps the pick from its change event
+  }
+
+  // The take on screen, as the voice library saves "the last take" (after a reload, no run has arrived).
+  shown() {
     const t = this.selected;
+    return t && { chunks: [new Int16Array(t.pcm)], sampleRate: t.sampleRate, body: { text: t.settings.text } };
+  }
+
+  // The take on screen once it is drawn: `selected` changes only then, so whoever waits for it finds
+  // its marks on the waveform.
+  async select(id) {
+    const t = this.takes.find((x) => x.id === id) || null;
+    if (!t) {
+      this.selected = null;
+      return this.render();
+    }
+    const measured = !t.measures;
+    if (measured) t.measures = measure(new Int16Array(t.pcm), t.sampleRate); // once per take, then kept
     const marks = t.scores.map((s, i) => ({ id: `b-${i}`, sample: s.offset, color: s.flagged ? '#c62828' : null,
       label: s.flagged ? `⚠ ${s.score.toFixed(1)}×` : null }));
     t.figures.underrun_times.forEach((u, i) => marks.push({ id: `u-${i}`, sample: u.at_samples, color: '#b26a00',
       label: `gap ${u.gap_ms == null ? '?' : Math.round(u.gap_ms)} ms` }));
+    (t.segments?.ends || []).slice(0, -1).forEach((end, i) => marks.push({ id: `s-${i}`, sample: end,
+      color: '#7c3aed', label: `§${i + 2}` }));
     await this.view.show(t, marks);
+    this.selected = t;
+    this.render();
+    this.segments.show(t);
+    this.markers.show();
+    this.fields.show(t);
     this.el('notes').value = t.notes || '';
     this.showBoundaries(t);
-    this.showAbx();
-    this.el('b-source').value = '';
-    await this.compare();
-  }
-
-  async offlineOf(take, quiet = false) {
-    if (!this.offline.has(take.id)) {
-      const response = await fetch(route(`jobs/${take.id}/offline.wav`), { cache: 'no-store' });
-      if (!response.ok) {
-        if (quiet) return null;
-        const why = await response.json().catch(() => ({}));
-        throw new Error(why.error || `the server answered ${response.status}`);
-      }
-      const wav = await response.arrayBuffer();
-      this.offline.set(take.id, { wav, pcm: readWav(wav).pcm });
-    }
-    return this.offline.get(take.id);
-  }
-
-  // B: the offline render of A (the whole-sequence decode of the same latents) or another take.
-  async compare() {
-    const a = this.selected;
-    const source = this.el('b-source').value;
-    this.el('diff').dataset.ok = '';
-    if (!source) {
-      await this.view.showB(null);
-      this.el('diff').textContent = 'Pick B: the offline render (decoded on the server on demand) or another take.';
-      return;
-    }
-    this.el('diff').textContent = 'Fetching B…';
-    const other = this.takes.find((t) => t.id === source);
-    let pcm = null;
-    try {
-      pcm = other ? new Int16Array(other.pcm) : (await this.offlineOf(a)).pcm;
-    } catch (err) {
-      await this.view.showB(null);
-      this.lastDifference = null;
-      this.el('diff').textContent = `No offline render: ${err.message}`;
-      return;
-    }
-    await this.view.showB(pcm);
-    const d = difference(new Int16Array(a.pcm), pcm);
-    this.lastDifference = d;
-    const verdict = other ? '' : d.snrDb >= SNR_BOUND_DB && d.lengthA === d.lengthB
-      ? ` ✓ stream = offline within the bound (SNR ≥ ${SNR_BOUND_DB} dB)` : ` ✗ beyond the bound (SNR ≥ ${SNR_BOUND_DB} dB)`;
-    this.el('diff').textContent = `A (take ${a.n}) vs B (${other ? `take ${other.n}` : 'offline render'}): ${describeDifference(d)}.${verdict}`;
-    this.el('diff').dataset.ok = other ? '' : String(verdict.includes('✓'));
-  }
-
-  abxStart() {
-    this.abx = { x: Math.random() < 0.5 ? 'A' : 'B' };
-    this.showAbx('Trial running: listen to A, B and X, then answer.');
-  }
-
-  abxPlay(which) {
-    const side = which === 'X' ? this.abx?.x : which;
-    if (!side) return this.showAbx('Start a trial first.');
-    this.view.switchTo(side, false); // X plays its side without saying which
-    this.root.dataset.active = which;
-    this.el('switch').textContent = which === 'X' ? 'Listening to X' : this.el('switch').textContent;
-    this.view.current().play();
-  }
-
-  async abxAnswer(answer) {
-    if (!this.abx) return this.showAbx('Start a trial first.');
-    const trial = { x: this.abx.x, answer, correct: answer === this.abx.x, b: this.el('b-source').value,
-      at: new Date().toISOString() };
-    this.abx = null;
-    await this.save(this.selected, { abx: [...this.selected.abx, trial] });
-    this.showAbx(`X was ${trial.x}: ${trial.correct ? 'correct' : 'wrong'}.`);
-  }
-
-  showAbx(message = '') {
-    const trials = this.selected?.abx || [];
-    const right = trials.filter((t) => t.correct).length;
-    this.el('abx-score').textContent = `${message} ABX: ${right} of ${trials.length} correct`.trim();
+    this.compare.showAbx();
+    await this.compare.pick('');
+    if (measured) await this.store.update(t);
   }
 
   showBoundaries(take) {
@@ -188,7 +206,7 @@ export class Workbench {
   async save(take, changes) {
     if (!take) return;
     Object.assign(take, changes);
-    await this.store.put(take);
+    await this.store.update(take);
   }
 
   async copy() {
@@ -215,10 +233,15 @@ export class Workbench {
   render() {
     if (!this.root) return;
     const list = this.el('list');
-    list.replaceChildren(...this.takes.slice().reverse().map((t) => takeRow(t, t.id === this.selected?.id)));
+    const query = this.el('filter').value;
+    const shown = this.takes.filter((t) => !query || matches(t, query));
+    const focusable = shown.includes(this.selected) ? this.selected : shown.at(-1);
+    list.replaceChildren(...shown.reverse().map((t) => takeRow(t, t === this.selected, t === focusable)));
     const mb = (totalBytes(this.takes) / 2 ** 20).toFixed(1);
-    this.el('storage').textContent = `${this.takes.length} takes, ${mb} MB of ${MAX_BYTES / 2 ** 20} MB kept in this browser`;
+    this.el('storage').textContent = `${query ? `${shown.length} of ` : ''}${this.takes.length} takes, ${mb} MB of ` +
+      `${MAX_BYTES / 2 ** 20} MB kept in this browser`;
     this.el('view').hidden = !this.selected;
+    this.el('undo').hidden = !this.undoable?.length;
     const select = this.el('b-source');
     const keep = select.value;
     select.replaceChildren(new Option('nothing yet', ''), new Option('its offline render', 'offline'),
@@ -233,4 +256,16 @@ export const workbench = new Workbench();
 // A run that has ended, kept as a take; busy(): whether a newer take is on its way or playing.
 export function addTake(run, busy) {
   return workbench.add(run, busy);
+}
+
+// The name the player's Download WAV gives a run: the one its take's WAV will have here.
+export function runFileName(run) {
+  const b = run.body;
+  const settings = { mode: b.mode, seed: run.seed, cfg_value: b.cfg_value, inference_timesteps: b.inference_timesteps };
+  return fileName({ n: (workbench.takes.at(-1)?.n ?? 0) + 1, settings }, '.wav');
+}
+
+// The take the workbench shows, in the shape of a run (chunks, sampleRate, body.text), or null.
+export function shownTake() {
+  return workbench.shown();
 }

@@ -6,6 +6,7 @@ the job's first patch (or its failure) before it sends the status line (`first_a
 """
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -107,16 +108,36 @@ async def read_json(request: Request):
 
 
 async def next_event(job: Job, request: Request | None):
-    """The job's next event, or None once the client has gone (the job is then cancelled)."""
-    while True:
-        # abandon_on_cancel: when the client goes, Starlette cancels this at once and the finally
-        # below stops the job, instead of first waiting for the patch being made after this one.
-        event = await anyio.to_thread.run_sync(job.next_event, POLL_S, abandon_on_cancel=True)
-        if event is not None:
-            return event
-        if request is not None and await request.is_disconnected():
-            job.cancel()
-            return None
+    """The job's next event, or None once the client has gone (the job is then cancelled).
+
+    No thread waits for it: the worker's thread wakes this coroutine through the loop after each
+    event it puts (Job.watch), so any number of streams wait without taking a worker thread from
+    anyio's limiter. `request`: looked at every POLL_S for a closed connection; None where
+    Starlette itself cancels the waiting body when its client goes."""
+    loop, arrived = asyncio.get_running_loop(), asyncio.Event()
+
+    def wake():  # on the worker's thread
+        try:
+            loop.call_soon_threadsafe(arrived.set)
+        except RuntimeError:  # the loop has closed: the app is shutting down, nobody waits
+            pass
+    job.watch(wake)
+    try:
+        while True:
+            arrived.clear()  # before the look, so an event put after it still wakes the wait below
+            event = job.poll()
+            if event is not None:
+                return event
+            if request is None:
+                await arrived.wait()
+                continue
+            with anyio.move_on_after(POLL_S):
+                await arrived.wait()
+            if not arrived.is_set() and await request.is_disconnected():
+                job.cancel()
+                return None
+    finally:
+        job.unwatch(wake)
 
 
 async def first_audio(job: Job, request: Request):

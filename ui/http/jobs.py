@@ -15,7 +15,8 @@ jobs_router = APIRouter()
 @jobs_router.get("/jobs/{job_id}")
 @guarded
 async def job_status(request: Request, job_id: str):
-    return find_job(request, job_id).status()
+    # With the model and app version the stream's status frame carries: a stopped stream gets none.
+    return {**find_job(request, job_id).status(), **app_state(request).build}
 
 
 @jobs_router.get("/jobs/{job_id}/offline.wav")

@@ -25,9 +25,14 @@ def workbench_html() -> str:
   <h2 id="vox-wb-title">Listening QA</h2>
   <p class="vox-wb-intro">Every take is kept in this browser (it survives a reload) with its settings and figures.
   Chunk boundaries are marked where the stream's frames put them; red ones jump more than their neighbourhood,
-  amber marks are gaps the player heard. Drag on the waveform to select a region, tick Loop to repeat it.</p>
+  amber marks are gaps the player heard, violet ones where a long text's next segment starts. Drag on the
+  waveform (or type the times) to select a region, tick Loop to repeat it; press ? for the keyboard shortcuts.</p>
   <div class="vox-wb-toolbar"><span data-wb="storage">No takes yet.</span>
     <button type="button" class="vox-wb-button" data-wb="clear">Clear all takes</button>
+    <button type="button" class="vox-wb-button" data-wb="undo" hidden>Undo</button>
+    <label>Filter <input type="search" data-wb="filter" placeholder="text, name, tag, mode…" aria-label="Filter the takes"></label>
+    <button type="button" class="vox-wb-button" data-wb="csv">Export all figures (CSV)</button>
+    <label class="vox-wb-button">Import bundle… <input type="file" data-wb="import" accept=".zip,application/zip" class="vox-wb-file"></label>
     <span data-wb="message" role="status" aria-live="polite"></span></div>
   <ol class="vox-wb-takes" data-wb="list" aria-label="Takes, newest first"></ol>
   {_take_view()}
@@ -36,30 +41,7 @@ def workbench_html() -> str:
 
 def _take_view() -> str:
     """One take on screen: its facts, waveform, timeline, spectrogram, B, ABX, boundaries, notes, exports."""
-    return """<div class="vox-wb-view" data-wb="view" hidden>
-    <div class="vox-wb-head" data-wb="head"></div>
-    <div class="vox-wb-controls">
-      <button type="button" class="vox-wb-button" data-wb="play">Play</button>
-      <button type="button" class="vox-wb-button" data-wb="switch" aria-pressed="false">Listening to A: switch to B</button>
-      <label>Zoom <input type="range" data-wb="zoom" min="20" max="3000" value="100" aria-label="Zoom, pixels per second"></label>
-      <label><input type="checkbox" data-wb="loop"> Loop selection</label>
-      <span class="vox-wb-readout" data-wb="readout">A at 0.0 ms (sample 0)</span>
-    </div>
-    <div class="vox-wb-label">A: this take</div>
-    <div data-wb="wave-a" aria-label="Waveform of take A"></div>
-    <div data-wb="timeline"></div>
-    <div data-wb="spectrogram" aria-label="Spectrogram of take A"></div>
-    <div class="vox-wb-ab"><label>B: <select data-wb="b-source" aria-label="What B is"></select></label>
-      <span data-wb="diff" role="status"></span></div>
-    <div data-wb="wave-b" aria-label="Waveform of B"></div>
-    <div class="vox-wb-abx" role="group" aria-label="Blind ABX test">
-      <button type="button" class="vox-wb-button" data-wb="abx-start">New ABX trial</button>
-      <button type="button" class="vox-wb-button" data-wb="abx-play-a">Play A</button>
-      <button type="button" class="vox-wb-button" data-wb="abx-play-b">Play B</button>
-      <button type="button" class="vox-wb-button" data-wb="abx-play-x">Play X</button>
-      <button type="button" class="vox-wb-button" data-wb="abx-answer-a">X is A</button>
-      <button type="button" class="vox-wb-button" data-wb="abx-answer-b">X is B</button>
-      <span data-wb="abx-score" role="status"></span></div>
+    return f"""<div class="vox-wb-view" data-wb="view" hidden>{_about_and_controls()}{_waveform_a()}{_b_and_abx()}
     <div class="vox-wb-boundaries" data-wb="boundaries"></div>
     <label class="vox-wb-notes">Notes for this take (kept with it, and in the bundle)
       <textarea data-wb="notes" rows="2"></textarea></label>
@@ -68,6 +50,67 @@ def _take_view() -> str:
       <button type="button" class="vox-wb-button" data-wb="wav">Download WAV (with settings)</button>
       <button type="button" class="vox-wb-button" data-wb="bundle">Download bundle (zip)</button></div>
   </div>"""
+
+
+def _about_and_controls() -> str:
+    """Name, rating and tags; the facts; play, A/B, zoom, loop, readout and the shortcuts' help."""
+    return """
+    <div class="vox-wb-about" role="group" aria-label="This take's name, rating and tags">
+      <label>Name <input type="text" data-wb="name" placeholder="#n"></label>
+      <label>Rating <select data-wb="rating"><option value="">–</option><option value="1">★</option>
+        <option value="2">★★</option><option value="3">★★★</option><option value="4">★★★★</option>
+        <option value="5">★★★★★</option></select></label>
+      <label>Tags <input type="text" data-wb="tags" placeholder="comma, separated"></label></div>
+    <div class="vox-wb-head" data-wb="head"></div>
+    <div class="vox-wb-controls">
+      <button type="button" class="vox-wb-button" data-wb="play">Play</button>
+      <button type="button" class="vox-wb-button" data-wb="switch" aria-pressed="false">Listening to A: switch to B</button>
+      <label>Zoom <input type="range" data-wb="zoom" min="20" max="3000" value="100" aria-label="Zoom, pixels per second"></label>
+      <label><input type="checkbox" data-wb="loop"> Loop selection</label>
+      <span class="vox-wb-readout" data-wb="readout">A at 0.0 ms (sample 0)</span>
+      <button type="button" class="vox-wb-button" data-wb="help-open" aria-keyshortcuts="?">Keyboard shortcuts (?)</button>
+    </div>
+    <dialog class="vox-wb-help" data-wb="help" aria-label="Keyboard shortcuts">
+      <form method="dialog"><table><caption>Keyboard shortcuts of the listening-QA workbench</caption><tbody></tbody></table>
+      <button class="vox-wb-button">Close (Esc)</button></form></dialog>"""
+
+
+def _waveform_a() -> str:
+    """A's waveform (focusable), timeline, spectrogram, segments, the selection in ms and the markers."""
+    return """
+    <div class="vox-wb-label">A: this take</div>
+    <div data-wb="wave-a" tabindex="0" role="slider" aria-label="Waveform of take A: arrow keys seek, Shift+arrows select"
+      aria-valuemin="0" aria-valuenow="0" aria-valuetext="0.0 ms"></div>
+    <div data-wb="timeline"></div>
+    <div data-wb="spectrogram" aria-label="Spectrogram of take A"></div>
+    <ol class="vox-wb-segments" data-wb="segments" aria-label="Segments of the text, as spoken" hidden></ol>
+    <div class="vox-wb-region" role="group" aria-label="Selection in milliseconds">
+      <label>Selection from <input type="number" data-wb="region-from" min="0" step="0.1"> ms</label>
+      <label>to <input type="number" data-wb="region-to" min="0" step="0.1"> ms</label>
+      <button type="button" class="vox-wb-button" data-wb="region-set">Select</button>
+      <button type="button" class="vox-wb-button" data-wb="region-wav">Download selection (WAV)</button>
+      <button type="button" class="vox-wb-button" data-wb="marker-add" aria-keyshortcuts="m">Marker at cursor (m)</button></div>
+    <ol class="vox-wb-markers" data-wb="markers" aria-label="Markers, with notes" hidden></ol>"""
+
+
+def _b_and_abx() -> str:
+    """B's source and waveform, the difference A−B, and blind ABX."""
+    return """
+    <div class="vox-wb-ab"><label>B: <select data-wb="b-source" aria-label="What B is"></select></label>
+      <span data-wb="diff" role="status"></span></div>
+    <div data-wb="wave-b" aria-label="Waveform of B"></div>
+    <div data-wb="diff-view" hidden><div class="vox-wb-label">A−B: the difference (scaled to fit) and its spectrogram</div>
+      <div data-wb="wave-d" aria-label="Waveform of A minus B"></div>
+      <div data-wb="spectrogram-d" aria-label="Spectrogram of A minus B"></div></div>
+    <div class="vox-wb-abx" role="group" aria-label="Blind ABX test">
+      <label>Trials <input type="number" data-wb="abx-trials" min="1" max="100" value="10"></label>
+      <button type="button" class="vox-wb-button" data-wb="abx-start">Start ABX session</button>
+      <button type="button" class="vox-wb-button" data-wb="abx-play-a">Play A</button>
+      <button type="button" class="vox-wb-button" data-wb="abx-play-b">Play B</button>
+      <button type="button" class="vox-wb-button" data-wb="abx-play-x">Play X</button>
+      <button type="button" class="vox-wb-button" data-wb="abx-answer-a">X is A</button>
+      <button type="button" class="vox-wb-button" data-wb="abx-answer-b">X is B</button>
+      <span data-wb="abx-score" role="status"></span></div>"""
 
 
 def http_routes_html() -> str:

@@ -1,0 +1,97 @@
+// The take list as a QA engineer sorts it: a name, a rating and tags per take (edited above its
+// waveform), a filter over them and the text, every take's figures as CSV, and a bundle (the zip
+// Download bundle writes) imported back as a take.
+
+import { measure } from './measures.js';
+import { readWav } from '../player/pcm.js';
+import { strFromU8, unzipSync } from '../vendor/fflate/fflate.esm.js';
+
+const s = (name) => (t) => t.settings[name];
+const f = (name) => (t) => t.figures[name];
+const m = (name) => (t) => t.measures?.[name];
+export const CSV_COLUMNS = [
+  ['take', (t) => t.n], ['name', (t) => t.name], ['id', (t) => t.id], ['created', (t) => t.created], ['mode', s('mode')],
+  ['text', s('text')], ['seed', s('seed')], ['cfg_value', s('cfg_value')], ['inference_timesteps', s('inference_timesteps')],
+  ['max_len', s('max_len')], ['voice', s('voice')], ['outcome', (t) => t.outcome], ['rating', (t) => t.rating],
+  ['tags', (t) => (t.tags || []).join('; ')], ['seconds', f('seconds')], ['first_sound_ms', f('first_sound_ms')],
+  ['server_first_patch_ms', f('server_first_patch_ms')], ['server_rtf', f('server_rtf')], ['client_rtf', f('client_rtf')],
+  ['underruns', f('underruns')], ['gap_ms', f('gap_ms')], ['flagged_boundaries', f('flagged_boundaries')],
+  ['lufs', m('lufs')], ['true_peak_dbtp', m('true_peak_dbtp')], ['clipped_samples', m('clipped_samples')],
+  ['dc_offset', m('dc_offset')], ['lead_silence_ms', m('lead_silence_ms')], ['tail_silence_ms', m('tail_silence_ms')],
+  ['abx_correct', (t) => (t.abx || []).filter((x) => x.correct).length], ['abx_trials', (t) => (t.abx || []).length],
+  ['markers', (t) => (t.markers || []).map((x) => `${x.ms} ms: ${x.note}`).join('; ')], ['notes', (t) => t.notes],
+];
+
+function cell(value) {
+  if (value == null || (typeof value === 'number' && !isFinite(value))) return '';
+  const text = String(value);
+  return /[",\n\r]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
+
+export function csv(takes) {
+  const rows = [CSV_COLUMNS.map(([name]) => name), ...takes.map((t) => CSV_COLUMNS.map(([, get]) => get(t)))];
+  return `${rows.map((r) => r.map(cell).join(',')).join('\r\n')}\r\n`;
+}
+
+// Every word of the query somewhere in the take's name, text, tags, mode, outcome, voice or notes.
+export function matches(take, query) {
+  const words = query.toLowerCase().split(/\s+/).filter(Boolean);
+  const hay = [`#${take.n}`, take.name, take.settings.text, ...(take.tags || []), take.settings.mode, take.outcome,
+    take.settings.voice, take.notes].filter(Boolean).join(' ').toLowerCase();
+  return words.every((w) => hay.includes(w));
+}
+
+export function parseTags(text) {
+  return [...new Set(text.split(',').map((x) => x.trim()).filter(Boolean))];
+}
+
+// A bundle's take: its report (everything but the samples), the streamed WAV's samples and the notes.
+export async function takeOfBundle(file) {
+  const files = unzipSync(new Uint8Array(await file.arrayBuffer()));
+  const named = (end) => Object.keys(files).find((name) => name.endsWith(end));
+  const [json, wav, notes] = [named('.json'), named('-stream.wav'), named('-notes.txt')];
+  if (!json || !wav) throw new Error('not a take bundle: it needs the report (.json) and the streamed WAV');
+  const { reproduce, ...take } = JSON.parse(strFromU8(files[json]));
+  const bytes = files[wav];
+  const { pcm, rate } = readWav(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
+  if (rate !== take.sampleRate || pcm.length !== take.figures.samples) throw new Error('the bundle\'s WAV does not match its report');
+  return { ...take, pcm: pcm.buffer, notes: notes ? strFromU8(files[notes]) : take.notes || '' };
+}
+
+// The toolbar's filter, CSV export and bundle import.
+export function wireListing(wb, on) {
+  wb.el('filter').addEventListener('input', () => wb.render());
+  on('csv', async () => {
+    for (const t of wb.takes) if (!t.measures) await wb.save(t, { measures: measure(new Int16Array(t.pcm), t.sampleRate) });
+    wb.download(new Blob([csv(wb.takes)], { type: 'text/csv' }), `voxcpm2-takes-${new Date().toISOString().slice(0, 10)}.csv`);
+  });
+  const input = wb.el('import');
+  input.addEventListener('change', async () => {
+    try {
+      for (const file of input.files) await wb.adopt(await takeOfBundle(file));
+    } catch (err) {
+      wb.say(`Not imported: ${err.message || err}`);
+    }
+    input.value = '';
+  });
+}
+
+// The name, rating and tags fields above the waveform: filled from the take shown, saved on change.
+export class TakeFields {
+  constructor(wb) {
+    this.wb = wb;
+    this.name = wb.el('name');
+    this.rating = wb.el('rating');
+    this.tags = wb.el('tags');
+    const save = (changes) => wb.save(wb.selected, changes).then(() => wb.render());
+    this.name.addEventListener('change', () => save({ name: this.name.value.trim() }));
+    this.rating.addEventListener('change', () => save({ rating: Number(this.rating.value) || null }));
+    this.tags.addEventListener('change', () => save({ tags: parseTags(this.tags.value) }));
+  }
+
+  show(take) {
+    this.name.value = take.name || '';
+    this.rating.value = String(take.rating || '');
+    this.tags.value = (take.tags || []).join(', ');
+  }
+}
