@@ -17,7 +17,6 @@ from inference import SynthesisRequest
 from ui import AppSettings
 from ui.http.audio_encoders import FORMATS
 from ui.http.builtin_voices import BUILTIN_VOICES
-from ui.http.speed import Stretcher
 from ui.library.uploads import decode_audio
 
 from .app_helpers import SAMPLE_RATE, assert_same_audio, expected_pcm, serve
@@ -106,39 +105,6 @@ def test_speed_stretches_every_format_to_its_duration(client, fmt, speed):
     padding = seconds(1.0) - plain  # what the format's decoder adds (MP3's encoder delay), 0 for PCM
     assert abs(padding) < 0.1
     assert seconds(speed) - padding == pytest.approx(plain / speed, rel=0.02)
-
-
-def test_speed_on_the_page_route_and_its_limits(app):
-    body = {"text": TEXT, "control": "A calm voice", "seed": 3, "max_len": 8}
-    with httpx.Client(base_url=app.url, timeout=120) as http:
-        plain = http.post("/voxcpm/stream", json=body).content
-        slow = http.post("/voxcpm/stream", json={**body, "speed": 0.5}).content
-        framed = http.post("/voxcpm/stream?format=frames", json={**body, "speed": 0.5})
-        too_fast = http.post("/v1/audio/speech", json={"model": "tts-1", "input": TEXT, "voice": "ash", "speed": 4.5})
-    assert len(slow) == 2 * len(plain)  # exactly twice as long: the stretch is cut to length
-    assert framed.status_code == 400 and "format=pcm" in framed.json()["error"]
-    assert too_fast.status_code == 400 and too_fast.json()["error"]["param"] == "speed"
-
-
-@pytest.mark.parametrize("speed", [0.25, 0.5, 1.5, 4.0])
-def test_the_stretch_is_the_same_whatever_the_chunks(speed):
-    # Chunk joins add nothing: patch by patch equals the whole signal stretched at once.
-    rng = np.random.default_rng(0)
-    t = np.arange(int(SAMPLE_RATE * 1.7)) / SAMPLE_RATE
-    audio = (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + 0.5 * np.sin(2 * np.pi * 3 * t))
-             + 0.01 * rng.standard_normal(t.size)).astype(np.float32)
-    streamed, whole = Stretcher(speed), Stretcher(speed)
-    chunks = [streamed.feed(audio[i:i + 7680]) for i in range(0, audio.size, 7680)] + [streamed.finish()]
-    at_once = np.concatenate([whole.feed(audio), whole.finish()])
-    out = np.concatenate(chunks)
-    assert out.size == round(audio.size / speed) and np.array_equal(out, at_once)
-    assert np.abs(out).max() < 1.0 and np.sqrt(np.mean(out[:out.size // 2] ** 2)) > 0.1  # audio, not silence
-
-
-def test_speed_one_is_untouched():
-    audio = np.linspace(-1, 1, 1000, dtype=np.float32)
-    stretch = Stretcher(1.0)
-    assert stretch.feed(audio) is audio and stretch.finish().size == 0 and not stretch.active
 
 
 def test_the_readmes_stream_example_is_accepted_as_written(app):

@@ -6,6 +6,12 @@ where the patches were cut: the joins are those of one continuous stretch, with 
 Its latency is about one analysis frame; the last frame is pushed through with silence at the end
 and the whole output cut to the input's length over the speed, so a 2 s take at speed 0.5 lasts
 exactly 4 s. Speed 1.0 is the untouched audio (no stretcher runs).
+
+Frames of 1024 samples (21 ms, two periods of a low voice) advance by 256 in the output, so that
+even at speed 4 the frames read from the input still touch (audiotsm leaves gaps, heard as clicks,
+once its input hop passes the frame); the alignment search spans +-256 samples, a whole period
+down to 94 Hz. audiotsm rounds the input hop to whole samples: the two hops are picked so that
+their ratio is the speed within about 1e-4, or a minute would drift by many milliseconds.
 """
 from __future__ import annotations
 
@@ -14,11 +20,13 @@ import numpy as np
 from audiotsm import wsola
 from audiotsm.io.array import ArrayReader, ArrayWriter
 
-from inference.errors import InputError
+FRAME, HOP, TOLERANCE = 1024, 256, 256  # samples at 48 kHz; HOP is the largest output hop tried
 
-from .schema import StreamBody, parse_body
 
-FRAME = 2048  # about 43 ms at 48 kHz: WSOLA's usual 20-50 ms window for speech
+def hops(speed: float) -> tuple[int, int]:
+    """(output hop, input hop): whole samples whose ratio is nearest the speed, input hop <= FRAME."""
+    pairs = ((out, round(out * speed)) for out in range(HOP * 3 // 4, HOP + 1) if round(out * speed) <= FRAME)
+    return min(pairs, key=lambda pair: (abs(pair[1] / pair[0] - speed), -pair[0]))
 
 
 class Stretcher:
@@ -26,7 +34,11 @@ class Stretcher:
 
     def __init__(self, speed: float = 1.0):
         self.speed = float(speed)
-        self._tsm = None if self.speed == 1.0 else wsola(1, speed=self.speed, frame_length=FRAME)
+        self._tsm = None
+        if self.speed != 1.0:
+            synthesis, analysis = hops(self.speed)
+            self._tsm = wsola(1, frame_length=FRAME, synthesis_hop=synthesis, analysis_hop=analysis,
+                              tolerance=TOLERANCE)
         self._in = self._out = 0
 
     @property
@@ -46,7 +58,7 @@ class Stretcher:
     def finish(self) -> np.ndarray:
         if self._tsm is None:
             return np.zeros(0, np.float32)
-        tail = [self._run(np.zeros(int(FRAME * (2 + self.speed)), np.float32))]
+        tail = [self._run(np.zeros(4 * FRAME, np.float32))]  # past the frame and its search window
         writer, done = ArrayWriter(1), False
         while not done:
             done = self._tsm.flush_to(writer)[1]
@@ -54,6 +66,20 @@ class Stretcher:
         want = max(round(self._in / self.speed) - self._out, 0)
         out = np.concatenate(tail)[:want]
         return self._counted(np.pad(out, (0, want - len(out))))
+
+    def placed(self, samples: int) -> dict:
+        """Where the audio just fed lies in the stretched stream, for its metadata frame: the
+        frames' offsets and lengths are those of the audio sent (none to change at speed 1)."""
+        return {} if self._tsm is None else {"offset": self._out - samples, "samples": samples, "speed": self.speed}
+
+    def status(self, final: dict) -> dict:
+        """The status frame of a stretched stream: the model's figures stand (its samples, its RTF),
+        the samples sent are added, and the segment ends are moved to where they fall in them."""
+        if self._tsm is None:
+            return final
+        ends = [round(end / self.speed) for end in final.get("segment_ends", [])]
+        return {**final, "speed": self.speed, "output_samples": self._out,
+                **({"segment_ends": ends} if "segment_ends" in final else {})}
 
     def _run(self, audio: np.ndarray) -> np.ndarray:
         reader, writer, finished = ArrayReader(audio[None, :].astype(np.float32)), ArrayWriter(1), False
@@ -65,14 +91,3 @@ class Stretcher:
     def _counted(self, out: np.ndarray) -> np.ndarray:
         self._out += len(out)
         return out.astype(np.float32, copy=False)
-
-
-def page_parser(framed: bool):
-    """The page's body parser for POST /voxcpm/stream: speed is refused with frames, whose offsets
-    and sample counts are the model's (ui/http/frames.py); bare PCM is stretched."""
-    def parse(raw) -> StreamBody:
-        body = parse_body(raw)
-        if framed and body.speed != 1.0:
-            raise InputError("speed other than 1 is applied to bare PCM (format=pcm) only, not to frames")
-        return body
-    return parse

@@ -15,7 +15,7 @@ from inference.serving.job import Job
 from . import frames
 from .common import HTTPError, app_state, first_audio, guarded, next_event, page_asked, submit, to_pcm
 from .metrics import observe_stream
-from .speed import Stretcher, page_parser
+from .speed import Stretcher
 
 stream_router = APIRouter()
 
@@ -34,16 +34,21 @@ async def pcm_stream(job: Job, first, stretch: Stretcher):
         job.discard()  # stops a live job within one patch; drops audio a finished one still holds
 
 
-async def framed_stream(job: Job, first, status: dict):
-    """Each patch as a metadata frame and an audio frame, then the final status (ui/http/frames.py)."""
+async def framed_stream(job: Job, first, status: dict, stretch: Stretcher):
+    """Each patch as a metadata frame and an audio frame, then the final status (ui/http/frames.py).
+    With a speed, a patch's frames hold its stretched audio, and the stretch's tail follows the last
+    patch as an audio frame alone."""
     try:
         event = ("chunk", first)
         while event[0] == "chunk":
             delivery = event[1]
-            yield (frames.json_frame(frames.META, frames.chunk_meta(delivery, job))
-                   + frames.frame(frames.AUDIO, to_pcm(delivery.chunk.audio)))
+            audio = await stretch.feed_async(delivery.chunk.audio)
+            meta = frames.chunk_meta(delivery, job) | stretch.placed(len(audio))
+            yield frames.json_frame(frames.META, meta) + frames.frame(frames.AUDIO, to_pcm(audio))
             event = await next_event(job, None)
-        yield frames.json_frame(frames.STATUS, frames.final_status(job, **status))
+        if stretch.active:
+            yield frames.frame(frames.AUDIO, to_pcm(stretch.finish()))
+        yield frames.json_frame(frames.STATUS, stretch.status(frames.final_status(job, **status)))
     finally:
         job.discard()
 
@@ -65,7 +70,7 @@ async def stream(request: Request):
     state = app_state(request)
     framed = wants_frames(request)
     asked = functools.partial(page_asked, fmt="frames" if framed else "pcm")
-    job, req, body = await submit(request, state, parse=page_parser(framed), describe=asked)
+    job, req, body = await submit(request, state, describe=asked)
     first = await first_audio(job, request)
     rate = state.worker.sample_rate
     headers = {
@@ -75,7 +80,7 @@ async def stream(request: Request):
     }
     if framed:
         status = dict(seed=req.seed, **state.build)  # job-level facts for the final status frame
-        framed_body = observe_stream(state.metrics, job, framed_stream(job, first, status))
+        framed_body = observe_stream(state.metrics, job, framed_stream(job, first, status, Stretcher(body.speed)))
         return StreamingResponse(framed_body, media_type=frames.MEDIA_TYPE, headers=headers)
     # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
     media = f"audio/pcm;rate={rate};channels=1;format=s16le"
