@@ -81,3 +81,23 @@ def test_metrics_need_the_token_and_ready_does_not():
         assert total(found, "voxcpm_gpu_alive") == 1
     finally:
         running.stop()
+
+
+def test_underruns_the_page_reports_are_counted_once_per_take(app):
+    job = "playback-take-0001"
+    report = {"job": job, "underruns": 2, "gap_ms": 150.0}
+    with httpx.Client(base_url=app.url, timeout=120) as client:
+        before = samples(app.url)
+        stream = client.post("/voxcpm/stream", json={"text": "Hi.", "control": "A calm voice", "max_len": 4,
+                                                     "request_id": job})
+        assert stream.status_code == 200
+        answers = [client.post("/voxcpm/playback", json=report).json() for _ in range(2)]
+        stranger = client.post("/voxcpm/playback", json={**report, "job": "nobody-ran-this"}).json()
+        bad = client.post("/voxcpm/playback", json={**report, "underruns": -1})
+    assert answers == [{"counted": True}, {"counted": False}] and stranger == {"counted": False}
+    assert bad.status_code == 400 and "underruns" in bad.json()["error"]
+    after = samples(app.url)
+    grew = {name: total(after, name) - total(before, name) for name in
+            ("voxcpm_playback_reports_total", "voxcpm_playback_underruns_total", "voxcpm_playback_gap_seconds_total")}
+    assert grew == {"voxcpm_playback_reports_total": 1, "voxcpm_playback_underruns_total": 2,
+                    "voxcpm_playback_gap_seconds_total": pytest.approx(0.15)}

@@ -5,11 +5,18 @@ requests are refused before they are queued (`observe_refusal`, called by ui/htt
 each GPU's rows in use and waiting jobs are read from the worker when Prometheus scrapes, so they
 are never stale. Every app has its own registry: two apps in one process (the tests) count apart.
 
+Underruns happen in the listener's browser: the page reports each take's once it is kept
+(POST /voxcpm/playback, ui/http/playback.py), counted once per request the worker
+knows, so a page reloaded or a stray client cannot count a take twice or invent one.
+
 Token (ui/guard/auth.py): /metrics needs it when --token is set (it shows the traffic; Prometheus
 sends it as `authorization: {credentials: TOKEN}`); /ready, like /voxcpm/health, stays open for
 probes. While the model loads, the loading gate answers both with 503 (ui/page/loading.py).
 """
 from __future__ import annotations
+
+import collections
+import threading
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -21,6 +28,7 @@ from inference.serving.job import Job
 metrics_router = APIRouter()
 TTFP_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 RTF_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 5.0)
+REPORTS_KEPT = 4096  # job ids already counted (more than the worker lists: keep_finished)
 GAUGES = (("rows", "rows (streams batched at once)"), ("rows_in_use", "rows generating now"),
           ("waiting", "jobs waiting for a row"), ("alive", "1 while its worker thread serves"))
 
@@ -41,6 +49,11 @@ class Metrics:
         self.audio = Counter("voxcpm_audio_seconds", "Seconds of audio produced", ["mode"], registry=r)
         self.refusals = Counter("voxcpm_refusals", "Requests refused before they were queued, by reason",
                                 ["outcome", "status"], registry=r)
+        self.reports = Counter("voxcpm_playback_reports", "Takes whose playback a page reported", registry=r)
+        self.underruns = Counter("voxcpm_playback_underruns", "Times a page's player ran dry mid-take", registry=r)
+        self.gaps = Counter("voxcpm_playback_gap_seconds", "Silence the underruns left in takes", registry=r)
+        self._reported: collections.OrderedDict[str, None] = collections.OrderedDict()  # job ids, newest last
+        self._lock = threading.Lock()
         r.register(_GpuCollector(worker))
 
     def job_ended(self, job: Job):
@@ -55,6 +68,21 @@ class Metrics:
 
     def refused(self, status: int, outcome: str):
         self.refusals.labels(outcome, str(status)).inc()
+
+    def played(self, report) -> bool:
+        """Counts a page's report of a take, once per job the worker still lists; False if not counted."""
+        if self.worker.get(report.job) is None:
+            return False
+        with self._lock:
+            if report.job in self._reported:
+                return False
+            self._reported[report.job] = None
+            while len(self._reported) > REPORTS_KEPT:
+                self._reported.popitem(last=False)
+        self.reports.inc()
+        self.underruns.inc(report.underruns)
+        self.gaps.inc(report.gap_ms / 1000.0)
+        return True
 
 
 class _GpuCollector:
