@@ -191,7 +191,8 @@ def serve(args, cleanup: contextlib.ExitStack):
                                           forwarded_allow_ips=forwarded))
     url = page_url(host, port)
     failure = start_loading(server, gate, url, lambda: load(args, settings, source, is_hub, devices, dtype, phases))
-    print(f"VoxCPM2 demo at {url} (loading the model; the page shows which phase until it is ready)"
+    # Not "demo at": the load may still fail; "ready at" follows once it serves.
+    print(f"Loading VoxCPM2: the page at {url} shows which phase until the demo is ready"
           + (" (token required: open /?token=<your token> once)" if args.token else ""), flush=True)
     server.run(sockets=[sock])
     if failure:

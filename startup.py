@@ -50,7 +50,8 @@ def _model_options(p: argparse.ArgumentParser):
                    help="serve from GPUs cuda:0 to cuda:N-1, one engine each; a request goes to the GPU with the "
                         "most free streams (default: every visible GPU when the device is cuda; one engine on cpu "
                         "or on --device cuda:N)")
-    p.add_argument("--dtype", default=None, help="bfloat16 or float32 (default: bfloat16 on cuda, float32 on cpu)")
+    p.add_argument("--dtype", default=None, help="bfloat16 or float32; float16 is refused (untested on this model) "
+                                                 "(default: bfloat16 on cuda, float32 on cpu)")
 
 
 def _network_options(p: argparse.ArgumentParser):
@@ -101,22 +102,29 @@ class StartupError(Exception):
 
 
 def check_limits(args) -> None:
-    """The numeric options: an impossible value would otherwise surface as odd refusals later."""
-    whole = {"--max-queue": args.max_queue, "--max-text-chars": args.max_text_chars,
-             "--max-upload-mb": args.max_upload_mb, "--max-voices": args.max_voices,
-             "--max-library-mb": args.max_library_mb}
+    """Every numeric option, before anything loads: an impossible value would otherwise surface as
+    odd refusals later, or only once the model had loaded (--max-streams)."""
+    whole = {"--max-streams": args.max_streams, "--max-queue": args.max_queue,
+             "--max-text-chars": args.max_text_chars, "--max-upload-mb": args.max_upload_mb,
+             "--max-voices": args.max_voices, "--max-library-mb": args.max_library_mb}
     for flag, value in whole.items():
         if value < 1:
-            raise StartupError(f"{flag} is {value}; it must be 1 or more.")
+            raise StartupError(f"{flag} is {value}; it must be 1 or more.\n{_fix_limit(flag)}")
     positive = {"--max-audio-seconds": args.max_audio_seconds, "--upload-ttl-min": args.upload_ttl_min}
     for flag, value in positive.items():
         if not (math.isfinite(value) and value > 0):
-            raise StartupError(f"{flag} is {value:g}; it must be a number above 0.")
+            raise StartupError(f"{flag} is {value:g}; it must be a number above 0.\n{_fix_limit(flag)}")
     if not (math.isfinite(args.prebuffer_ms) and 0 <= args.prebuffer_ms <= 10_000):
-        raise StartupError(f"--prebuffer-ms is {args.prebuffer_ms:g}; it must be between 0 and 10000 "
-                           "(80 suits most connections).")
+        raise StartupError(f"--prebuffer-ms is {args.prebuffer_ms:g}; it must be between 0 and 10000.\n"
+                           f"{_fix_limit('--prebuffer-ms')} (80 suits most connections)")
     if args.port is not None and not 1 <= args.port <= 65535:
-        raise StartupError(f"--port is {args.port}; it must be between 1 and 65535.")
+        raise StartupError(f"--port is {args.port}; it must be between 1 and 65535.\n"
+                           "To fix: pass a free port above 1023, e.g. --port 7860, or leave it out.")
+
+
+def _fix_limit(flag: str) -> str:
+    default = build_parser().get_default(flag.removeprefix("--").replace("-", "_"))
+    return f"To fix: pass a value in range, or leave {flag} out for its default ({default:g})"
 
 
 def bind_port(host: str, port: int) -> socket.socket:
@@ -200,12 +208,16 @@ def check_gpus(gpus: int | None, device: str) -> list[str]:
 
 
 def check_dtype(dtype: str | None, device: str) -> str:
+    """bfloat16 or float32. float16 (which the engine's loader knows) is refused here: the model
+    was trained and numerically matched in bfloat16 and float32 only, and float16's narrow range
+    is untested on it."""
     from inference.model.loader import DTYPES
 
     if dtype is None:
         return "bfloat16" if device.startswith("cuda") else "float32"
-    if dtype not in DTYPES:
-        raise StartupError(f"unknown dtype {dtype!r}.\nTo fix: use --dtype bfloat16 (the default on a GPU) "
+    if dtype not in DTYPES or DTYPES[dtype] == DTYPES["float16"]:
+        said = "float16 is not supported" if dtype in DTYPES else f"unknown dtype {dtype!r}"
+        raise StartupError(f"{said}.\nTo fix: use --dtype bfloat16 (the default on a GPU) "
                            "or --dtype float32 (the default on the CPU), or leave it out.")
     return dtype
 

@@ -72,7 +72,8 @@ def test_random_weights_start_requires_its_token_and_serves_page_banner_and_stre
         out, _ = proc.communicate(timeout=30)
     assert "mode=design text_chars=12" in out and "outcome=ok" in out  # the per-request log line
     assert token not in out  # neither the banner nor the logs print it
-    assert f"VoxCPM2 demo at http://127.0.0.1:{port} (loading" in out and "VoxCPM2 demo ready at" in out
+    assert f"Loading VoxCPM2: the page at http://127.0.0.1:{port} shows" in out and "VoxCPM2 demo ready at" in out
+    assert "demo at" not in out.split("VoxCPM2 demo ready at")[0]  # no claim before the load succeeded
     assert re.search(r"INFO voxcpm.app: loading /\S+voxcpm2-random-\S+ on cpu in float32", out)
     assert "downloading" not in out and "Hugging Face cache" not in out  # a folder is not downloaded
     assert re.search(r"loading weights: \d+\.\d s", out)

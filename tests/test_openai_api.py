@@ -18,6 +18,7 @@ import soundfile as sf
 from inference import SynthesisRequest
 from ui import AppSettings
 from ui.http.audio_encoders import FORMATS
+from ui.http.builtin_voices import BUILTIN_VOICES
 from ui.library.uploads import decode_audio
 
 from .app_helpers import SAMPLE_RATE, assert_same_audio, expected_pcm, serve
@@ -111,18 +112,18 @@ def test_a_saved_voice_is_continued_from_or_styled(client):
 
 
 def test_voices_and_models_are_listed(app, client):
-    assert [m.id for m in client.models.list()] == ["voxcpm2"]
+    assert [m.id for m in client.models.list()] == ["voxcpm2", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
     listed = httpx.get(app.url + "/v1/audio/voices").json()
-    assert listed["voices"] == ["Guide", "design"]
+    assert listed["voices"] == ["Guide", *BUILTIN_VOICES, "design"]
     assert listed["data"][0]["has_transcript"] is True
 
 
 @pytest.mark.parametrize("change, status, words", [
-    ({"speed": 1.5}, 400, "speed 1.5 is not supported"),
+    ({"speed": 5.0}, 400, "speed 5.0 is out of range: use a number from 0.25 to 4"),
     ({"response_format": "aac"}, 400, "wav, pcm, flac, mp3, opus"),
     ({"stream_format": "websocket"}, 400, "audio, sse"),
-    ({"model": "tts-1"}, 400, "use 'voxcpm2'"),
-    ({"voice": "alloy"}, 404, "no saved voice named 'alloy'"),
+    ({"model": "tts-2"}, 400, "use one of voxcpm2, tts-1, tts-1-hd, gpt-4o-mini-tts"),
+    ({"voice": "nobody"}, 404, "no saved voice named 'nobody'"),
     ({"voice": None}, 400, "voice is required"),
     ({"input": ""}, 400, "text is empty"),
     ({"cfg_value": 99.0}, 400, "cfg_value"),
@@ -149,8 +150,8 @@ def test_normalize_extension_reads_numbers_as_words(client):
 
 
 def test_the_client_raises_its_own_error_classes(client):
-    with pytest.raises(openai.BadRequestError, match="speed 2 is not supported"):
-        client.audio.speech.create(**DESIGN, speed=2.0)
+    with pytest.raises(openai.BadRequestError, match="speed 4.5 is out of range"):
+        client.audio.speech.create(**DESIGN, speed=4.5)
     with pytest.raises(openai.NotFoundError, match="no saved voice"):
         client.audio.speech.create(model="voxcpm2", input=TEXT, voice="nobody")
 
@@ -197,9 +198,9 @@ def test_max_len_is_explained_in_the_routes_own_terms(app):
 
 def test_refusals_are_logged_with_what_was_asked(app, caplog):
     caplog.set_level("INFO", logger="voxcpm.http")
-    for change in ({"model": "tts-1"}, {"voice": "alloy", "response_format": "wav"}):
+    for change in ({"model": "tts-2"}, {"voice": "nobody", "response_format": "wav"}):
         httpx.post(app.url + "/v1/audio/speech", json={**DESIGN, **change}, timeout=60)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("request refused")]
     assert len(lines) == 2, lines
     assert f"mode=design text_chars={len(TEXT)} voice='design' format='mp3' " in lines[0]
-    assert f"mode=cloning text_chars={len(TEXT)} voice='alloy' format='wav' " in lines[1]
+    assert f"mode=cloning text_chars={len(TEXT)} voice='nobody' format='wav' " in lines[1]

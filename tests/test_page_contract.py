@@ -17,7 +17,7 @@ from ui.page.layout import ADAPTER, FIELDS, FILLED, build_blocks
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "static"
 ADAPTER_FILE = STATIC / "page" / "gradio.js"
-SLIDERS = {"cfg_value": "vox-cfg", "inference_timesteps": "vox-steps", "max_len": "vox-max-len"}
+SLIDERS = {"cfg_value": "vox-cfg", "inference_timesteps": "vox-steps", "max_len": "vox-max-len", "speed": "vox-speed"}
 
 
 @pytest.fixture(scope="module")

@@ -82,6 +82,9 @@ def test_cuda_asked_for_without_a_gpu():
     (["--device", "cpu:1"], "unknown device 'cpu:1'"),
     (["--dtype", "half"], "unknown dtype 'half'"),
     (["--max-queue", "0"], "--max-queue is 0; it must be 1 or more"),
+    (["--max-streams", "0"], "--max-streams is 0; it must be 1 or more.\nTo fix: pass a value in range, or leave "
+                             "--max-streams out for its default (64)"),
+    (["--dtype", "float16"], "float16 is not supported.\nTo fix: use --dtype bfloat16"),
     (["--max-text-chars", "-5"], "--max-text-chars is -5"),
     (["--max-audio-seconds", "nan"], "--max-audio-seconds is nan; it must be a number above 0"),
     (["--upload-ttl-min", "0"], "--upload-ttl-min is 0"),

@@ -21,6 +21,7 @@ from .guard.hosts import HostGuard
 from .guard.limits import RequestLimits
 from .http.offline import OfflineRenders
 from .http.routes import include_routes
+from .http.metrics import Metrics
 from .http.voices import voice_lookup
 from .library.uploads import UploadStore
 from .library.voice_store import VoiceLibrary
@@ -119,6 +120,7 @@ def _fill_state(state, engine, settings: AppSettings, worker, latents: LatentSto
     state.voices, state.library_writable = voices, settings.library_writable
     state.encoder_identity = engine.encoder_identity
     state.voice_lookup = voice_lookup(state)
+    state.metrics = Metrics(worker)  # GET /metrics (ui/http/metrics.py)
 
 
 def _mount_page(app: FastAPI, settings: AppSettings) -> gr.Blocks:

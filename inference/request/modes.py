@@ -45,6 +45,9 @@ SETTINGS = {s.name: s for s in (
     Setting("max_len", "Maximum length (patches of 0.16 s)", 1, MAX_PATCHES, 4096, 1, True,
             "Generation stops here at the latest; the model's own cap (6 patches per text token + 10) "
             "usually stops it sooner.", page_high=4096),
+    Setting("speed", "Speed", 0.25, 4.0, 1.0, 0.05, False,
+            "Playback speed, pitch kept (time-stretched as it streams, as OpenAI's `speed`); 1 is the "
+            "model's own pace, untouched. Not a model setting: applied to the audio it makes."),
     Setting("seed", "Seed (used when random is off)", 0, MAX_SEED, None, 1, True,
             "The same seed and settings give the same audio on every device; none draws one at random."),
 )}

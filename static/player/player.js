@@ -185,9 +185,13 @@ export class Player {
     this.keep(run);
   }
 
-  // Into the workbench; it draws the take only while no newer one is streaming.
+  // Into the workbench; it draws the take only while no newer one is streaming. Its underruns go
+  // to the server too (ui/http/playback.py), for the operator's /metrics.
   keep(run) {
     addTake(run, () => this.live()).catch((err) => console.error('voxcpm: the take was not kept', err));
+    const report = { job: run.id, underruns: run.underruns || 0, gap_ms: run.gapMs() };
+    fetch(route('playback'), { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(report), keepalive: true }).catch(() => {}); // a lost report costs only a count
   }
 
   finish(run, state, message, kind = null) {

@@ -3,7 +3,7 @@
 With a token set, every request (the Gradio page, its assets and API, the PCM routes) must carry it:
 as the header `X-VoxCPM-Token: <token>`, as `Authorization: Bearer <token>`, or as the cookie that
 opening `/?token=<token>` once sets (the page is then redirected to a URL without the token, so it
-stays out of the history and of Referer headers). Only /voxcpm/health stays open, for probes.
+stays out of the history and of Referer headers). Only /voxcpm/health and /ready stay open, for probes.
 
 A plain ASGI middleware rather than Starlette's BaseHTTPMiddleware, which would buffer the PCM
 stream and hide disconnects from the routes.
@@ -20,7 +20,7 @@ from .answers import error_body
 
 COOKIE = "voxcpm_token"
 HEADER = "x-voxcpm-token"
-OPEN_PATHS = ("/voxcpm/health",)
+OPEN_PATHS = ("/voxcpm/health", "/ready")  # probes; /metrics needs the token
 COOKIE_DAYS = 30
 TOKEN_PATTERN = r"[A-Za-z0-9._~-]{8,256}"
 

@@ -20,6 +20,7 @@ import numpy as np
 import soundfile as sf
 
 from .common import to_pcm
+from .speed import Stretcher
 
 FORMATS = ("wav", "pcm", "flac", "mp3", "opus")
 MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm", "flac": "audio/flac", "mp3": "audio/mpeg", "opus": "audio/ogg"}
@@ -38,17 +39,27 @@ def missing_formats() -> list[str]:
 
 
 class Encoder:
-    """feed(float32 chunk) -> bytes ready to send; finish() -> the last bytes."""
+    """feed(float32 chunk) -> bytes ready to send; finish() -> the last bytes. At a speed other
+    than 1 the audio is time-stretched first (ui/http/speed.py)."""
 
-    def __init__(self, fmt: str, rate: int):
+    def __init__(self, fmt: str, rate: int, speed: float = 1.0):
         self.fmt, self.rate = fmt, rate
+        self._stretch = Stretcher(speed)
         self._head = wav_header(rate) if fmt == "wav" else b""
         self._sink = _Sink() if fmt in _LIBSNDFILE else None
         if self._sink is not None:
             container, codec, options = _LIBSNDFILE[fmt]
             self._file = sf.SoundFile(self._sink, "w", rate, 1, format=container, subtype=codec, **options)
 
+    @property
+    def inline(self) -> bool:
+        """Cheap enough to run on the event loop: plain PCM, not stretched."""
+        return self.fmt in ("pcm", "wav") and not self._stretch.active
+
     def feed(self, audio: np.ndarray) -> bytes:
+        return self._encode(self._stretch.feed(audio))
+
+    def _encode(self, audio: np.ndarray) -> bytes:
         head, self._head = self._head, b""
         if self._sink is None:
             return head + to_pcm(audio)
@@ -56,11 +67,13 @@ class Encoder:
         return b"" if self.fmt == "flac" else self._sink.take()
 
     def finish(self) -> bytes:
+        rest = self._stretch.finish()
+        out = self._encode(rest) if rest.size else b""
         if self._sink is None:
             head, self._head = self._head, b""
-            return head
+            return out + head
         self._file.close()
-        return self._sink.take()
+        return out + self._sink.take()
 
     def close(self):
         """Frees the encoder when a stream ends early (its client left)."""

@@ -23,6 +23,7 @@ from inference.request import modes
 from inference.serving.job import Job
 from inference.serving.worker import QueueFullError
 
+from .metrics import observe_refusal
 from .schema import parse_body, to_request
 from ..guard.limits import too_large
 from ..library.refusal import Refusal
@@ -184,6 +185,7 @@ async def submit(request: Request, state, parse=None, describe=page_asked):
 
     def refused(status: int, outcome: str):
         _log_refusal(describe(data), body, status, outcome)
+        observe_refusal(state, status, outcome)
     try:
         data = await read_json(request)
 

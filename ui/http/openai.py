@@ -6,13 +6,15 @@ becomes the page's own request (ui/http/schema.StreamBody, by ui/http/speech_bod
 through the same checks, limits, queue and worker; only the body format and the errors' shape are
 OpenAI's (every error under /v1, an unknown path or method included):
 
+- `model`: voxcpm2, or OpenAI's tts-1, tts-1-hd, gpt-4o-mini-tts: all the one model.
 - `voice`: a saved voice's name (or {"id": name}) clones it: continuing from its clip when it has
   a transcript and no `instructions` are given (ultimate cloning), else as a reference with
-  `instructions` as the style. `voice: "design"` designs a voice from `instructions`.
+  `instructions` as the style. `voice: "design"` designs a voice from `instructions`. OpenAI's
+  voice names (alloy, ash, ...) are built-in designed voices (ui/http/builtin_voices.py).
 - `response_format`: wav, pcm (16-bit mono at 48 kHz), flac, mp3 or opus (ui/http/audio_encoders.py).
 - `stream_format`: "audio" (the file, sent as it is encoded) or "sse" (events
   `speech.audio.delta` with base64 audio, then `speech.audio.done` with usage).
-- `speed`: only 1.0; the model has no speed control, so any other value is refused.
+- `speed`: 0.25 to 4.0, by pitch-preserving time-stretching as the audio streams (ui/http/speed.py).
 - Extensions: seed, cfg_value, inference_timesteps, max_len, normalize, trim_silence.
 """
 from __future__ import annotations
@@ -29,8 +31,10 @@ from fastapi.routing import APIRoute
 from inference.serving.job import Job
 
 from .audio_encoders import MEDIA_TYPES, Encoder
+from .builtin_voices import listed
+from .metrics import observe_stream
 from .common import errors_as, first_audio, next_event, submit
-from .speech_body import DESIGN, MODEL_ID, ParamError, openai_asked, parse_speech
+from .speech_body import DESIGN, MODEL_ID, OPENAI_MODELS, ParamError, openai_asked, parse_speech
 from ..guard.answers import OPENAI_PREFIX, openai_error_body
 
 openai_router = APIRouter()
@@ -66,7 +70,7 @@ async def speech(request: Request):
     first = await first_audio(job, request)
     headers = {"X-Seed": str(req.seed), "X-Request-Id": job.id, "Cache-Control": "no-store",
                "X-Sample-Rate": str(state.worker.sample_rate)}
-    chunks = encoded(job, first, Encoder(fmt, state.worker.sample_rate))
+    chunks = observe_stream(state.metrics, job, encoded(job, first, Encoder(fmt, state.worker.sample_rate, body.speed)))
     if events:
         return StreamingResponse(sse(chunks, job, len(req.text)), media_type="text/event-stream", headers=headers)
     media = MEDIA_TYPES[fmt] + (f";rate={state.worker.sample_rate};channels=1" if fmt == "pcm" else "")
@@ -75,7 +79,7 @@ async def speech(request: Request):
 
 async def encoded(job: Job, first, encoder: Encoder):
     """The job's audio in the requested format; lossy encoders run off the event loop."""
-    inline = encoder.fmt in ("pcm", "wav")
+    inline = encoder.inline
     feed = encoder.feed if inline else (lambda audio: anyio.to_thread.run_sync(encoder.feed, audio))
     try:
         out = feed(first.chunk.audio) if inline else await feed(first.chunk.audio)
@@ -111,7 +115,9 @@ def _event(payload: dict) -> bytes:
 
 @openai_router.get("/models")
 async def models():
-    return {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "openbmb"}]}
+    """VoxCPM2 under its own name and OpenAI's: every one is served by the same model."""
+    return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "openbmb"}
+                                       for name in (MODEL_ID,) + OPENAI_MODELS]}
 
 
 @openai_router.get("/audio/voices")
@@ -121,6 +127,8 @@ async def voices(request: Request):
     saved = [] if library is None else await anyio.to_thread.run_sync(library.list)
     data = [{"id": v.name, "name": v.name, "object": "voice", "seconds": round(v.seconds, 2),
              "has_transcript": bool(v.transcript)} for v in saved]
+    shadowed = {v.name.casefold() for v in saved}  # a saved voice of a built-in name wins
+    data += [v for v in listed() if v["name"] not in shadowed]
     return {"object": "list", "voices": [v["name"] for v in data] + [DESIGN], "data": data}
 
 

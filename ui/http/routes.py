@@ -6,6 +6,8 @@
     /voxcpm/voices[...]              the voice library (voices.py)
     /voxcpm/health, /voxcpm/spec     the probe, and the modes' spec the page reads (health.py)
     /v1/...                          OpenAI-compatible speech (openai.py)
+    /metrics, /ready                 Prometheus' metrics and the readiness probe (metrics.py)
+    /voxcpm/playback                 a page's report of a take's underruns, for /metrics (playback.py)
 """
 from __future__ import annotations
 
@@ -13,13 +15,16 @@ from fastapi import FastAPI
 
 from .health import health_router
 from .jobs import jobs_router
+from .metrics import metrics_router
 from .openai import openai_router
+from .playback import playback_router
 from .stream import stream_router
 from .uploads import upload_router
 from .voices import voice_router
 
 ROUTERS = ((stream_router, "/voxcpm"), (upload_router, "/voxcpm"), (jobs_router, "/voxcpm"),
-           (voice_router, "/voxcpm/voices"), (health_router, "/voxcpm"), (openai_router, "/v1"))
+           (voice_router, "/voxcpm/voices"), (health_router, "/voxcpm"), (openai_router, "/v1"),
+           (metrics_router, ""), (playback_router, "/voxcpm"))
 
 
 def include_routes(app: FastAPI):

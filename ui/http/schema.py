@@ -35,6 +35,7 @@ class StreamBody(BaseModel):
     voice: str | None = Field(default=None, max_length=200)  # a saved voice (cloning modes), instead of reference_id
     normalize: bool = False  # numbers, dates and units read as words (inference/text/normalize.py)
     trim_silence: bool = False  # cut the silence at the clip's ends (inference/request/vad.py)
+    speed: float = modes.default("speed")  # time-stretched by the HTTP layer (ui/http/speed.py), not the model
 
 
 def parse_body(raw) -> StreamBody:
@@ -66,6 +67,8 @@ def to_request(body: StreamBody, clips, max_text_chars: int, voices=None) -> Syn
     max_text_chars: the limit of the free-text fields (check_text). May read the disk (a saved
     voice's patches): call it off the event loop."""
     check_text("text", body.text)
+    if (problem := modes.SETTINGS["speed"].check(body.speed)) is not None:
+        raise InputError(problem)
     check_text("voice description or style instruction", body.control, max_text_chars)
     check_text("transcript", body.prompt_text, max_text_chars)
     control = None if blank(body.control) else body.control.strip()

@@ -15,18 +15,23 @@ from inference.errors import InputError
 from inference.request import modes
 
 from .audio_encoders import FORMATS, missing_formats
+from .builtin_voices import builtin_voice
 from .common import Asked, text_length
 from .schema import StreamBody, blank
 from ..library.voice_names import RESERVED
+from ..library.voice_store import VoiceError
 
 MODEL_ID = "voxcpm2"
-MODEL_NAMES = (MODEL_ID, "openbmb/voxcpm2")  # compared without regard to case
+# OpenAI's speech models are names for the one model here, so a client written for OpenAI only
+# changes its base URL. Compared without regard to case.
+OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+MODEL_NAMES = (MODEL_ID, "openbmb/voxcpm2") + OPENAI_MODELS
 DESIGN = RESERVED[0]
 # The page's fields under the names this route gives them.
 OPENAI_NAMES = {"text": "input", "control": "instructions"}
 # The route takes no min_len, so each request keeps its default: max_len may not go below it.
 _MAX_LEN = modes.SETTINGS["max_len"]
-RANGES = {name: modes.SETTINGS[name] for name in ("cfg_value", "inference_timesteps", "seed")} | {
+RANGES = {name: modes.SETTINGS[name] for name in ("cfg_value", "inference_timesteps", "seed", "speed")} | {
     "max_len": dataclasses.replace(_MAX_LEN, low=max(_MAX_LEN.low, modes.default("min_len")))}
 
 
@@ -50,7 +55,7 @@ class SpeechBody(BaseModel):
     voice: str | VoiceId | None = None
     instructions: str | None = None
     response_format: str = "mp3"
-    speed: float | None = None
+    speed: float | None = None  # None (or absent): 1.0
     stream_format: str = "audio"
     # Our extensions, documented in the README (the page's advanced settings).
     seed: int | None = None
@@ -69,14 +74,13 @@ def parse_speech(raw, library=None) -> tuple[SpeechBody, StreamBody]:
     except ValidationError as exc:
         raise _described(exc, SpeechBody) from None
     if speech.model.lower() not in MODEL_NAMES:
-        raise ParamError("model", f"model {speech.model[:80]!r} is not served here: use {MODEL_ID!r} (GET /v1/models)")
+        raise ParamError("model", f"model {speech.model[:80]!r} is not served here: use one of "
+                                  f"{', '.join((MODEL_ID,) + OPENAI_MODELS)} (GET /v1/models)")
     _choice("response_format", speech.response_format, [f for f in FORMATS if f not in missing_formats()])
     _choice("stream_format", speech.stream_format, ["audio", "sse"])
-    if speech.speed is not None and speech.speed != 1.0:
-        raise ParamError("speed", f"speed {speech.speed:g} is not supported: VoxCPM2 has no speed control; "
-                                  "leave speed out or send 1.0")
     for name, setting in RANGES.items():
-        problem = setting.check(getattr(speech, name))
+        value = getattr(speech, name)
+        problem = None if value is None else setting.check(value)
         if problem is not None:
             if name == "max_len":
                 problem += f" (a request here makes at least {setting.low:g} patches before it may stop)"
@@ -87,22 +91,47 @@ def parse_speech(raw, library=None) -> tuple[SpeechBody, StreamBody]:
 def to_stream_body(speech: SpeechBody, library=None) -> StreamBody:
     voice = speech.voice.id if isinstance(speech.voice, VoiceId) else speech.voice
     if blank(voice):
-        raise ParamError("voice", f"voice is required: the name of a saved voice (GET /v1/audio/voices), or "
+        raise ParamError("voice", f"voice is required: a saved or built-in voice (GET /v1/audio/voices), or "
                                   f"{DESIGN!r} to design one from `instructions`")
     common = dict(text=speech.input, cfg_value=speech.cfg_value, inference_timesteps=speech.inference_timesteps,
                   max_len=speech.max_len, seed=speech.seed, control=speech.instructions,
-                  normalize=speech.normalize, trim_silence=speech.trim_silence)
+                  normalize=speech.normalize, trim_silence=speech.trim_silence,
+                  speed=modes.default("speed") if speech.speed is None else speech.speed)
     try:
         if voice.strip().casefold() == DESIGN:
             return StreamBody(mode="design", **common)
+        if builtin_voice(voice) is not None and not _is_saved(voice, library):
+            return StreamBody(mode="design", **_builtin(voice, speech, common))
         if library is None:
-            raise ParamError("voice", f"this server keeps no voice library: use voice {DESIGN!r} with `instructions`")
+            raise ParamError("voice", f"this server keeps no voice library: use a built-in voice (GET "
+                                      f"/v1/audio/voices) or {DESIGN!r} with `instructions`")
         # Continued from (ultimate cloning) when the voice has a transcript (ui/schema.to_request takes
         # it from the voice) and no style is asked for, which would be read aloud there.
         continued = blank(speech.instructions) and bool(library.get(voice).transcript)
         return StreamBody(mode="ultimate" if continued else "cloning", voice=voice, **common)
     except ValidationError as exc:  # a limit of the page's body (a voice name's length...)
         raise _described(exc, StreamBody) from None
+
+
+def _is_saved(voice: str, library) -> bool:
+    """Whether the library holds a voice of that name (which then wins over a built-in one)."""
+    if library is None:
+        return False
+    try:
+        library.get(voice)
+    except VoiceError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def _builtin(voice: str, speech: SpeechBody, common: dict) -> dict:
+    """A built-in voice's design: its description with the request's instructions, its seed unless one is given."""
+    builtin = builtin_voice(voice)
+    seed = builtin.seed if speech.seed is None else speech.seed
+    return common | {"control": builtin.control(None if blank(speech.instructions) else speech.instructions),
+                     "seed": seed}
 
 
 def openai_asked(data) -> Asked:
@@ -112,7 +141,8 @@ def openai_asked(data) -> Asked:
     voice = data.get("voice")
     voice = voice.get("id") if isinstance(voice, dict) else voice
     voice = voice if isinstance(voice, str) else None
-    mode = "?" if blank(voice) else "design" if voice.strip().casefold() == DESIGN else "cloning"
+    designed = not blank(voice) and (voice.strip().casefold() == DESIGN or builtin_voice(voice) is not None)
+    mode = "?" if blank(voice) else "design" if designed else "cloning"
     fmt = data.get("response_format", SpeechBody.model_fields["response_format"].default)
     return Asked(mode=mode, text_chars=text_length(data.get("input")), voice=voice,
                  format=fmt if isinstance(fmt, str) else None)

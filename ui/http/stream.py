@@ -14,32 +14,41 @@ from inference.serving.job import Job
 
 from . import frames
 from .common import HTTPError, app_state, first_audio, guarded, next_event, page_asked, submit, to_pcm
+from .metrics import observe_stream
+from .speed import Stretcher
 
 stream_router = APIRouter()
 
 
-async def pcm_stream(job: Job, first):
+async def pcm_stream(job: Job, first, stretch: Stretcher):
     try:
-        yield to_pcm(first.chunk.audio)
+        yield to_pcm(await stretch.feed_async(first.chunk.audio))
         while True:
             event = await next_event(job, None)  # Starlette cancels this body when the client goes
             if event[0] != "chunk":
+                if stretch.active:
+                    yield to_pcm(stretch.finish())
                 return
-            yield to_pcm(event[1].chunk.audio)
+            yield to_pcm(await stretch.feed_async(event[1].chunk.audio))
     finally:
         job.discard()  # stops a live job within one patch; drops audio a finished one still holds
 
 
-async def framed_stream(job: Job, first, status: dict):
-    """Each patch as a metadata frame and an audio frame, then the final status (ui/http/frames.py)."""
+async def framed_stream(job: Job, first, status: dict, stretch: Stretcher):
+    """Each patch as a metadata frame and an audio frame, then the final status (ui/http/frames.py).
+    With a speed, a patch's frames hold its stretched audio, and the stretch's tail follows the last
+    patch as an audio frame alone."""
     try:
         event = ("chunk", first)
         while event[0] == "chunk":
             delivery = event[1]
-            yield (frames.json_frame(frames.META, frames.chunk_meta(delivery, job))
-                   + frames.frame(frames.AUDIO, to_pcm(delivery.chunk.audio)))
+            audio = await stretch.feed_async(delivery.chunk.audio)
+            meta = frames.chunk_meta(delivery, job) | stretch.placed(len(audio))
+            yield frames.json_frame(frames.META, meta) + frames.frame(frames.AUDIO, to_pcm(audio))
             event = await next_event(job, None)
-        yield frames.json_frame(frames.STATUS, frames.final_status(job, **status))
+        if stretch.active:
+            yield frames.frame(frames.AUDIO, to_pcm(stretch.finish()))
+        yield frames.json_frame(frames.STATUS, stretch.status(frames.final_status(job, **status)))
     finally:
         job.discard()
 
@@ -71,7 +80,9 @@ async def stream(request: Request):
     }
     if framed:
         status = dict(seed=req.seed, **state.build)  # job-level facts for the final status frame
-        return StreamingResponse(framed_stream(job, first, status), media_type=frames.MEDIA_TYPE, headers=headers)
+        framed_body = observe_stream(state.metrics, job, framed_stream(job, first, status, Stretcher(body.speed)))
+        return StreamingResponse(framed_body, media_type=frames.MEDIA_TYPE, headers=headers)
     # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
     media = f"audio/pcm;rate={rate};channels=1;format=s16le"
-    return StreamingResponse(pcm_stream(job, first), media_type=media, headers=headers)
+    stretched = pcm_stream(job, first, Stretcher(body.speed))
+    return StreamingResponse(observe_stream(state.metrics, job, stretched), media_type=media, headers=headers)

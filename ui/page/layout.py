@@ -31,7 +31,7 @@ log = logging.getLogger("voxcpm.ui")
 # static/player/request.js finds what the spec says the mode reads.
 FIELDS = ["mode", "text", "design_control", "cloning_ref", "cloning_control", "ultimate_ref", "ultimate_transcript",
           "cfg_value", "inference_timesteps", "seed", "random_seed", "max_len", "cloning_audio", "ultimate_audio",
-          "normalize", "trim_silence"]
+          "normalize", "trim_silence", "speed"]
 FILLED = [name for name in FIELDS if not name.endswith("_audio")]  # what Re-use settings may set back
 # The adapter module, where the page's module script (ui/server.py) finds it, relative to the page.
 ADAPTER = "voxcpm/static/page/gradio.js"
@@ -186,11 +186,12 @@ def _advanced() -> dict:
             random_seed = gr.Checkbox(True, label="Random seed", elem_id="vox-random-seed")
             seed = _seed()
             max_len = _slider("max_len", "vox-max-len")
+        speed = _slider("speed", "vox-speed")  # time-stretched as it streams (ui/http/speed.py)
         # Off by default: a clean clip needs nothing, and editing the user's audio should be asked for.
         trim = gr.Checkbox(False, label="Cloning: trim the silence at the clip's ends (voice activity detection)",
                            elem_id="vox-trim-silence")
     return {"cfg_value": cfg, "inference_timesteps": steps, "seed": seed, "random_seed": random_seed,
-            "max_len": max_len, "trim_silence": trim}
+            "max_len": max_len, "trim_silence": trim, "speed": speed}
 
 
 def _slider(name: str, elem_id: str) -> gr.Slider:

@@ -8,14 +8,18 @@ import html
 
 # (method, path, what it does): the page's own HTTP API, for the "Use via HTTP" list. Extend here.
 HTTP_ROUTES = [
-    ("POST", "/voxcpm/stream", "JSON request → speech as it is generated: bare int16 PCM, or typed frames with "
-                               "?format=frames (README, Streaming)"),
+    ("POST", "/voxcpm/stream", "JSON {text, mode, control, voice or reference_id, prompt_text, cfg_value, "
+                               "inference_timesteps, max_len, seed, speed, normalize, trim_silence} → speech as it is "
+                               "generated: bare int16 PCM at 48 kHz, or typed frames with ?format=frames (README)"),
     ("POST", "/voxcpm/upload", "a reference clip (WAV, FLAC, OGG or MP3) → an id for reference_id"),
     ("GET", "/voxcpm/jobs/{id}", "a request's state, outcome and server figures"),
     ("GET", "/voxcpm/jobs/{id}/offline.wav", "the offline render of a finished request (whole-sequence VAE decode)"),
     ("POST", "/voxcpm/jobs/{id}/cancel", "stop a request"),
     ("GET", "/voxcpm/spec", "the modes and every request setting with its range, default and help"),
     ("GET", "/voxcpm/health", "200 when serving, 503 while loading"),
+    ("GET", "/ready", "200 only when every engine is warm and serving, else 503"),
+    ("GET", "/metrics", "Prometheus metrics: requests, TTFP and RTF, rows per GPU, refusals, underruns"),
+    ("POST", "/v1/audio/speech", "OpenAI's speech API (model tts-1 or voxcpm2, voice alloy… or a saved voice)"),
 ]
 
 
