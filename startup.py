@@ -68,7 +68,7 @@ def _network_options(p: argparse.ArgumentParser):
 
 
 def _limit_options(p: argparse.ArgumentParser):
-    p.add_argument("--max-streams", type=int, default=64,
+    p.add_argument("--max-streams", type=int, default=128,
                    help="most streams generated at once, one batch row each; fewer if GPU memory holds "
                         "fewer (default: %(default)s)")
     p.add_argument("--max-queue", type=int, default=16,

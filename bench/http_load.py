@@ -3,11 +3,14 @@ benchmark: closed-loop bursts and open-loop Poisson arrivals, some clients leavi
 
 Each request reads the framed stream (`?format=frames`, README "Framed stream") and timestamps every
 audio frame as it arrives, so time to first audio and the gaps between chunks are what a listener's
-player sees, not what the engine reports.
+player sees, not what the engine reports. The server's own figures for the request (its wait for a
+row and its time from the GPU's start to the first patch) come in the final status frame; beside the
+client's TTFB they say where a slow first audio was spent: in the line, on the GPU, or in HTTP.
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import struct
 import time
@@ -28,6 +31,8 @@ class Result:
     left_early: bool = False
     refused: bool = False
     error: str | None = None
+    server: dict = field(default_factory=dict)  # the final status frame: intake_s, queue_s, ttfp_s, ...
+    handoff_s: float | None = None  # first patch: from the worker's hand-over to its frame leaving
 
     @property
     def gaps(self) -> list[float]:
@@ -40,15 +45,15 @@ class FrameCounter:
     def __init__(self):
         self.buffer = b""
 
-    def feed(self, data: bytes) -> list[tuple[int, int]]:
-        """(type, payload bytes) of each frame completed by `data`."""
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        """(type, payload) of each frame completed by `data`."""
         self.buffer += data
         done = []
         while len(self.buffer) >= HEADER.size:
             kind, length = HEADER.unpack_from(self.buffer)
             if len(self.buffer) < HEADER.size + length:
                 break
-            done.append((kind, length))
+            done.append((kind, self.buffer[HEADER.size:HEADER.size + length]))
             self.buffer = self.buffer[HEADER.size + length:]
         return done
 
@@ -66,10 +71,15 @@ async def one_request(client: httpx.AsyncClient, body: dict, leave_after: float 
                 return result
             async for data in response.aiter_raw():
                 now = time.perf_counter() - result.sent
-                for kind, length in frames.feed(data):
+                for kind, payload in frames.feed(data):
                     if kind == ord("A"):
                         result.arrivals.append(now)
-                        result.samples += length // 2
+                        result.samples += len(payload) // 2
+                    elif kind == ord("S"):
+                        result.server = json.loads(payload)
+                    elif kind == ord("M") and result.handoff_s is None:
+                        meta = json.loads(payload)
+                        result.handoff_s = (meta["sent_ms"] - meta["server_ms"]) / 1e3
                 if result.arrivals and result.first_audio is None:
                     result.first_audio = result.arrivals[0]
                 if leave_after is not None and result.first_audio is not None \
@@ -129,6 +139,8 @@ def summarize(results: list[Result], wall_s: float, sample_rate: int, patch_s: f
     whole = [r for r in served if not r.left_early and r.error is None]
     rtf = [r.arrivals[-1] / (r.samples / sample_rate) for r in whole if r.samples]
     audio_s = sum(r.samples for r in results) / sample_rate
+    server = lambda key: [r.server[key] for r in served if r.server.get(key) is not None]  # noqa: E731
+    handoff = [r.handoff_s for r in served if r.handoff_s is not None]
     # A gap is late when it exceeds a chunk's own duration with nothing buffered: the worst case
     # for a player that starts at once. The player's prebuffer covers some of it.
     return {"requests": len(results), "served": len(served), "refused": sum(r.refused for r in results),
@@ -138,7 +150,10 @@ def summarize(results: list[Result], wall_s: float, sample_rate: int, patch_s: f
             "ttfb_p99_ms": _ms(percentile(ttfb, 99)), "gap_p95_ms": _ms(percentile(gaps, 95)),
             "gap_max_ms": _ms(max(gaps) if gaps else None), "rtf_p50": percentile(rtf, 50),
             "rtf_p95": percentile(rtf, 95), "audio_s_per_s": audio_s / wall_s if wall_s else None,
-            "wall_s": wall_s, "late_gaps": sum(g > patch_s for g in gaps)}
+            "wall_s": wall_s, "late_gaps": sum(g > patch_s for g in gaps),
+            **{f"server_{key}_p{q}_ms": _ms(percentile(server(f"{key}_s"), q))
+               for key in ("intake", "queue", "ttfp") for q in (50, 95)},
+            "server_handoff_p50_ms": _ms(percentile(handoff, 50)), "server_handoff_p95_ms": _ms(percentile(handoff, 95))}
 
 
 def _ms(seconds: float | None) -> float | None:

@@ -60,9 +60,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_app(checkpoint: str, port: int, extra: list[str], log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, str(ROOT / "app.py"), "--model", checkpoint, "--host", "127.0.0.1",
-           "--port", str(port), *extra]
+def start_app(checkpoint: str, port: int, extra: list[str], log: Path, switch_s: float | None = None) -> subprocess.Popen:
+    argv = [str(ROOT / "app.py"), "--model", checkpoint, "--host", "127.0.0.1", "--port", str(port), *extra]
+    cmd = [sys.executable, *argv]
+    if switch_s is not None:  # the experiment: the app with another GIL switch interval (default 5 ms)
+        cmd = [sys.executable, "-c", f"import sys, runpy; sys.setswitchinterval({switch_s!r}); "
+               f"sys.argv = {argv!r}; runpy.run_path(sys.argv[0], run_name='__main__')"]
     print("starting:", " ".join(cmd), flush=True)
     return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT)
 
@@ -111,13 +114,23 @@ def scenarios(args) -> list[tuple[str, object]]:
 
 def table(rows: list[dict]) -> str:
     head = ("| load | served | refused | errors | TTFB p50 / p95 / p99 ms | gap p95 / max ms | late gaps "
-            "| RTF p50 / p95 | audio s per s |\n|---|---|---|---|---|---|---|---|---|")
+            "| RTF p50 / p95 | audio s per s | server p50 / p95 ms: intake, line, TTFP, hand-off |"
+            "\n|---|---|---|---|---|---|---|---|---|---|")
     f = lambda v, d=0: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
     lines = [f"| {r['load']} | {r['served']}/{r['requests']} | {r['refused']} | {r['errors']} "
              f"| {f(r['ttfb_p50_ms'])} / {f(r['ttfb_p95_ms'])} / {f(r['ttfb_p99_ms'])} "
              f"| {f(r['gap_p95_ms'])} / {f(r['gap_max_ms'])} | {r['late_gaps']} "
-             f"| {f(r['rtf_p50'], 3)} / {f(r['rtf_p95'], 3)} | {f(r['audio_s_per_s'], 1)} |" for r in rows]
+             f"| {f(r['rtf_p50'], 3)} / {f(r['rtf_p95'], 3)} | {f(r['audio_s_per_s'], 1)} "
+             f"| {_split(r, f)} |" for r in rows]
     return "\n".join([head, *lines])
+
+
+def _split(row: dict, f) -> str:
+    """Where the first audio's time went on the server: its intake (body, checks, preparation),
+    the line, the GPU up to the first patch, the hand-over to the socket; the rest of the client's
+    TTFB is HTTP around the handler."""
+    parts = ("intake", "queue", "ttfp", "handoff")
+    return ", ".join(f"{f(row[f'server_{k}_p50_ms'])} / {f(row[f'server_{k}_p95_ms'])}" for k in parts)
 
 
 def run_loads(args, pid: int | None) -> list[dict]:
@@ -145,6 +158,8 @@ def parse_args(argv=None):
     ap.add_argument("--leave-after", type=float, default=1.0, help="seconds after first audio they leave")
     ap.add_argument("--patches", type=int, default=80)
     ap.add_argument("--timesteps", type=int, default=10)
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="start the app with this sys.setswitchinterval (seconds; Python's default 0.005)")
     ap.add_argument("--out", default=None, help="folder for serve.json, serve.md and the app's log")
     return ap.parse_args(argv)
 
@@ -158,7 +173,7 @@ def main(argv=None):
         checkpoint = args.checkpoint or str(write_random_checkpoint(Path(args.config), out / "checkpoint"))
         port = free_port()
         args.url = f"http://127.0.0.1:{port}"
-        app = start_app(checkpoint, port, args.app_args.split(), out / "app.log")
+        app = start_app(checkpoint, port, args.app_args.split(), out / "app.log", args.switch_interval)
     try:
         wait_ready(args.url, app)
         before = server_memory(app.pid if app else None)

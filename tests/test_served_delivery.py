@@ -15,6 +15,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from inference.serving.worker import EngineWorker
+from ui.http.metrics import Metrics
 from ui.http.stream import stream_router
 
 from .app_helpers import free_port, wait_until
@@ -44,6 +45,7 @@ def stream_app(engine, max_queue: int) -> FastAPI:
     state = app.state
     state.worker = EngineWorker(engine, max_queue=max_queue)
     state.clips, state.max_text_chars, state.voice_lookup, state.build = None, 20000, None, {}
+    state.metrics = Metrics(state.worker)
     return app
 
 

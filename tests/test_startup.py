@@ -83,7 +83,7 @@ def test_cuda_asked_for_without_a_gpu():
     (["--dtype", "half"], "unknown dtype 'half'"),
     (["--max-queue", "0"], "--max-queue is 0; it must be 1 or more"),
     (["--max-streams", "0"], "--max-streams is 0; it must be 1 or more.\nTo fix: pass a value in range, or leave "
-                             "--max-streams out for its default (64)"),
+                             "--max-streams out for its default (128)"),
     (["--dtype", "float16"], "float16 is not supported.\nTo fix: use --dtype bfloat16"),
     (["--max-text-chars", "-5"], "--max-text-chars is -5"),
     (["--max-audio-seconds", "nan"], "--max-audio-seconds is nan; it must be a number above 0"),
@@ -131,7 +131,7 @@ def test_help_shows_every_default():
     for option in options:
         assert "(default:" in " ".join(option.split()), option
     text = " ".join(proc.stdout.split())  # argparse wraps help lines at the terminal's width
-    assert "(default: 16)" in text and "(default: openbmb/VoxCPM2)" in text and "(default: 64)" in text
+    assert "(default: 16)" in text and "(default: openbmb/VoxCPM2)" in text and "(default: 128)" in text
 
 
 def test_random_weights_folder_is_removed_when_stopped_while_loading(tmp_path):

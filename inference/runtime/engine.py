@@ -56,7 +56,7 @@ class Engine:
     """
 
     def __init__(self, loaded: LoadedModel, *, cuda_graphs: bool = True, compile: bool = True,
-                 max_streams: int = 64, max_audio_seconds: float = 60.0, max_text_chars: int = 20000):
+                 max_streams: int = 128, max_audio_seconds: float = 60.0, max_text_chars: int = 20000):
         self.cfg, self.model, self.vae, self.tokenizer = loaded.cfg, loaded.model, loaded.vae, loaded.tokenizer
         self.device = loaded.device
         on_gpu = self.device.type == "cuda"

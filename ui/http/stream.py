@@ -6,6 +6,7 @@ Gradio's event protocol.
 from __future__ import annotations
 
 import functools
+import time
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
@@ -44,6 +45,7 @@ async def framed_stream(job: Job, first, status: dict, stretch: Stretcher):
             delivery = event[1]
             audio = await stretch.feed_async(delivery.chunk.audio)
             meta = frames.chunk_meta(delivery, job) | stretch.placed(len(audio))
+            meta["sent_ms"] = round((time.perf_counter() - job.metrics.started_at) * 1000.0, 3)
             yield frames.json_frame(frames.META, meta) + frames.frame(frames.AUDIO, to_pcm(audio))
             event = await next_event(job, None)
         if stretch.active:
@@ -67,7 +69,7 @@ def wants_frames(request: Request) -> bool:
 @stream_router.post("/stream")
 @guarded
 async def stream(request: Request):
-    state = app_state(request)
+    entered, state = time.perf_counter(), app_state(request)
     framed = wants_frames(request)
     asked = functools.partial(page_asked, fmt="frames" if framed else "pcm")
     job, req, body = await submit(request, state, describe=asked)
@@ -79,7 +81,9 @@ async def stream(request: Request):
         "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
     }
     if framed:
-        status = dict(seed=req.seed, **state.build)  # job-level facts for the final status frame
+        # Job-level facts for the final status frame; intake_s: from this handler's start to the job
+        # in the worker's line (body read, checks, preparation), where a slow first audio may go.
+        status = dict(seed=req.seed, intake_s=job.metrics.queued_at - entered, **state.build)
         framed_body = observe_stream(state.metrics, job, framed_stream(job, first, status, Stretcher(body.speed)))
         return StreamingResponse(framed_body, media_type=frames.MEDIA_TYPE, headers=headers)
     # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
