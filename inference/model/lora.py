@@ -134,6 +134,9 @@ def _found(folder: Path) -> str:
     names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
     if "model.safetensors" in names or "pytorch_model.bin" in names:
         return " (it holds model weights: a full fine-tune is a checkpoint of its own, to pass as --model)"
+    runs = [n for n in names if n == "latest" or n.startswith("step_")]
+    if runs:  # the training's save_path: the LoRA is in one of its checkpoint folders
+        return f" (it holds the training's checkpoint folders: pass one of them, such as {folder / runs[-1]})"
     return f" (it holds {name_list(names)})" if names else " (it is empty)"
 
 
@@ -180,7 +183,7 @@ def pair_up(state: dict[str, torch.Tensor], source: Path) -> dict[str, tuple[tor
         else:
             stray.append(key)
     if stray:
-        raise LoRAError(f"{source} holds {len(stray)} keys that are not LoRA matrices (<layer>.lora_A, "
+        raise LoRAError(f"{source} holds keys that are not LoRA matrices (<layer>.lora_A, "
                         f"<layer>.lora_B): {name_list(sorted(stray))}")
     a, b = halves["lora_A"], halves["lora_B"]
     lone = sorted(f"{k}.lora_A without {k}.lora_B" for k in a.keys() - b.keys())
@@ -213,7 +216,7 @@ def check_layers(lora: LoRA, linears: dict[str, nn.Linear]):
     """Every LoRA layer is a linear layer of the model that lora_config.json adapts, with fitting shapes."""
     unknown = [layer for layer in lora.pairs if layer not in linears]
     if unknown:
-        raise LoRAError(f"{len(unknown)} layers of the LoRA {lora.folder} match no linear layer of the model: "
+        raise LoRAError(f"layers of the LoRA {lora.folder} that match no linear layer of the model: "
                         f"{name_list(unknown)} (the model's are named like {LAYER_EXAMPLES}): is it a LoRA of "
                         f"VoxCPM2{_trained_on(lora)}?")
     ignored = [layer for layer in lora.pairs if not lora.targets.adapts(layer)]
