@@ -135,6 +135,10 @@ def fetch_checkpoint(args, source: str, is_hub: bool, phases) -> str:
 def describe_model(settings, args, source: str):
     """What each take records as its model: the name, and the revision of a hub download."""
     settings.model_id = "tiny random model" if args.random_weights else args.model
+    if args.lora is not None:
+        from inference.model.lora import lora_label
+
+        settings.lora = lora_label(args.lora)
     # A hub download sits in .../snapshots/<commit>/: that commit is the checkpoint's revision.
     parts = os.path.normpath(source).split(os.sep)
     settings.model_revision = parts[-1] if len(parts) > 1 and parts[-2] == "snapshots" else None
@@ -162,7 +166,8 @@ def load_engine(args, source: str, device: str, dtype: str):
     from inference import Engine
 
     return Engine.from_pretrained(source, device=device, dtype=dtype, warmup=False, max_streams=args.max_streams,
-                                  max_text_chars=args.max_text_chars, max_audio_seconds=args.max_audio_seconds)
+                                  max_text_chars=args.max_text_chars, max_audio_seconds=args.max_audio_seconds,
+                                  lora=args.lora)
 
 
 def serve(args, cleanup: contextlib.ExitStack):
@@ -175,6 +180,7 @@ def serve(args, cleanup: contextlib.ExitStack):
     dtype = startup.check_dtype(args.dtype, device)
     devices = startup.check_gpus(args.gpus, device)
     source, is_hub = checkpoint_source(args, cleanup)
+    startup.check_lora(args.lora)
     import uvicorn
 
     from ui.guard.connections import server_config

@@ -16,6 +16,8 @@ from pathlib import Path
 
 EXIT_CODE = 2  # as argparse uses for a bad command line
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LORA_FIX = ("To fix: pass --lora the folder of an official VoxCPM2 LoRA fine-tuning, made for this model, or "
+            "leave --lora out to serve the model as it is.")
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -43,6 +45,10 @@ def _model_options(p: argparse.ArgumentParser):
     p.add_argument("--model", default="openbmb/VoxCPM2",
                    help="hub id (downloaded into the Hugging Face cache) or local checkpoint folder "
                         "(default: %(default)s)")
+    p.add_argument("--lora", default=None,
+                   help="LoRA weights saved by the official VoxCPM fine-tuning: a folder holding "
+                        "lora_weights.safetensors and lora_config.json, or a hub id; merged into the model's "
+                        "weights at load (default: none)")
     p.add_argument("--random-weights", action="store_true",
                    help="a tiny random model instead, no download; the output is noise (default: off)")
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda when available, else cpu)")
@@ -249,6 +255,17 @@ def check_folder(name: str) -> Path:
     return folder
 
 
+def check_lora(name: str | None) -> None:
+    """--lora as a local folder: the files the official training saves, found before anything loads."""
+    from inference.model.lora import LoRAError, lora_files, resolve_lora
+
+    if name is not None and is_folder_name(name):
+        try:
+            lora_files(resolve_lora(name))
+        except LoRAError as exc:
+            raise StartupError(f"{exc}.\n{LORA_FIX}") from None
+
+
 def hub_failure(name: str, exc: BaseException) -> StartupError:
     """The download of a hub id failed: offline or unreachable hub, or a refusal (unknown id, gated)."""
     from huggingface_hub import constants
@@ -270,9 +287,12 @@ def hub_failure(name: str, exc: BaseException) -> StartupError:
 def load_failure(exc: BaseException) -> StartupError:
     """Anything else that stops the load: a checkpoint that does not match, memory, a broken install."""
     from inference.errors import CheckpointError
+    from inference.model.lora import LoRAError
 
     text = str(exc).strip().splitlines()
     first = text[0] if text else type(exc).__name__
+    if isinstance(exc, LoRAError):
+        return StartupError(f"cannot load the LoRA: {first}\n{LORA_FIX}")
     if isinstance(exc, CheckpointError):
         return StartupError(f"cannot load the checkpoint: {first}\n"
                             + to_fix("check that the folder is a VoxCPM2 checkpoint"))

@@ -25,7 +25,7 @@ from .http.metrics import Metrics
 from .http.voices import voice_lookup
 from .library.uploads import UploadStore
 from .library.voice_store import VoiceLibrary
-from .page.layout import build_blocks
+from .page.layout import build_blocks, served_line
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "static"
@@ -56,6 +56,7 @@ class AppSettings:
     latents_ttl_s: float = 1800.0  # ... and for how long
     model_id: str = "tiny random model"  # what each take records as its model (app.py sets them)
     model_revision: str | None = None
+    lora: str | None = None  # the LoRA merged into the served weights (--lora), as the page and /v1/models name it
     data_dir: str | None = None  # the voice library lives in DATA_DIR/voices (ui/library/data_dir.py); None: no library
     max_voices: int = 100
     max_library_mb: int = 500
@@ -116,7 +117,8 @@ def _fill_state(state, engine, settings: AppSettings, worker, latents: LatentSto
     state.clips = UploadStore(ttl_s=settings.upload_ttl_s, max_seconds=float(engine.max_audio_seconds),
                               max_bytes=settings.max_upload_mb * 2**20, target_rate=_input_rate(engine),
                               max_per_client=settings.clips_per_client)
-    state.build = {"model": settings.model_id, "revision": settings.model_revision, "app_version": _asset_version()}
+    state.build = {"model": settings.model_id, "revision": settings.model_revision, "lora": settings.lora,
+                   "app_version": _asset_version()}
     state.voices, state.library_writable = voices, settings.library_writable
     state.encoder_identity = engine.encoder_identity
     state.voice_lookup = voice_lookup(state)
@@ -127,7 +129,8 @@ def _mount_page(app: FastAPI, settings: AppSettings) -> gr.Blocks:
     """The Gradio page at /, on the same app as the routes (so the stream is same-origin)."""
     worker = app.state.worker
     demo = build_blocks(app.state.clips, sample_rate=worker.sample_rate, prebuffer_ms=settings.prebuffer_ms,
-                        notice=settings.notice, max_text_chars=app.state.max_text_chars)
+                        notice=settings.notice, max_text_chars=app.state.max_text_chars,
+                        served=served_line(settings.model_id, settings.lora))
     demo.queue(max_size=settings.gradio_queue, default_concurrency_limit=4)
     gr.mount_gradio_app(
         app, demo, path="/", css_paths=[STATIC / "app.css"], head=_head(worker.sample_rate, settings.prebuffer_ms),

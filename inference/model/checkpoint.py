@@ -52,7 +52,7 @@ def _hub_failure(name: str, path: Path, exc: Exception, cache_dir, local_files_o
     where = (f"looking in the hub cache {cache_dir or constants.HF_HUB_CACHE} (offline mode)" if offline
              else "downloading it from the Hugging Face hub")
     return (f"cannot find the checkpoint {name!r}: there is no folder {path.resolve()}, and {where} failed "
-            f"({type(exc).__name__}: {_first_line(exc)}). To fix: {LOCAL_HINT}, "
+            f"({type(exc).__name__}: {first_line(exc)}). To fix: {LOCAL_HINT}, "
             f"{ONLINE_HINT if offline else OFFLINE_HINT}.")
 
 
@@ -90,11 +90,12 @@ def _load_first(folder: Path, names: tuple[str, ...], what: str) -> dict[str, to
     for name in names:
         path = folder / name
         if path.is_file():
-            return _read_state_dict(path, what)
+            return read_state_dict(path, what)
     raise CheckpointError(f"no {what} in {folder}: looked for {' and '.join(names)}")
 
 
-def _read_state_dict(path: Path, what: str) -> dict[str, torch.Tensor]:
+def read_state_dict(path: Path, what: str) -> dict[str, torch.Tensor]:
+    """A state dict of tensors from a .safetensors file or a torch pickle (read as data only)."""
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
@@ -104,7 +105,7 @@ def _read_state_dict(path: Path, what: str) -> dict[str, torch.Tensor]:
             # weights_only: a checkpoint is data, and must not run code when it is read.
             state = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # safetensors and pickle report corruption with many types
-        raise CheckpointError(f"cannot read the {what} in {path}: {_first_line(exc)}") from exc
+        raise CheckpointError(f"cannot read the {what} in {path}: {first_line(exc)}") from exc
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
@@ -140,8 +141,8 @@ def fold_weight_norm(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         # Name what does sit beside each direction: usually the magnitude under a changed name.
         strays = sorted({k for o in orphans for k in out if k != o and k.rsplit(".", 1)[0] == o.rsplit(".", 1)[0]
                          and not k.endswith((".bias", ".alpha"))})
-        beside = f"; beside them: {_names(strays)}" if strays else ""
-        raise CheckpointError(f"weight-norm directions without a magnitude: {_names(orphans)}{beside}")
+        beside = f"; beside them: {name_list(strays)}" if strays else ""
+        raise CheckpointError(f"weight-norm directions without a magnitude: {name_list(orphans)}{beside}")
     return out
 
 
@@ -154,7 +155,7 @@ def check_keys(expected: dict[str, torch.Size], found: dict[str, torch.Tensor], 
         for k in set(expected) & set(found)
         if tuple(found[k].shape) != tuple(expected[k])
     )
-    problems = [f"{len(keys)} {label}: {_names(keys)}" for label, keys in
+    problems = [f"{len(keys)} {label}: {name_list(keys)}" for label, keys in
                 (("missing keys", missing), ("unexpected keys", unexpected), ("shape mismatches", mismatched))
                 if keys]
     if problems:
@@ -162,11 +163,11 @@ def check_keys(expected: dict[str, torch.Size], found: dict[str, torch.Tensor], 
                               + ". Is this a VoxCPM2 checkpoint, with a config.json that matches its weights?")
 
 
-def _names(keys: list[str]) -> str:
+def name_list(keys: list[str]) -> str:
     shown = ", ".join(keys[:SHOWN])
     return shown if len(keys) <= SHOWN else f"{shown} and {len(keys) - SHOWN} more"
 
 
-def _first_line(exc: Exception) -> str:
+def first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

@@ -77,16 +77,17 @@ class Engine:
     def from_pretrained(cls, name_or_path: str = "openbmb/VoxCPM2", *, device: str | None = None,
                         dtype: str | None = None, vae_dtype: str = "float32", warmup: bool = True,
                         cuda_graphs: bool = True, compile: bool = True, cache_dir: str | None = None,
-                        local_files_only: bool = False, **limits) -> "Engine":
+                        local_files_only: bool = False, lora: str | None = None, **limits) -> "Engine":
         """name_or_path: a hub id (downloaded into the hub cache) or a local checkpoint folder.
         device defaults to CUDA when present; dtype to bfloat16 on CUDA, float32 on CPU. On CUDA,
         `cuda_graphs` replays captured graphs per patch and `compile` fuses each layer's kernels
-        (both switch off for debugging); warm-up does all capture and compilation. `limits`:
-        max_streams, max_audio_seconds, max_text_chars."""
+        (both switch off for debugging); warm-up does all capture and compilation. `lora`: a
+        folder or hub id of LoRA weights from the official fine-tuning, merged into the weights
+        at load (inference/model/lora.py). `limits`: max_streams, max_audio_seconds, max_text_chars."""
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = dtype or ("bfloat16" if device.startswith("cuda") else "float32")
         loaded = load_checkpoint(name_or_path, device=device, dtype=dtype, vae_dtype=vae_dtype,
-                                 cache_dir=cache_dir, local_files_only=local_files_only)
+                                 cache_dir=cache_dir, local_files_only=local_files_only, lora=lora)
         engine = cls(loaded, cuda_graphs=cuda_graphs, compile=compile, **limits)
         if warmup:
             engine.warmup()

@@ -54,7 +54,7 @@ export function summary(t) {
     [s.mode === 'design' ? 'Description' : 'Style / transcript', s.control || s.prompt_text ||
       (s.voice && s.mode === 'ultimate' ? `the saved voice “${s.voice}”'s own transcript` : '–')],
     ['Clip', s.voice ? `saved voice “${s.voice}”` : s.clip_name ? `${s.clip_name} (id ${s.reference_id})` : '–'],
-    ['Model', `${s.model ?? '–'} @ ${s.revision ?? '–'}, app ${s.app_version ?? '–'}`],
+    ['Model', `${s.model ?? '–'} @ ${s.revision ?? '–'}${s.lora ? `, LoRA ${s.lora}` : ''}, app ${s.app_version ?? '–'}`],
     ['Figures', `first byte ${fmt(f.first_byte_ms, 0, ' ms')}, first sound ${fmt(f.first_sound_ms, 0, ' ms')}, ` +
       `server first patch ${fmt(f.server_first_patch_ms, 0, ' ms')}, server RTF ${fmt(f.server_rtf, 3)}, client RTF ${fmt(f.client_rtf, 3)}`],
     ['Levels', t.measures ? describeMeasures(t.measures) : '–'],

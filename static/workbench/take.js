@@ -28,7 +28,8 @@ function settingsOf(run, final) {
   return { mode: b.mode, text: b.text, text_as_spoken: final.spoken_text ?? b.text, control: b.control ?? null,
     prompt_text: b.prompt_text ?? null, voice: b.voice ?? null, clip_name: b.voice ? null : run.clip ?? null, reference_id: b.reference_id ?? null,
     seed: run.seed, cfg_value: b.cfg_value, inference_timesteps: b.inference_timesteps, max_len: b.max_len,
-    model: final.model ?? null, revision: final.revision ?? null, app_version: final.app_version ?? null };
+    model: final.model ?? null, revision: final.revision ?? null, lora: final.lora ?? null,
+    app_version: final.app_version ?? null };
 }
 
 function figuresOf(run, scores, final) {

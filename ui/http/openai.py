@@ -114,10 +114,12 @@ def _event(payload: dict) -> bytes:
 
 
 @openai_router.get("/models")
-async def models():
-    """VoxCPM2 under its own name and OpenAI's: every one is served by the same model."""
-    return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "openbmb"}
-                                       for name in (MODEL_ID,) + OPENAI_MODELS]}
+async def models(request: Request):
+    """VoxCPM2 under its own name and OpenAI's: every one is served by the same model, and `lora`
+    names the LoRA merged into it (--lora; null without one)."""
+    lora = request.app.state.build["lora"]
+    return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "openbmb",
+                                        "lora": lora} for name in (MODEL_ID,) + OPENAI_MODELS]}
 
 
 @openai_router.get("/audio/voices")

@@ -9,6 +9,7 @@ setting's range, default, label and help come from the spec, inference/request/m
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import logging
 
@@ -42,12 +43,22 @@ the panel beside the form (below it on a phone) shows how fast it came, and ever
 in the listening-QA workbench at the bottom of the page."""
 
 
+def served_line(model: str, lora: str | None) -> str | None:
+    """A small line under the title naming the LoRA served (--lora); none without one."""
+    if lora is None:
+        return None
+    return (f'<div class="vox-served">Model: {html.escape(model)}, with the LoRA <code>{html.escape(lora)}</code> '
+            "merged into its weights</div>")
+
+
 def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, notice: str | None = None,
-                 max_text_chars: int = 20000) -> gr.Blocks:
+                 max_text_chars: int = 20000, served: str | None = None) -> gr.Blocks:
     # Clips uploaded or recorded through the page are copied into the engine's own store at once;
     # Gradio's files of them are swept hourly instead of piling up in its temp folder.
     with gr.Blocks(title="VoxCPM2 streaming demo", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         gr.Markdown(INTRO)
+        if served:
+            gr.HTML(served, js_on_load=None, elem_id="vox-served-box")
         if notice:
             gr.HTML(f'<div class="vox-banner" role="alert">{notice}</div>', js_on_load=None, elem_id="vox-banner-box")
         with gr.Row(equal_height=False):
