@@ -79,7 +79,7 @@ class AutoTranscript {
 
   fill(text, model) {
     const current = fieldValue(FIELD);
-    if (current && current !== this.auto && current !== this.stale) {
+    if (current && ![this.auto, this.stale, text.trim()].includes(current)) {
       this.offered = { text, model };
       return this.note('offered', 'An automatic transcript is ready; the box keeps the text already in it.',
         'Use the automatic transcript');
