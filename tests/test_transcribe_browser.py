@@ -1,8 +1,9 @@
 """Automatic transcripts in the page (headless Chromium, the tiny random Whisper of
 tests/fixtures/tiny_whisper.py): a clip uploaded in ultimate cloning fills the transcript box with
 the model's text, marked automatic until the user edits it, and that text goes with the request;
-text the user typed is kept, the automatic transcript offered beside it; with transcripts off the
-note under the box says so and how to type it instead."""
+text the user typed is kept, the automatic transcript offered beside it; a saved voice without a
+transcript, picked there, is transcribed the same way; with transcripts off the note under the box
+says so and how to type it instead."""
 from __future__ import annotations
 
 import io
@@ -10,6 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
+import httpx
 import pytest
 import soundfile as sf
 
@@ -36,10 +38,11 @@ def whisper(tmp_path_factory) -> str:
     return str(write_tiny_whisper(tmp_path_factory.mktemp("whisper")))
 
 
-def expected(whisper: str, clip: Path) -> str:
+def expected(whisper: str, data: bytes) -> str:
+    """What the checkpoint makes of a clip (its file's bytes), through transformers directly."""
     from transformers.pipelines import pipeline
 
-    audio, rate = sf.read(io.BytesIO(clip.read_bytes()), dtype="float32")
+    audio, rate = sf.read(io.BytesIO(data), dtype="float32")
     pipe = pipeline("automatic-speech-recognition", model=whisper, device="cpu")
     return pipe({"raw": audio, "sampling_rate": rate})["text"].strip()
 
@@ -78,7 +81,7 @@ def note_state(page, state: str) -> str:
 
 
 def test_an_uploaded_clip_fills_the_box_marked_automatic_until_edited(app, page, whisper):
-    want = expected(whisper, ASSETS / "guide_en.wav")
+    want = expected(whisper, (ASSETS / "guide_en.wav").read_bytes())
     upload(page, ASSETS / "guide_en.wav")
     note = note_state(page, "automatic")
     assert "automatic" in note and whisper in note
@@ -103,7 +106,7 @@ def test_typed_text_is_kept_and_the_automatic_transcript_offered(page, whisper):
     assert page.locator(BOX).input_value() == "My own words."
     page.click(f"{NOTE} button[data-action='use']")
     note_state(page, "automatic")
-    want = expected(whisper, ASSETS / "narrator_en.wav")
+    want = expected(whisper, (ASSETS / "narrator_en.wav").read_bytes())
     page.wait_for_function("([box, want]) => document.querySelector(box).value === want", arg=[BOX, want])
 
 
@@ -113,3 +116,16 @@ def test_with_transcripts_off_the_note_says_so(app, page, monkeypatch):
     note = note_state(page, "error")
     assert "switched off" in note and "Type the transcript" in note
     assert page.locator(BOX).input_value() == ""
+
+
+def test_picking_a_saved_voice_without_a_transcript_fills_the_box(app, page, whisper):
+    with httpx.Client(base_url=app.url, timeout=60) as client:
+        clip_id = client.post("/voxcpm/upload", content=(ASSETS / "speaker_zh.wav").read_bytes()).json()["id"]
+        assert client.post("/voxcpm/voices", json={"name": "Untold", "clip_id": clip_id}).status_code == 201
+        flac = client.get("/voxcpm/voices/Untold/audio").content
+    page.evaluate("window.voices.refresh()")
+    page.wait_for_selector(".vox-voice-pick[data-mode='ultimate'] option[value='Untold']", state="attached")
+    page.select_option(".vox-voice-pick[data-mode='ultimate'] select", "Untold")
+    assert "automatic" in note_state(page, "automatic")
+    page.wait_for_function("([box, want]) => document.querySelector(box).value === want",
+                           arg=[BOX, expected(whisper, flac)])
