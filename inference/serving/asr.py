@@ -6,7 +6,7 @@ Where it runs: a transcription is a call on an engine's worker thread (`Serving.
 steps, like every other piece of GPU work), on that engine's device: the GPU it serves, or the CPU
 with an engine on the CPU. Loading is the slow part (a download on first use, then reading the
 weights), so it never happens there: a call that finds no model on its device answers
-`NotLoaded(device)`, and its caller loads the model on its own thread and calls again. Live
+`NotLoaded(device)`, and its caller has the model loaded (on a thread of its own) and calls again. Live
 streams thus wait only for the transcription itself, once, between two patches; a clip is one
 pass of the model (at most MAX_SECONDS), so that wait stays short.
 
@@ -17,6 +17,7 @@ the app depends on it.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import re
 import threading
@@ -90,7 +91,8 @@ class Transcriber:
         self.retry_after_s = retry_after_s
         self._load = load
         self._loaded: dict[str, Loaded] = {}  # device -> model; read by worker threads without the lock
-        self._lock = threading.Lock()  # one load at a time; others wait for it rather than load again
+        self._loads: dict[str, concurrent.futures.Future] = {}  # device -> its load, under way or ended
+        self._lock = threading.Lock()
         self._failure: tuple[float, str] | None = None  # (when, message) of the last failed load
         if model is not None and looks_like_path(model) and not Path(model).expanduser().is_dir():
             log.warning("--asr-model %s: there is no such folder; automatic transcripts will be refused", model)
@@ -105,25 +107,37 @@ class Transcriber:
         if failure is not None and time.monotonic() - failure[0] < self.retry_after_s:
             raise AsrUnavailable(failure[1])
 
-    def load(self, device: str):
-        """The model on `device`, once (callers that arrive meanwhile wait for that load). On a
-        caller's thread, never a worker's: it may download gigabytes."""
+    def loading(self, device: str) -> concurrent.futures.Future:
+        """The load of the model on `device`: started now on a thread of its own, unless one is under
+        way or has succeeded; callers that arrive meanwhile share it. Its future ends with None, or
+        AsrUnavailable. Nobody's thread waits for it (it may download gigabytes for minutes)."""
         with self._lock:
-            if device in self._loaded:
-                return
+            future = self._loads.get(device)
+            if future is not None and not (future.done() and future.exception() is not None):
+                return future
             self.check_available()
-            began = time.monotonic()
-            try:
-                pipe = self._load(self.model, torch.device(device))
-            except Exception as exc:  # noqa: BLE001 - any reason: the message and the log say which
-                message = load_failure(self.model, exc)
-                self._failure = (time.monotonic(), message)
-                log.warning("%s", message, exc_info=log.isEnabledFor(logging.DEBUG))
-                raise AsrUnavailable(message) from exc
-            self._failure = None
-            self._loaded[device] = Loaded(pipe, int(pipe.feature_extractor.sampling_rate))
-            log.info("speech recognition model %s loaded on %s in %.1f s", self.model, device,
-                     time.monotonic() - began)
+            future = self._loads[device] = concurrent.futures.Future()
+        threading.Thread(target=self._load_into, args=(device, future), name=f"asr-load-{device}", daemon=True).start()
+        return future
+
+    def load(self, device: str):
+        """loading(device), waited for on this thread."""
+        self.loading(device).result()
+
+    def _load_into(self, device: str, future: concurrent.futures.Future):
+        began = time.monotonic()
+        try:
+            pipe = self._load(self.model, torch.device(device))
+            loaded = Loaded(pipe, int(pipe.feature_extractor.sampling_rate))
+        except Exception as exc:  # noqa: BLE001 - any reason: the message and the log say which
+            message = load_failure(self.model, exc)
+            self._failure = (time.monotonic(), message)
+            log.warning("%s", message, exc_info=log.isEnabledFor(logging.DEBUG))
+            future.set_exception(AsrUnavailable(message))
+            return
+        self._loaded[device], self._failure = loaded, None
+        log.info("speech recognition model %s loaded on %s in %.1f s", self.model, device, time.monotonic() - began)
+        future.set_result(None)
 
     def on_engine(self, rate: int, audio: np.ndarray) -> Callable[[Any], str | NotLoaded]:
         """fn(engine) for Serving.call: the clip's transcript, made on the engine's device by the

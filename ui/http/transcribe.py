@@ -74,8 +74,8 @@ async def transcribe(request: Request):
 
 
 async def run(worker, asr: Transcriber, rate: int, audio: np.ndarray) -> str:
-    """The transcription as a call on an engine's worker thread; the model loaded (on this side,
-    in a thread of its own) for the device that call found without it."""
+    """The transcription as a call on an engine's worker thread; the model loaded first (on a
+    thread of the transcriber's, awaited without holding one of ours) for a device that has none."""
     for _ in range(LOAD_ATTEMPTS):
         try:
             result = await asyncio.wrap_future(worker.call(asr.on_engine(rate, audio)))
@@ -83,7 +83,7 @@ async def run(worker, asr: Transcriber, rate: int, audio: np.ndarray) -> str:
             raise HTTPError(503, f"the clip was not transcribed: {exc}", {"Retry-After": "5"}) from None
         if not isinstance(result, NotLoaded):
             return result
-        await anyio.to_thread.run_sync(asr.load, result.device)
+        await asyncio.wrap_future(asr.loading(result.device))
     raise HTTPError(503, "the speech recognition model is still being loaded: try again shortly", {"Retry-After": "5"})
 
 
