@@ -218,6 +218,7 @@ def app_settings(args, host: str):
                        notice=RANDOM_NOTICE if args.random_weights else None, token=args.token,
                        allowed_hosts=allowed_hosts_for(host, args.allowed_hosts.split(",")),
                        max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60,
+                       asr_model=None if args.asr_model.strip().lower() == "none" else args.asr_model,
                        **library_settings(args, host, log))
 
 

@@ -58,6 +58,9 @@ def _model_options(p: argparse.ArgumentParser):
                         "or on --device cuda:N)")
     p.add_argument("--dtype", default=None, help="bfloat16 or float32; float16 is refused (untested on this model) "
                                                  "(default: bfloat16 on cuda, float32 on cpu)")
+    p.add_argument("--asr-model", default="openai/whisper-large-v3-turbo",
+                   help="speech recognition model that fills in a clip's transcript for ultimate cloning, loaded on "
+                        "first use: hub id or local folder, or none to switch it off (default: %(default)s)")
 
 
 def _network_options(p: argparse.ArgumentParser):

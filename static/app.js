@@ -1,10 +1,12 @@
 // The page's one module script (ui/server.py writes its tag, with the model's rate and the
-// prebuffer in its query): starts the player, the listening-QA workbench and the voice library,
-// and hands the form's buttons to the player through the adapter to Gradio (static/page/gradio.js).
+// prebuffer in its query): starts the player, the listening-QA workbench, the voice library and the
+// automatic transcripts of ultimate cloning, and hands the form's buttons to the player through the
+// adapter to Gradio (static/page/gradio.js).
 // No module is imported for its side effects, and none puts anything on window.
 
 import { handle } from './page/gradio.js';
 import { player } from './player/player.js';
+import { transcripts } from './voices/transcript.js';
 import { pickedVoice, voices } from './voices/voices.js';
 import { workbench } from './workbench/workbench.js';
 
@@ -22,7 +24,10 @@ handle({
   generate: (form) => player.generate({ ...form, voice: pickedVoice(form.mode) }),
   stop: () => player.stop(),
   clipChanged: () => player.clipChanged(),
+  clipStored: (mode, id) => mode === 'ultimate' && transcripts.clipStored(id),
 });
+voices.onPick = (mode, voice) => mode === 'ultimate' && transcripts.voicePicked(voice);
 player.start(config());
 workbench.start();
 voices.start();
+transcripts.start();

@@ -15,6 +15,7 @@ TOKEN = "test-token-0123456789"
 TEXT = "Hello world, this is a test."
 GUARDED = [("GET", "/"), ("GET", "/config"), ("GET", "/gradio_api/info"), ("GET", "/voxcpm/static/app.js"),
            ("GET", "/voxcpm/jobs/some-job-id"), ("POST", "/voxcpm/stream"), ("POST", "/voxcpm/upload"),
+           ("POST", "/voxcpm/transcribe"),
            ("POST", "/gradio_api/upload"), ("POST", "/gradio_api/queue/join")]
 
 

@@ -11,6 +11,7 @@ import gradio as gr
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from inference.serving.asr import Transcriber
 from inference.serving.latent_store import LatentStore
 from inference.serving.pool import WorkerPool
 from inference.serving.worker import EngineWorker
@@ -61,6 +62,7 @@ class AppSettings:
     max_voices: int = 100
     max_library_mb: int = 500
     library_writable: bool = True  # app.py: False when others can reach the server without a token
+    asr_model: str | None = None  # automatic transcripts' model, loaded on first use (inference/serving/asr.py); None: off
 
 
 def _asset_version() -> str:
@@ -123,6 +125,7 @@ def _fill_state(state, engine, settings: AppSettings, worker, latents: LatentSto
     state.encoder_identity = engine.encoder_identity
     state.voice_lookup = voice_lookup(state)
     state.metrics = Metrics(worker)  # GET /metrics (ui/http/metrics.py)
+    state.asr = Transcriber(settings.asr_model)  # POST /voxcpm/transcribe (ui/http/transcribe.py)
 
 
 def _mount_page(app: FastAPI, settings: AppSettings) -> gr.Blocks:

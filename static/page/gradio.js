@@ -13,8 +13,9 @@ const IDS = {
   mode: 'vox-mode', cloning_ref: 'vox-clone-ref', ultimate_ref: 'vox-ultimate-ref', ultimate_transcript: 'vox-ultimate-transcript',
 };
 
-let handlers = {}; // generate(form), stop(), clipChanged(): set once by static/app.js
+let handlers = {}; // generate(form), stop(), clipChanged(), clipStored(mode, id): set once by static/app.js
 let pendingFill = null; // field -> value, until the fill hook hands it to Gradio
+let pendingTranscript = null; // the same for the transcript's own fill button
 
 export function handle(fns) {
   handlers = fns;
@@ -50,6 +51,19 @@ export function clipChanged() {
   return '';
 }
 
+// A clip's server-side id was set (an upload or recording stored; '' while a new one is on its way).
+export function clipStored(mode, id) {
+  handlers.clipStored?.(mode, id || '');
+  return [];
+}
+
+// The hook of the hidden button that sets the ultimate tab's transcript alone (setTranscript).
+export function filledTranscript(value) {
+  const text = pendingTranscript;
+  pendingTranscript = null;
+  return text == null ? value : text;
+}
+
 // The hidden fill button's hook: the fields' current values, with those fillForm asked for put in.
 export function filled(names, values) {
   const fill = pendingFill || {};
@@ -66,6 +80,21 @@ export async function fillForm(values) {
   pendingFill = values;
   (await drawn(`#vox-tab-${values.mode}-button`)).click();
   (await drawn('#vox-fill')).click();
+}
+
+// Puts `text` in the ultimate tab's transcript box, and nothing else: a button of its own, so that a
+// clip id being stored meanwhile is not written back with its old value.
+export async function setTranscript(text) {
+  pendingTranscript = text;
+  (await drawn('#vox-fill-transcript')).click();
+}
+
+// Calls fn() whenever the user types in the textbox of a form field (Gradio's own updates of its
+// value send no input event).
+export function onInput(name, fn) {
+  document.addEventListener('input', (event) => {
+    if (event.target instanceof Element && event.target.closest(`#${IDS[name]}`)) fn();
+  });
 }
 
 // The text in a textbox of the form as drawn ('' when it is not drawn): hidden ones are drawn too.

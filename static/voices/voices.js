@@ -15,6 +15,7 @@ class VoiceLibraryUI {
     this.writable = false;
     this.available = true;
     this.picks = {}; // mode -> the picker's choice, kept across re-renders
+    this.onPick = () => {}; // (mode, voice or null): static/app.js passes it on (automatic transcripts)
   }
 
   // Each part is wired when Gradio first draws it: a tab's picker only once the tab is opened.
@@ -44,7 +45,10 @@ class VoiceLibraryUI {
   wirePicker(box) {
     box.dataset.wired = '1';
     box.innerHTML = '<label>Saved voice <select class="vox-voice-select"></select></label>';
-    box.querySelector('select').addEventListener('change', (event) => { this.picks[box.dataset.mode] = event.target.value; });
+    box.querySelector('select').addEventListener('change', (event) => {
+      this.picks[box.dataset.mode] = event.target.value;
+      this.onPick(box.dataset.mode, this.voices.find((v) => v.name === event.target.value) || null);
+    });
     this.fillPicker(box);
   }
 

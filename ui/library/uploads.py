@@ -15,7 +15,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,7 @@ from inference.request.reference import ReferenceClip
 
 from ..guard.limits import too_large
 from .refusal import Refusal
+from .transcripts import content_hash
 
 log = logging.getLogger("voxcpm.uploads")
 FORMATS = "WAV, FLAC, OGG or MP3"
@@ -49,6 +50,8 @@ class Clip:
     source_channels: int = 1
     client: str | None = None  # whose share it counts against (client_key)
     reference: ReferenceClip | None = None  # the audio with its encoded patches (inference/request/reference.py)
+    digest: str = ""  # its content hash (ui/library/transcripts.py)
+    transcripts: dict[str, str] = field(default_factory=dict)  # ASR model -> automatic transcript (UploadStore)
 
     @property
     def seconds(self) -> float:
@@ -57,6 +60,7 @@ class Clip:
     def __post_init__(self):
         # One ReferenceClip for the clip's lifetime: it is encoded once, however often it is used.
         self.reference = ReferenceClip(self.sample_rate, self.audio)
+        self.digest = content_hash(self.audio)
 
     def as_engine_input(self) -> ReferenceClip:
         return self.reference
@@ -194,6 +198,17 @@ class UploadStore:
         if clip is None:
             raise InputError("the reference clip has expired or was never uploaded: upload it again")
         return clip
+
+    def transcript(self, digest: str, model: str) -> str | None:
+        """The automatic transcript by `model` kept with a stored clip of this content (the same
+        audio uploaded again finds it too), or None."""
+        with self._lock:
+            return next((c.transcripts[model] for c in self._clips.values()
+                         if c.digest == digest and model in c.transcripts), None)
+
+    def keep_transcript(self, clip: Clip, model: str, text: str):
+        with self._lock:
+            clip.transcripts[model] = text
 
     def __len__(self) -> int:
         with self._lock:

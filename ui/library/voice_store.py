@@ -3,6 +3,7 @@
     DATA_DIR/voices/index.sqlite3          name, transcript, length, bytes of every voice
     DATA_DIR/voices/<id>.flac              the clip, mono at the engine's input rate, 24-bit
     DATA_DIR/voices/<id>.<encoder>.npz     its latent patches per padding side, for one VAE encoder
+    DATA_DIR/voices/<id>.transcripts.json  its automatic transcripts, per ASR model (transcripts.py)
 
 A voice exists once its index row is committed, and the row is committed last: every file is
 written to a temporary name, flushed to the disk and renamed into place first. A save cut short
@@ -28,6 +29,7 @@ import torch
 
 from inference.request.reference import ReferenceClip
 
+from . import transcripts
 from .refusal import Refusal
 from .voice_names import check_name, normal_name, same_name
 
@@ -114,6 +116,12 @@ class VoiceLibrary:
                 self._clips[voice.id] = clip
         return voice, clip
 
+    def automatic_transcript(self, name: str, model: str) -> tuple[Voice, str | None]:
+        """The voice, and the automatic transcript by `model` kept beside its clip, if any."""
+        with self._lock:
+            voice = self.get(name)
+            return voice, transcripts.read_beside(self.folder / f"{voice.id}.flac", model)
+
     # -- changing --------------------------------------------------------------------------------
     def save(self, name: str, audio: np.ndarray, transcript: str | None = None,
              latents: dict[str, dict[str, torch.Tensor]] | None = None) -> Voice:
@@ -160,6 +168,19 @@ class VoiceLibrary:
             for path in self.folder.glob(f"{voice.id}.*"):
                 path.unlink(missing_ok=True)
         return voice
+
+    def keep_automatic_transcript(self, voice: Voice, model: str, text: str, save: bool = False) -> Voice:
+        """Keeps it beside the voice's clip (ui/library/transcripts.py); save: also as the voice's
+        own transcript, which it must not have yet (one the user typed is never replaced)."""
+        with self._lock:
+            row = self._db.execute("SELECT name FROM voices WHERE id = ?", (voice.id,)).fetchone()
+            if row is None:  # deleted (and maybe its name reused) while it was transcribed
+                raise VoiceError(404, f"the voice {voice.name!r} was deleted meanwhile")
+            data = transcripts.with_entry(self.folder / f"{voice.id}.flac", model, text)
+            self._atomic(f"{voice.id}.{transcripts.SUFFIX}", lambda out: out.write(data))
+            if save:
+                self._db.execute("UPDATE voices SET transcript = ? WHERE id = ? AND transcript IS NULL", (text, voice.id))
+            return self.get(row[0])
 
     def close(self):
         self._writer.shutdown(wait=True)
@@ -246,7 +267,7 @@ class VoiceLibrary:
             ids = {row[0] for row in self._db.execute("SELECT id FROM voices")}
         swept = 0
         for path in self.folder.iterdir():
-            orphan = path.name.split(".")[0] not in ids and path.suffix in (".flac", ".npz")
+            orphan = path.name.split(".")[0] not in ids and path.suffix in (".flac", ".npz", ".json")
             if path.name.endswith(TEMP_SUFFIX) or orphan:
                 path.unlink(missing_ok=True)
                 swept += 1

@@ -34,6 +34,8 @@ FIELDS = ["mode", "text", "design_control", "cloning_ref", "cloning_control", "u
           "cfg_value", "inference_timesteps", "seed", "random_seed", "max_len", "cloning_audio", "ultimate_audio",
           "normalize", "trim_silence", "speed"]
 FILLED = [name for name in FIELDS if not name.endswith("_audio")]  # what Re-use settings may set back
+TRANSCRIPT_NOTE = ('<div id="vox-ultimate-transcript-note" class="vox-transcript-note" data-state="" role="status" '
+                   'aria-live="polite"></div>')
 # The adapter module, where the page's module script (ui/server.py) finds it, relative to the page.
 ADAPTER = "voxcpm/static/page/gradio.js"
 
@@ -146,6 +148,12 @@ def _ultimate_tab(form: dict, clips: UploadStore):
         form["ultimate_audio"] = audio
         form["ultimate_transcript"] = gr.Textbox(label="Exact transcript of the clip", lines=2,
                                                  elem_id="vox-ultimate-transcript")
+        # Filled in by the server's speech recognition once a clip is stored (static/voices/transcript.js).
+        gr.HTML(TRANSCRIPT_NOTE, elem_id="vox-ultimate-transcript-note-box")
+        form["ultimate_ref"].change(None, inputs=form["ultimate_ref"], js=hook("clipStored('ultimate', id)", "id"))
+        fill = gr.Button("Fill the transcript", visible="hidden", elem_id="vox-fill-transcript")
+        fill.click(None, inputs=form["ultimate_transcript"], outputs=form["ultimate_transcript"],
+                   js=hook("filledTranscript(value)", "value"))
         gr.Examples(ultimate_examples(), [form["text"], audio, form["ultimate_transcript"]], label="Examples")
 
 

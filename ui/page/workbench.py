@@ -12,6 +12,8 @@ HTTP_ROUTES = [
                                "inference_timesteps, max_len, seed, speed, normalize, trim_silence} → speech as it is "
                                "generated: bare int16 PCM at 48 kHz, or typed frames with ?format=frames (README)"),
     ("POST", "/voxcpm/upload", "a reference clip (WAV, FLAC, OGG or MP3) → an id for reference_id"),
+    ("POST", "/voxcpm/transcribe", "JSON {reference_id} or {voice, save}, or a multipart file → the clip's automatic "
+                                   "transcript {text, automatic, model} (ultimate cloning)"),
     ("GET", "/voxcpm/jobs/{id}", "a request's state, outcome and server figures"),
     ("GET", "/voxcpm/jobs/{id}/offline.wav", "the offline render of a finished request (whole-sequence VAE decode)"),
     ("POST", "/voxcpm/jobs/{id}/cancel", "stop a request"),

@@ -1,0 +1,130 @@
+// Automatic transcripts in ultimate cloning (POST /voxcpm/transcribe, ui/http/transcribe.py): once a
+// clip is stored (uploaded or recorded), or a saved voice without a transcript is picked, the server's
+// speech recognition model transcribes it and the transcript box is filled, marked as automatic by
+// the note below it until the user edits the text. Nothing waits for it: the page stays usable while
+// it runs, and an answer for a clip that is no longer the one in use is dropped. Text the user typed
+// (or an example put there) is never replaced: the automatic transcript is offered beside it instead.
+
+import { drawn, fieldValue, onInput, setTranscript } from '../page/gradio.js';
+import { errorText, route } from '../player/http.js';
+
+const FIELD = 'ultimate_transcript';
+const NOTE = '#vox-ultimate-transcript-note';
+
+class AutoTranscript {
+  constructor() {
+    this.auto = null; // the text this module put in the box, while it is there unedited
+    this.stale = null; // the last such text, being cleared from the box (Gradio sets it a moment later)
+    this.asked = 0; // the number of the latest request: the answers to older ones are dropped
+    this.offered = null; // an automatic transcript not filled in, because the box held the user's text
+    this.clipId = '';
+  }
+
+  start() {
+    onInput(FIELD, () => this.edited());
+    drawn(NOTE).then((note) => note.addEventListener('click', (event) => {
+      if (event.target.closest('button[data-action="use"]')) this.useOffered();
+    }));
+  }
+
+  // The ultimate tab's clip id: a new clip's ('' while it is being stored, or once removed).
+  clipStored(id) {
+    if (id === this.clipId) return;
+    this.clipId = id;
+    this.forget();
+    if (id) this.ask({ reference_id: id }, 'the clip');
+  }
+
+  // The saved voice picked in the ultimate tab (null: the clip below it).
+  voicePicked(voice) {
+    this.forget();
+    if (!voice) {
+      if (this.clipId) this.ask({ reference_id: this.clipId }, 'the clip');
+    } else if (voice.transcript) {
+      this.note('', '');
+    } else {
+      this.ask({ voice: voice.name }, `the saved voice “${voice.name}”`);
+    }
+  }
+
+  // A new source: what was filled in for the last one goes, unless the user made it theirs.
+  forget() {
+    this.asked += 1;
+    this.offered = null;
+    if (this.auto !== null && fieldValue(FIELD) === this.auto) {
+      this.stale = this.auto;
+      setTranscript('');
+    }
+    this.auto = null;
+    this.note('', '');
+  }
+
+  async ask(body, what) {
+    const ticket = ++this.asked;
+    this.note('working', `Transcribing ${what} automatically…`);
+    let response = null;
+    try {
+      response = await fetch(route('transcribe'), {
+        method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+      });
+    } catch (err) { /* below: the server cannot be reached */ }
+    const answer = response && response.ok ? await response.json() : null;
+    if (ticket !== this.asked) return; // another clip or voice since
+    if (!answer) {
+      const why = response ? await errorText(response) : 'the server cannot be reached';
+      return this.note('error', `No automatic transcript: ${why}. Type the transcript.`);
+    }
+    this.fill(answer.text, answer.model);
+  }
+
+  fill(text, model) {
+    const current = fieldValue(FIELD);
+    if (current && ![this.auto, this.stale, text.trim()].includes(current)) {
+      this.offered = { text, model };
+      return this.note('offered', 'An automatic transcript is ready; the box keeps the text already in it.',
+        'Use the automatic transcript');
+    }
+    this.put(text, model);
+  }
+
+  put(text, model) {
+    this.auto = text.trim();
+    setTranscript(text);
+    this.note('automatic', `Automatic transcript (${model}): check it against the clip and correct any word; `
+      + 'once you edit it, it is yours.');
+  }
+
+  useOffered() {
+    const offered = this.offered;
+    if (!offered) return;
+    this.offered = null;
+    this.put(offered.text, offered.model);
+  }
+
+  edited() {
+    if (this.auto === null) return;
+    this.auto = null;
+    this.note('edited', 'Edited: your transcript is used.');
+  }
+
+  note(state, message, action = null) {
+    const el = document.querySelector(NOTE);
+    if (!el) return;
+    el.dataset.state = state;
+    const text = document.createElement('span');
+    text.textContent = message;
+    const parts = [text];
+    if (state === 'automatic') {
+      const badge = Object.assign(document.createElement('span'), { className: 'vox-auto-badge', textContent: 'automatic' });
+      parts.unshift(badge);
+    }
+    if (action) {
+      const button = Object.assign(document.createElement('button'), { type: 'button', textContent: action });
+      button.dataset.action = 'use';
+      parts.push(button);
+    }
+    el.replaceChildren(...parts);
+  }
+}
+
+export const transcripts = new AutoTranscript();

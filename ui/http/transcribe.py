@@ -1,0 +1,142 @@
+"""POST /voxcpm/transcribe: a clip's automatic transcript (inference/serving/asr.py), for ultimate
+cloning, kept with the clip (ui/library/transcripts.py) so that each clip is transcribed once.
+
+    JSON {"reference_id": ID}              a clip uploaded to /voxcpm/upload or through the page
+    JSON {"voice": NAME, "save": false}    a saved voice's clip; "save": true also makes it the voice's
+                                           transcript, when it has none (needs write access, as any change)
+    multipart/form-data, a "file" field    an audio file (WAV, FLAC, OGG or MP3), not kept
+    -> 200 {"text": ..., "automatic": true, "model": ...}
+
+400: no clip or more than one, an unreadable one, one longer than 30 s; 404: no such clip or voice;
+409: save asked for a voice that has a transcript; 503: transcripts switched off (--asr-model none),
+a model that cannot be loaded (the message says how to fix it), or a server shutting down.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Callable
+
+import anyio
+import numpy as np
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from inference.errors import InputError
+from inference.serving.asr import AsrUnavailable, NotLoaded, Transcriber, check_length
+from inference.serving.failures import QueueFullError
+
+from .common import HTTPError, app_state, guarded, read_json
+from .schema import blank, describe_validation
+from .voices import READ_ONLY
+from ..library.transcripts import content_hash
+from ..library.uploads import decode_audio
+
+transcribe_router = APIRouter()
+LOAD_ATTEMPTS = 3  # a pool may send each call to another GPU, which loads its own copy
+SOURCES = "give one clip: reference_id (from /voxcpm/upload), voice (a saved voice's name), or a multipart file"
+
+
+class TranscribeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    reference_id: str | None = None
+    voice: str | None = Field(default=None, max_length=200)
+    save: bool = False
+
+
+@dataclass
+class Source:
+    """A clip to transcribe: its samples, what is kept for it, and how to keep a new transcript."""
+    rate: int
+    audio: Callable[[], np.ndarray]  # called off the event loop (a saved voice reads its FLAC)
+    cached: str | None
+    keep: Callable[[str], object]  # called off the event loop too
+    save: bool = False  # keep even a transcript found kept (it becomes a saved voice's own)
+
+
+@transcribe_router.post("/transcribe")
+@guarded
+async def transcribe(request: Request):
+    state = app_state(request)
+    asr: Transcriber = state.asr
+    try:
+        asr.check_available()  # before reading anything: off, or a model that just failed to load
+        source = await read_source(request, state, asr.model)
+        text = source.cached
+        if text is None:
+            text = await run(state.worker, asr, source.rate, await anyio.to_thread.run_sync(source.audio))
+        if source.cached is None or source.save:
+            await anyio.to_thread.run_sync(source.keep, text)
+    except AsrUnavailable as exc:
+        raise HTTPError(503, str(exc)) from None
+    return {"text": text, "automatic": True, "model": asr.model}
+
+
+async def run(worker, asr: Transcriber, rate: int, audio: np.ndarray) -> str:
+    """The transcription as a call on an engine's worker thread; the model loaded first (on a
+    thread of the transcriber's, awaited without holding one of ours) for a device that has none."""
+    for _ in range(LOAD_ATTEMPTS):
+        try:
+            result = await asyncio.wrap_future(worker.call(asr.on_engine(rate, audio)))
+        except QueueFullError as exc:
+            raise HTTPError(503, f"the clip was not transcribed: {exc}", {"Retry-After": "5"}) from None
+        if not isinstance(result, NotLoaded):
+            return result
+        await asyncio.wrap_future(asr.loading(result.device))
+    raise HTTPError(503, "the speech recognition model is still being loaded: try again shortly", {"Retry-After": "5"})
+
+
+async def read_source(request: Request, state, model: str) -> Source:
+    if request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
+        return await file_source(request, state, model)
+    try:
+        body = TranscribeBody.model_validate(await read_json(request))
+    except ValidationError as exc:
+        raise InputError(describe_validation(exc)) from None
+    if blank(body.voice) == blank(body.reference_id):
+        raise InputError(SOURCES)
+    if not blank(body.reference_id):
+        if body.save:
+            raise InputError("save keeps the transcript with a saved voice: give voice, not reference_id")
+        return upload_source(state, body.reference_id, model)
+    return await anyio.to_thread.run_sync(voice_source, state, body.voice, body.save, model)
+
+
+def upload_source(state, clip_id: str, model: str) -> Source:
+    clips = state.clips
+    clip = clips.get(clip_id)
+    check_length(clip.seconds)
+    return Source(clip.sample_rate, lambda: clip.audio, clips.transcript(clip.digest, model),
+                  lambda text: clips.keep_transcript(clip, model, text))
+
+
+def voice_source(state, name: str, save: bool, model: str) -> Source:
+    """A saved voice's clip (on a thread: it reads the disk)."""
+    if state.voices is None:
+        raise HTTPError(404, "this server keeps no voice library (start it with --data-dir)")
+    if save and not state.library_writable:
+        raise HTTPError(403, READ_ONLY)
+    voice, cached = state.voices.automatic_transcript(name, model)
+    if save and voice.transcript is not None:
+        raise HTTPError(409, f"the voice {voice.name!r} already has a transcript; save keeps an automatic one "
+                             "only for a voice without one")
+    check_length(voice.seconds)
+    _, reference = state.voice_lookup(voice.name)
+    return Source(reference.rate, lambda: reference.samples()[1], cached,
+                  lambda text: state.voices.keep_automatic_transcript(voice, model, text, save), save)
+
+
+async def file_source(request: Request, state, model: str) -> Source:
+    clips = state.clips
+    try:
+        async with request.form(max_files=1, max_fields=8) as form:
+            part = form.get("file")
+            if part is None or isinstance(part, str):
+                raise InputError(f"the multipart body has no file field: {SOURCES}")
+            data = await part.read()
+    except StarletteHTTPException as exc:  # a malformed body, or more parts than one clip needs
+        raise InputError(f"the multipart body could not be read ({exc.detail}): {SOURCES}") from None
+    rate, audio = await anyio.to_thread.run_sync(decode_audio, data, clips.max_seconds, clips.target_rate)
+    check_length(len(audio) / rate)
+    return Source(rate, lambda: audio, clips.transcript(content_hash(audio), model), lambda text: None)
