@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 
+import options
 import startup
 from inference.errors import CheckpointError
 from startup import StartupError
@@ -26,7 +27,7 @@ RANDOM_NOTICE = ("Random weights: this server runs a tiny untrained model, so ev
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    return startup.build_parser().parse_args(argv)
+    return options.build_parser().parse_args(argv)
 
 
 def resolve_host(args) -> str:
@@ -258,7 +259,7 @@ def main(argv=None):
         logging.getLogger("voxcpm.app").debug("start-up failed", exc_info=exc)
         error = exc if isinstance(exc, StartupError) else startup.load_failure(exc)
         print(f"app.py: error: {error}", file=sys.stderr, flush=True)
-        raise SystemExit(startup.EXIT_CODE)
+        raise SystemExit(options.EXIT_CODE)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The command line of app.py and its start-up checks: each problem a user can cause becomes a
+"""app.py's start-up checks (its options are in options.py): each problem a user can cause becomes a
 short StartupError that says what is wrong and what to do, found before anything slow (the port
 before torch is imported, the checkpoint folder before gigabytes are read). app.py prints it in
 one or two lines and exits 2.
@@ -7,97 +7,16 @@ Deliberately free of gradio and the engine, so that the checks answer in about a
 """
 from __future__ import annotations
 
-import argparse
 import errno
 import math
 import os
 import socket
 from pathlib import Path
 
-EXIT_CODE = 2  # as argparse uses for a bad command line
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+from options import build_parser
+
 LORA_FIX = ("To fix: pass --lora the folder of an official VoxCPM2 LoRA fine-tuning, made for this model, or "
             "leave --lora out to serve the model as it is.")
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    def error(self, message):
-        # Two lines like every other start-up error, instead of argparse's eight-line usage block.
-        self.exit(EXIT_CODE, f"{self.prog}: error: {message}.\n"
-                             f"To fix: python {self.prog} --help lists the options and their defaults.\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    # Each help ends with its default, so --help alone tells what a bare `python app.py` does.
-    p = ArgumentParser(description="VoxCPM2 streaming text-to-speech demo")
-    _model_options(p)
-    _network_options(p)
-    _limit_options(p)
-    _library_options(p)
-    p.add_argument("--prebuffer-ms", type=float, default=80.0,
-                   help="audio the player holds before it starts (default: %(default)s)")
-    p.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS,
-                   help="DEBUG also logs the traceback of a failed start (default: %(default)s)")
-    return p
-
-
-def _model_options(p: argparse.ArgumentParser):
-    p.add_argument("--model", default="openbmb/VoxCPM2",
-                   help="hub id (downloaded into the Hugging Face cache) or local checkpoint folder "
-                        "(default: %(default)s)")
-    p.add_argument("--lora", default=None,
-                   help="LoRA weights saved by the official VoxCPM fine-tuning: a folder holding "
-                        "lora_weights.safetensors and lora_config.json, or a hub id; merged into the model's "
-                        "weights at load (default: none)")
-    p.add_argument("--random-weights", action="store_true",
-                   help="a tiny random model instead, no download; the output is noise (default: off)")
-    p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda when available, else cpu)")
-    p.add_argument("--gpus", type=int, default=None,
-                   help="serve from GPUs cuda:0 to cuda:N-1, one engine each; a request goes to the GPU with the "
-                        "most free streams (default: every visible GPU when the device is cuda; one engine on cpu "
-                        "or on --device cuda:N)")
-    p.add_argument("--dtype", default=None, help="bfloat16 or float32; float16 is refused (untested on this model) "
-                                                 "(default: bfloat16 on cuda, float32 on cpu)")
-    p.add_argument("--asr-model", default="openai/whisper-large-v3-turbo",
-                   help="speech recognition model that fills in a clip's transcript for ultimate cloning, loaded on "
-                        "first use: hub id or local folder, or none to switch it off (default: %(default)s)")
-
-
-def _network_options(p: argparse.ArgumentParser):
-    p.add_argument("--host", default=None,
-                   help="address to listen on (default: $GRADIO_SERVER_NAME, else 0.0.0.0 on a Hugging Face "
-                        "Space, else 127.0.0.1)")
-    p.add_argument("--port", type=int, default=None, help="(default: $GRADIO_SERVER_PORT, else 7860)")
-    p.add_argument("--allowed-hosts", default="",
-                   help="comma-separated host names to answer to besides the loopback ones (a name that points "
-                        "at this machine); requests naming any other host are refused (default: none)")
-    p.add_argument("--token", default=None,
-                   help="require this access token; open /?token=... once in the browser "
-                        "(default: $VOXCPM_TOKEN, else none)")
-
-
-def _limit_options(p: argparse.ArgumentParser):
-    p.add_argument("--max-streams", type=int, default=128,
-                   help="most streams generated at once, one batch row each; fewer if GPU memory holds "
-                        "fewer (default: %(default)s)")
-    p.add_argument("--max-queue", type=int, default=16,
-                   help="requests allowed to wait for a free stream (default: %(default)s)")
-    p.add_argument("--max-text-chars", type=int, default=20000,
-                   help="longest text, description or transcript (default: %(default)s)")
-    p.add_argument("--max-audio-seconds", type=float, default=60.0,
-                   help="longest reference clip (default: %(default)s)")
-    p.add_argument("--max-upload-mb", type=int, default=25, help="largest uploaded file (default: %(default)s)")
-    p.add_argument("--upload-ttl-min", type=float, default=30.0,
-                   help="minutes an uploaded clip is kept (default: %(default)s)")
-
-
-def _library_options(p: argparse.ArgumentParser):
-    p.add_argument("--data-dir", default=None,
-                   help="folder for the voice library (default: $VOXCPM_DATA_DIR, else a Space's persistent /data, "
-                        "else the user's data folder, e.g. ~/.local/share/voxcpm2-demo)")
-    p.add_argument("--max-voices", type=int, default=100, help="most voices the library holds (default: %(default)s)")
-    p.add_argument("--max-library-mb", type=int, default=500,
-                   help="most disk space the library may use (default: %(default)s)")
 
 
 def to_fix(first: str) -> str:

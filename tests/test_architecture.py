@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCT = ["app.py", "startup.py", "inference", "ui", "bench"]
+PRODUCT = ["app.py", "options.py", "startup.py", "inference", "ui", "bench"]
 # Lower layers first: a module may import its own layer and those before it, never one after it.
 LAYERS = {
     "inference": ["errors", "text", "model", "request", "runtime", "serving"],
