@@ -60,12 +60,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_app(checkpoint: str, port: int, extra: list[str], log: Path, switch_s: float | None = None) -> subprocess.Popen:
-    argv = [str(ROOT / "app.py"), "--model", checkpoint, "--host", "127.0.0.1", "--port", str(port), *extra]
-    cmd = [sys.executable, *argv]
-    if switch_s is not None:  # the experiment: the app with another GIL switch interval (default 5 ms)
-        cmd = [sys.executable, "-c", f"import sys, runpy; sys.setswitchinterval({switch_s!r}); "
-               f"sys.argv = {argv!r}; runpy.run_path(sys.argv[0], run_name='__main__')"]
+def start_app(checkpoint: str, port: int, extra: list[str], log: Path) -> subprocess.Popen:
+    cmd = [sys.executable, str(ROOT / "app.py"), "--model", checkpoint, "--host", "127.0.0.1",
+           "--port", str(port), *extra]
     print("starting:", " ".join(cmd), flush=True)
     return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT)
 
@@ -158,8 +155,6 @@ def parse_args(argv=None):
     ap.add_argument("--leave-after", type=float, default=1.0, help="seconds after first audio they leave")
     ap.add_argument("--patches", type=int, default=80)
     ap.add_argument("--timesteps", type=int, default=10)
-    ap.add_argument("--switch-interval", type=float, default=None,
-                    help="start the app with this sys.setswitchinterval (seconds; Python's default 0.005)")
     ap.add_argument("--out", default=None, help="folder for serve.json, serve.md and the app's log")
     return ap.parse_args(argv)
 
@@ -173,7 +168,7 @@ def main(argv=None):
         checkpoint = args.checkpoint or str(write_random_checkpoint(Path(args.config), out / "checkpoint"))
         port = free_port()
         args.url = f"http://127.0.0.1:{port}"
-        app = start_app(checkpoint, port, args.app_args.split(), out / "app.log", args.switch_interval)
+        app = start_app(checkpoint, port, args.app_args.split(), out / "app.log")
     try:
         wait_ready(args.url, app)
         before = server_memory(app.pid if app else None)

@@ -64,8 +64,10 @@ def test_markers_with_notes_are_kept_with_the_take(page):
     page.keyboard.press("m")  # a marker at 200 ms; its note field takes the focus
     page.keyboard.type("breath too loud")
     page.keyboard.press("Tab")  # the note is kept on change
-    page.wait_for_function("window.workbench.selected.markers?.[0]?.note === 'breath too loud'")
     shown = page.evaluate("window.workbench.selected.id")
+    # Kept in the browser's store (written after the take in memory changes) before the reload.
+    page.wait_for_function("async id => (await window.workbench.store.list()).find(t => t.id === id)"
+                           "?.markers?.[0]?.note === 'breath too loud'", arg=shown)
     page.reload()
     page.wait_for_selector("#vox-generate")
     from .workbench_page import ready

@@ -52,8 +52,8 @@ def take(page, text: str | None = "Hello world, this is a test.") -> dict:
         page.fill("#vox-text textarea", text)
     click_generate(page)
     page.wait_for_function("window.player.run && ['finished', 'failed', 'stopped'].includes(window.player.run.state)"
-                           " && window.workbench.selected && window.workbench.selected.id === window.player.run.id",
-                           timeout=60_000)
+                           " && window.workbench.selected && window.workbench.selected.id === window.player.run.id"
+                           " && window.workbench.view.shown === window.player.run.id", timeout=60_000)
     return page.evaluate("({ ...window.workbench.selected, pcm: null })")
 
 

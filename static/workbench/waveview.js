@@ -50,6 +50,7 @@ export class WaveView {
     this.active = 'A';
     this.rate = 48000;
     this.selection = null;
+    this.shown = null;
     this.urls = [];
     this.onTime = []; // (seconds) => void, on every cursor move of the side listened to
     this.wire();
@@ -87,6 +88,7 @@ export class WaveView {
     this.selection = null;
     for (const mark of marks) this.mark(mark);
     this.switchTo('A', false);
+    this.shown = take.id; // the take the waveform holds, once drawn: a drag before it would be cleared
   }
 
   mark({ id, sample, color, label }) {
