@@ -96,19 +96,32 @@ def request_body(i: int, patches: int, timesteps: int, text: str) -> dict:
             "min_len": patches, "max_len": patches, "inference_timesteps": timesteps, "cfg_value": 2.0}
 
 
-async def burst(url: str, concurrency: int, body, leave) -> tuple[list[Result], float]:
-    """`concurrency` requests sent together; returns them and the wall time until the last ended."""
+def leave_share(i: int, share: float, after: float) -> float | None:
+    """Request i's client leaves `after` seconds past its first audio for a `share` of requests."""
+    return after if (i * 7919 % 100) < share * 100 else None
+
+
+def stay(i: int) -> None:
+    return None
+
+
+async def burst(url: str, concurrency: int, body, leave, start_at: float | None = None) -> tuple[list[Result], float]:
+    """`concurrency` requests sent together (at `start_at` on the perf_counter clock, when given);
+    returns them and the wall time until the last ended."""
     async with _client(url, concurrency) as client:
+        await asyncio.sleep(max(0.0, (start_at or 0.0) - time.perf_counter()))
         start = time.perf_counter()
         results = await asyncio.gather(*(one_request(client, body(i), leave(i)) for i in range(concurrency)))
     return list(results), time.perf_counter() - start
 
 
-async def poisson(url: str, rate: float, duration: float, body, leave, seed: int = 0) -> tuple[list[Result], float]:
+async def poisson(url: str, rate: float, duration: float, body, leave, seed: int = 0,
+                  start_at: float | None = None) -> tuple[list[Result], float]:
     """Requests arriving at `rate` per second (exponential gaps) for `duration` seconds."""
     rng = random.Random(seed)
     tasks = []
     async with _client(url, int(rate * duration) + 8) as client:
+        await asyncio.sleep(max(0.0, (start_at or 0.0) - time.perf_counter()))
         start, next_at, i = time.perf_counter(), 0.0, 0
         while next_at < duration:  # arrival times fixed in advance, so a slow send does not thin them
             await asyncio.sleep(max(0.0, start + next_at - time.perf_counter()))

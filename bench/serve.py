@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import socket
 import subprocess
@@ -30,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from bench import http_load  # noqa: E402
+from bench import http_load, load_processes  # noqa: E402
 
 TEXT = ("The quick brown fox jumps over the lazy dog while the morning sun rises slowly "
         "above the quiet green hills today.")
@@ -98,15 +99,22 @@ def server_memory(pid: int | None) -> dict:
 
 
 def scenarios(args) -> list[tuple[str, object]]:
-    """(label, coroutine factory) for every load of the run."""
-    body = lambda i: http_load.request_body(i, args.patches, args.timesteps, TEXT)  # noqa: E731
-    stay = lambda i: None  # noqa: E731
-    out = [(f"burst c={c}", lambda c=c: http_load.burst(args.url, c, body, stay)) for c in args.concurrency]
-    for rate in args.rates:
-        leave = lambda i: args.leave_after if (i * 7919 % 100) < args.leave * 100 else None  # noqa: E731
-        out.append((f"Poisson {rate:g}/s {args.duration:g} s, {args.leave:.0%} leave",
-                    lambda rate=rate, leave=leave: http_load.poisson(args.url, rate, args.duration, body, leave)))
+    """(label, function returning (results, wall seconds)) for every load of the run."""
+    body = functools.partial(http_load.request_body, patches=args.patches, timesteps=args.timesteps, text=TEXT)
+    leave = functools.partial(http_load.leave_share, share=args.leave, after=args.leave_after)
+    out = [(f"burst c={c}", functools.partial(_load, args, "burst", c, body, http_load.stay))
+           for c in args.concurrency]
+    out += [(f"Poisson {rate:g}/s {args.duration:g} s, {args.leave:.0%} leave",
+             functools.partial(_load, args, "poisson", rate, body, leave)) for rate in args.rates]
     return out
+
+
+def _load(args, kind: str, size: float, body, leave):
+    if args.clients > 1:
+        return load_processes.run(kind, args.clients, args.url, size, body, leave, args.duration)
+    if kind == "burst":
+        return asyncio.run(http_load.burst(args.url, int(size), body, leave))
+    return asyncio.run(http_load.poisson(args.url, size, args.duration, body, leave))
 
 
 def table(rows: list[dict]) -> str:
@@ -134,7 +142,7 @@ def run_loads(args, pid: int | None) -> list[dict]:
     rows = []
     for label, make in scenarios(args):
         for _ in range(args.rounds if label.startswith("burst") else 1):
-            results, wall = asyncio.run(make())
+            results, wall = make()
             row = {"load": label, **http_load.summarize(results, wall, SAMPLE_RATE, PATCH_S), **server_memory(pid)}
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -155,6 +163,8 @@ def parse_args(argv=None):
     ap.add_argument("--leave-after", type=float, default=1.0, help="seconds after first audio they leave")
     ap.add_argument("--patches", type=int, default=80)
     ap.add_argument("--timesteps", type=int, default=10)
+    ap.add_argument("--clients", type=int, default=1,
+                    help="client processes sharing each load (bench/load_processes.py; default: one)")
     ap.add_argument("--out", default=None, help="folder for serve.json, serve.md and the app's log")
     return ap.parse_args(argv)
 
