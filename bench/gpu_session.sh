@@ -5,6 +5,7 @@
 #
 #   bash bench/gpu_session.sh tests sweep profile     # GPU tests, in-process sweep, step profile
 #   bash bench/gpu_session.sh serve                   # the whole app over HTTP (bench/serve.py)
+#   bash bench/gpu_session.sh serve:4                 # the same, its loads sent from 4 client processes
 #
 # Results go to $OUT (default /tmp/voxcpm-gpu-session); SERVE_ARGS adds bench/serve.py options
 # (e.g. --rates 20 40); the random checkpoint of the published
@@ -34,8 +35,9 @@ for phase in "$@"; do
              --max-streams 128 2>&1 | grep -v "^20..-" | tee "$OUT/sweep.md" ;;
     profile) python3 -m bench.profile_step --buckets 1 8 32 64 128 2>&1 | tee "$OUT/profile.txt" | tail -60 ;;
     vae) python3 -m bench.vae_decode --config bench/voxcpm2_config.json 2>&1 | tee "$OUT/vae.txt" | tail -40 ;;
-    serve) python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/serve" --app-args "--max-streams 64" \
-             ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;
+    serve|serve:*) clients=${phase#serve}; clients=${clients#:}
+             python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/serve${clients:+-c$clients}" \
+               --app-args "--max-streams 64" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;
     *) echo "unknown phase $phase" ;;
   esac
 done
