@@ -14,8 +14,8 @@ WB = "#vox-workbench"
 def test_1_a_drag_on_the_waveform_selects_a_region_that_loops(page):
     t = take(page)
     drag(page, f"{WB} [data-wb=wave-a]", 0.2, 0.5)
-    sel = page.evaluate("(() => { const s = window.workbench.view.selection; return s && [s.start, s.end]; })()")
     seconds = t["figures"]["seconds"]
+    sel = page.evaluate("(() => { const s = window.workbench.view.selection; return s && [s.start, s.end]; })()")
     assert sel and abs(sel[0] - 0.2 * seconds) < 0.05 and abs(sel[1] - 0.5 * seconds) < 0.05, sel
     assert "selection" in page.locator(f"{WB} [data-wb=readout]").inner_text()
     page.check(f"{WB} [data-wb=loop]")
@@ -24,6 +24,11 @@ def test_1_a_drag_on_the_waveform_selects_a_region_that_loops(page):
     where = page.evaluate("[window.workbench.view.a.getCurrentTime(), window.workbench.view.a.isPlaying()]")
     page.click(f"{WB} [data-wb=play]")
     assert where[1] and sel[0] - 0.02 <= where[0] <= sel[1] + 0.1, (where, sel)
+    # A drag that starts on a chunk boundary's line (one every 160 ms), past the selection, selects too.
+    line = next(k * 0.16 for k in range(1, 100) if k * 0.16 > sel[1] + 0.02)
+    drag(page, f"{WB} [data-wb=wave-a]", line / seconds, 0.98)
+    on_line = page.evaluate("(() => { const s = window.workbench.view.selection; return s && [s.start, s.end]; })()")
+    assert on_line and abs(on_line[0] - line) < 0.02 and on_line[1] > line + 0.05, (on_line, line, seconds)
 def test_2_abx_is_blind_and_needs_a_b(page):
     take(page)
     page.select_option(f"{WB} [data-wb=b-source]", "")

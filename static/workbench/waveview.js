@@ -93,8 +93,10 @@ export class WaveView {
 
   mark({ id, sample, color, label }) {
     const t = sample / this.rate;
-    this.regions.addRegion({ id, start: t, end: t, color: color || COLORS.boundary, drag: false, resize: false,
-      content: label ? tag(label) : undefined });
+    const region = this.regions.addRegion({ id, start: t, end: t, color: color || COLORS.boundary, drag: false,
+      resize: false, content: label ? tag(label) : undefined });
+    // A mark is only drawn: a drag that starts on its line (one every 160 ms) must still select.
+    if (region.element) region.element.style.pointerEvents = 'none';
   }
 
   async showB(pcm) {
