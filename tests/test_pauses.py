@@ -6,6 +6,7 @@ import pytest
 
 from inference.errors import InputError
 from inference.request import modes
+from inference.request.continuation import Report
 from inference.text.normalize import clean_text
 from inference.text.pauses import parse_tag, split_pauses
 from inference.text.spoken import SpokenText
@@ -85,6 +86,14 @@ def test_the_normalizer_leaves_the_tags_alone():
     assert spoken.segments == ["It costs five dollars.", " I paid one thousand two hundred and fifty dollars.",
                                " Bye."]
     assert [p["ms"] for p in spoken.pauses] == [500, 1000]
+
+
+def test_the_text_as_spoken_shows_where_the_pauses_fall():
+    spoken = SpokenText("[pause 1s] Hi. [pause 500ms] Yo. [pause 2s]")
+    report = Report(segments=spoken.segments, segment_count=len(spoken), pauses=spoken.pauses)
+    assert report.spoken_text() == "[pause 1s] Hi. [pause 500ms] Yo. [pause 2s]"
+    assert Report(segments=["Hi."], segment_count=2, pauses=spoken.pauses).spoken_text() == "[pause 1s] Hi. [pause 500ms]"
+    assert Report(segments=["A.", " B."], segment_count=2).spoken_text() == "A. B."
 
 
 def test_the_spec_states_the_bounds():
