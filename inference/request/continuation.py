@@ -14,15 +14,16 @@ rewound to the segment's start, up to 3 attempts in all (the official retry coun
 streamed and cut at the official cap (6 x tokens + 10). The first segment streams at once and is
 only cut.
 
+A hold never makes a gap the listener would hear: when the scheduler sees the listener's buffer
+about to run dry (inference/runtime/scheduler.py) it calls `release_held()`, and the attempt
+streams from then on like the first segment: released audio cannot be taken back, so that
+attempt is not retried, only cut at the cap (Report.released_early names such segments).
+
 Pauses (inference/text/pauses.py): the silence a text asks for before a segment goes out as
 zero chunks once the segment before it has ended (before the first patch for a leading pause,
 after the last for a trailing one), between the two segments' audio; the decoder is not touched,
 so the next segment continues the voice as across any boundary, and an offline decode of the
 same latents with the same zeros inserted gives the same audio.
-A hold never makes a gap the listener would hear: when the scheduler sees the listener's buffer
-about to run dry (inference/runtime/scheduler.py) it calls `release_held()`, and the attempt
-streams from then on like the first segment: released audio cannot be taken back, so that
-attempt is not retried, only cut at the cap (Report.released_early names such segments).
 """
 from __future__ import annotations
 
