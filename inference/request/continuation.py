@@ -13,10 +13,17 @@ properly; a runaway is then regenerated from the same prompt with the next seed,
 rewound to the segment's start, up to 3 attempts in all (the official retry count), the last one
 streamed and cut at the official cap (6 x tokens + 10). The first segment streams at once and is
 only cut.
+
 A hold never makes a gap the listener would hear: when the scheduler sees the listener's buffer
 about to run dry (inference/runtime/scheduler.py) it calls `release_held()`, and the attempt
 streams from then on like the first segment: released audio cannot be taken back, so that
 attempt is not retried, only cut at the cap (Report.released_early names such segments).
+
+Pauses (inference/text/pauses.py): the silence a text asks for before a segment goes out as
+zero chunks once the segment before it has ended (before the first patch for a leading pause,
+after the last for a trailing one), between the two segments' audio; the decoder is not touched,
+so the next segment continues the voice as across any boundary, and an offline decode of the
+same latents with the same zeros inserted gives the same audio.
 """
 from __future__ import annotations
 
@@ -28,7 +35,7 @@ import numpy as np
 import torch
 
 from .prompt import Prompt, Voice, control_prefix, voice_prompt
-from .request import AudioChunk, SynthesisRequest, initial_noise, seed_noise
+from .request import AudioChunk, SynthesisRequest, initial_noise, seed_noise, silence
 from ..text.spoken import SpokenText
 
 BAD_CASE_RATIO = 6  # patches per target token at which the official retry calls a case bad
@@ -87,6 +94,13 @@ class Report:
     retries: list[dict] = field(default_factory=list)  # {"segment", "patches", "seed"} of each rejected attempt
     cut: list[int] = field(default_factory=list)  # segments that ended at the cap (no stop)
     released_early: list[int] = field(default_factory=list)  # later segments streamed before their end
+    pauses: list[dict] = field(default_factory=list)  # {"before", "ms", "tag"} of each pause (SpokenText.pauses)
+
+    def spoken_text(self) -> str:
+        """The ready segments as spoken, each pause's tags where it falls, so a listener sees them."""
+        tags = {p["before"]: p["tag"] for p in self.pauses}
+        parts = [(f" {tags[k]}" if k else f"{tags[k]} ") if k in tags else "" for k in range(len(self.segments) + 1)]
+        return "".join(p + s for p, s in zip(parts, self.segments + [""]))
 
 
 class Continuation:
@@ -94,10 +108,12 @@ class Continuation:
     audio into the stream's chunks and says when the row must be re-prefilled or retired."""
 
     def __init__(self, req: SynthesisRequest, voice: Voice, spoken: SpokenText, tokenize: Tokens, patch_shape,
-                 length_cap, capacity: int, out):
+                 length_cap, capacity: int, out, output: tuple[int, int]):
         """tokenize: the texts its prompts read, tokenized ahead; length_cap(req, prompt) ->
-        patches; capacity: the KV cache's positions; out: where released chunks go."""
+        patches; capacity: the KV cache's positions; out: where released chunks go; output: the
+        audio's sample rate and samples per patch (a pause's silence is cut in patches)."""
         self.req, self.voice, self.spoken, self.tokenize, self.out = req, voice, spoken, tokenize, out
+        self.output = output
         self.patch_shape, self.length_cap, self.capacity = patch_shape, length_cap, capacity
         self.seed = req.seed if req.seed is not None else secrets.randbits(63)
         self.next_seed = self.seed  # each attempt takes the next one
@@ -107,8 +123,10 @@ class Continuation:
         self.latents: list[np.ndarray] = []  # this attempt's patches [D, P]
         self.held: list[AudioChunk] = []
         self.streaming = True  # the attempt's audio goes out as it comes: the first segment's does
-        self.released = 0  # patches handed to the listener: the next chunk's index
-        self.report = Report(segment_count=len(spoken))
+        self.released = 0  # chunks handed to the listener: the next chunk's index
+        self.released_samples = 0  # their audio, silence included
+        self.opened = False  # whether the first patch (and a leading pause before it) went out
+        self.report = Report(segment_count=len(spoken), pauses=spoken.pauses)
         self.start = self._first()
 
     # -- segment starts -----------------------------------------------------------------------
@@ -150,6 +168,9 @@ class Continuation:
         was reached. Returns None while the segment goes on, a SegmentStart when the row must be
         re-prefilled (a retry or the next segment), or True when the stream is over."""
         chunk.segment = self.segment
+        if not self.opened:
+            self.opened = True
+            self._pause(0)
         self.latents.append(chunk.latents)
         self.held.append(chunk)
         if self.streaming:
@@ -169,6 +190,7 @@ class Continuation:
 
     def _segment_done(self, runaway: bool) -> SegmentStart | bool:
         self._release(self.held)
+        self._pause(self.segment + 1)
         self.report.seeds = self.report.seeds + [self.seed_in_use]
         if runaway:
             self.report.cut = self.report.cut + [self.segment]
@@ -195,10 +217,20 @@ class Continuation:
 
     def _release(self, chunks: list[AudioChunk]):
         for chunk in chunks:
-            chunk.index = self.released
-            self.released += 1
-            self.out.append(chunk)
+            self._emit(chunk)
         self.held = []
+
+    def _emit(self, chunk: AudioChunk):
+        chunk.index = self.released
+        self.released += 1
+        self.released_samples += len(chunk.audio)
+        self.out.append(chunk)
+
+    def _pause(self, k: int):
+        """The silence before segment k, if the text asks for one, after what went out so far."""
+        rate, piece = self.output
+        for audio in silence(self.spoken.pause_ms(k), rate, piece):
+            self._emit(AudioChunk(audio, None, 0, segment=max(0, k - 1), pause=True))
 
     def snapshot(self) -> Report:
         # Called for every patch a stream delivers: only the segments not yet reported are looked

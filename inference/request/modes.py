@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..text.pauses import FORMS as PAUSE_FORMS, MAX_PAUSE_MS, MIN_PAUSE_MS
+
 MAX_SEED = 2**63 - 1
 MAX_PATCHES = 2**16  # about 2.9 hours of audio: far above any cache, so only nonsense is refused
 PAGE_SEED_LIMIT = 2**31  # random seeds shown in the page must survive JavaScript's 53-bit numbers
@@ -82,7 +84,9 @@ def default(name: str):
 
 
 def spec_json() -> dict:
-    """What the page reads: the modes and every setting with its range, default and help."""
+    """What the page reads: the modes and every setting with its range, default and help, and the
+    pause tags a text may hold (their bounds live with their parser, below this layer)."""
     return {"modes": {k: asdict(m) for k, m in MODES.items()},
             "settings": {k: asdict(s) for k, s in SETTINGS.items()},
-            "default_mode": DEFAULT_MODE, "page_seed_limit": PAGE_SEED_LIMIT}
+            "default_mode": DEFAULT_MODE, "page_seed_limit": PAGE_SEED_LIMIT,
+            "pauses": {"min_ms": MIN_PAUSE_MS, "max_ms": MAX_PAUSE_MS, "forms": list(PAUSE_FORMS)}}

@@ -65,9 +65,19 @@ class SynthesisRequest:
 @dataclass
 class AudioChunk:
     audio: np.ndarray  # float32, mono, only the samples this patch adds
-    latents: np.ndarray  # float32 [feat_dim, patch_size]: the patch the audio was decoded from
-    index: int  # 0 for the first generated patch
-    segment: int = 0  # which segment of the text it speaks (inference/text/segments.py)
+    latents: np.ndarray | None  # float32 [feat_dim, patch_size]: the patch the audio was decoded from
+    index: int  # 0 for the first chunk released
+    segment: int = 0  # which segment of the text it speaks (inference/text/segments.py), or follows
+    # Silence a pause tag asked for (inference/text/pauses.py): zeros, no latents, the decoder untouched.
+    pause: bool = False
+
+
+def silence(ms: float, sample_rate: int, piece: int) -> list[np.ndarray]:
+    """A pause's exact zeros at the output rate, in pieces of at most `piece` samples: chunks the
+    length of a patch keep the unread-audio count (inference/serving/backlog.py) and every frame
+    (at most 1 MiB) as they are for speech."""
+    total = round(ms * sample_rate / 1000)
+    return [np.zeros(min(piece, total - at), np.float32) for at in range(0, total, piece)]
 
 
 def _check(ok: bool, message: str):

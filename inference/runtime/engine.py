@@ -224,9 +224,11 @@ class Engine:
         """An audio clip (or a ReferenceClip, encoded once per side) -> latent patches [n, P, D]."""
         return self.preparer.encode_audio(source, side, label, trim)
 
-    def decode_whole(self, latents: np.ndarray, context: torch.Tensor | None = None) -> np.ndarray:
-        """Offline reference decode of [n, D, P] latents (after optional context patches [C, P, D])."""
-        return decode_whole(self.vae, latents, context, self.runner.step.dtype, self.device)
+    def decode_whole(self, latents: np.ndarray, context: torch.Tensor | None = None,
+                     pauses: tuple[tuple[int, int], ...] = ()) -> np.ndarray:
+        """Offline reference decode of [n, D, P] latents (after optional context patches [C, P, D]),
+        with a stream's pauses (OfflineDecode) inserted."""
+        return decode_whole(self.vae, latents, context, self.runner.step.dtype, self.device, pauses)
 
     def decode_next(self, render: OfflineDecode) -> np.ndarray:
         """The next piece of an offline decode a piece at a time (bounded memory; offline.py)."""

@@ -8,6 +8,9 @@ published model), while a piece of a few patches, continued from the previous on
 state, gives the same samples as decoding all of them in one call (audio_vae.py: chunks through
 one DecoderState equal the decode of their concatenation). The state is kept on the CPU between
 pieces, so that each piece is a short call of its own on whichever engine runs it.
+
+A stream's pauses (inference/text/pauses.py) are zeros its decoder never saw: the render inserts
+the same zeros between the same patches, so it stays sample for sample the stream's reference.
 """
 from __future__ import annotations
 
@@ -21,12 +24,15 @@ from .decode_step import patches_to_frames
 class OfflineDecode:
     """[n, D, P] latents, after optional context patches [C, P, D] (rounded to the LM's dtype as
     the streamed decoder's warm-up saw them), decoded at most `piece_patches` patches per call of
-    `decode_next`; the context's samples are cut. Calls run one at a time, in order."""
+    `decode_next`; the context's samples are cut. `pauses`: (i, samples) for each run of silence
+    the stream had before latent patch i (i = n: after the last). Calls run one at a time, in order."""
 
-    def __init__(self, latents: np.ndarray, context: np.ndarray | torch.Tensor | None, piece_patches: int):
+    def __init__(self, latents: np.ndarray, context: np.ndarray | torch.Tensor | None, piece_patches: int,
+                 pauses: tuple[tuple[int, int], ...] = ()):
         if piece_patches < 1:
             raise ValueError("a piece needs at least one patch")
         self.latents = latents
+        self.pauses = tuple(pauses)
         self.context = None if context is None or len(context) == 0 else torch.as_tensor(context)
         self.piece_patches = piece_patches
         self.skip = 0 if self.context is None else len(self.context)  # context patches first
@@ -44,7 +50,7 @@ class OfflineDecode:
         """The whole render's length (once `decode_next` has run)."""
         if self.patch_samples is None:
             raise RuntimeError("the length is known after the first piece")
-        return len(self.latents) * self.patch_samples
+        return len(self.latents) * self.patch_samples + sum(n for _, n in self.pauses)
 
     @torch.inference_mode()
     def decode_next(self, vae: AudioVAE, lm_dtype: torch.dtype, device: torch.device) -> np.ndarray:
@@ -61,7 +67,20 @@ class OfflineDecode:
         self.next_patch = last
         self.patch_samples = vae.cfg.decode_hop * frames.shape[-1] // (last - first)
         cut = max(0, self.skip - first) * self.patch_samples
-        return audio[cut:].float().cpu().numpy()
+        return self._paused(audio[cut:].float().cpu().numpy(), max(first, self.skip) - self.skip, last - self.skip)
+
+    def _paused(self, audio: np.ndarray, lo: int, hi: int) -> np.ndarray:
+        """The audio of latent patches [lo, hi) with the zeros of the pauses that fall among them
+        (and, in the last piece, of a trailing one)."""
+        inside = [(i, n) for i, n in self.pauses if lo <= i < hi or i == hi == len(self.latents)]
+        if hi <= lo or not inside:
+            return audio
+        parts, at = [], 0
+        for i, n in inside:
+            cut = (i - lo) * self.patch_samples
+            parts += [audio[at:cut], np.zeros(n, audio.dtype)]
+            at = cut
+        return np.concatenate(parts + [audio[at:]])
 
     def _patches(self, first: int, last: int, lm_dtype: torch.dtype) -> torch.Tensor:
         """Patches [first, last) of context + latents, as [k, P, D] float32."""
@@ -75,7 +94,7 @@ class OfflineDecode:
 
 
 def decode_whole(vae: AudioVAE, latents: np.ndarray, context: torch.Tensor | None, lm_dtype: torch.dtype,
-                 device: torch.device) -> np.ndarray:
+                 device: torch.device, pauses: tuple[tuple[int, int], ...] = ()) -> np.ndarray:
     """The whole offline decode in one call (one piece), the context's samples cut."""
-    whole = OfflineDecode(latents, context, max(1, len(latents) + (0 if context is None else len(context))))
+    whole = OfflineDecode(latents, context, max(1, len(latents) + (0 if context is None else len(context))), pauses)
     return whole.decode_next(vae, lm_dtype, device)

@@ -131,7 +131,8 @@ class RequestPreparer:
         p = prepared if isinstance(prepared, Prepared) else self.prepare(prepared)
         voice = Voice(self.encode_clip(p.reference), p.transcript, self.encode_clip(p.prompt))
         shape = (self.cfg.patch_size, self.cfg.feat_dim)
-        return Continuation(p.request, voice, p.spoken, p.tokens, shape, self.length_cap, self.capacity, out)
+        output = (self.cfg.vae.out_sample_rate, self.cfg.patch_samples)
+        return Continuation(p.request, voice, p.spoken, p.tokens, shape, self.length_cap, self.capacity, out, output)
 
     def length_cap(self, req: SynthesisRequest, prompt: Prompt) -> int:
         """The official cap, min(6 * target tokens + 10, max_len), bounded by the cache's room."""

@@ -51,7 +51,8 @@ class Scheduler:
         """clock: seconds, for the listeners' deadlines and the steps' costs (tests give a fake)."""
         self.runner, self.rows, self.clock = runner, rows, clock
         step = runner.step
-        self.patch_s = step.patch_samples / step.vae.cfg.out_sample_rate  # audio seconds in one patch
+        self.rate = step.vae.cfg.out_sample_rate
+        self.patch_s = step.patch_samples / self.rate  # audio seconds in one patch
         # On a GPU a prefill is queued behind the patch in flight: the next step waits for it.
         self.costs = StepCosts(lag=1 if step.device.type == "cuda" else 0)
         self.free = list(range(rows))  # a heap: the lowest free row first keeps buckets small
@@ -170,7 +171,7 @@ class Scheduler:
             if plan.holding and self.running_dry(stream, now):
                 plan.release_held()
             after = plan.add(chunk, stream.stops_after(index, bool(stop[row])))
-            stream.played(plan.released * self.patch_s, now)
+            stream.played(plan.released_samples / self.rate, now)  # a pause's silence plays too
             if after is True:
                 self.retire(stream)
             elif after is not None:

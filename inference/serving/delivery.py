@@ -21,6 +21,7 @@ class Running:
     """What the worker keeps of a job on the engine, besides what the job shows its consumer."""
     stream: EngineStream
     patches: list = field(default_factory=list)  # the latents delivered, filed in the LatentStore at the end
+    pauses: list = field(default_factory=list)  # [patches delivered before it, samples] of each pause
     retries_logged: int = 0
 
 
@@ -31,10 +32,23 @@ def hand_over(job: Job, running: Running, unread: UnreadBudget):
     while stream.chunks:
         chunk = stream.chunks.popleft()
         chunk.audio = audio = np.asarray(chunk.audio, dtype=np.float32)
-        running.patches.append(chunk.latents)
+        if chunk.pause:
+            keep_pause(running, len(audio))
+        else:
+            running.patches.append(chunk.latents)
         job.deliver(chunk)
         if (why := unread.check(job, audio.shape[0])) is not None:
             raise FellBehind(why)
+
+
+def keep_pause(running: Running, samples: int):
+    """Where a pause's silence fell among the latents, for the offline render to put it there too;
+    the chunks of one pause (and of tags in a row) make one run."""
+    at = len(running.patches)
+    if running.pauses and running.pauses[-1][0] == at:
+        running.pauses[-1][1] += samples
+    else:
+        running.pauses.append([at, samples])
 
 
 def report_text(job: Job, running: Running):

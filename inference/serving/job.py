@@ -208,7 +208,7 @@ class Job:
         report, ends = self._text_report, self.segment_ends
         if report is None:
             return {}
-        return {"spoken_text": "".join(report.segments), "segments": report.segments,
+        return {"spoken_text": report.spoken_text(), "segments": report.segments, "pauses": report.pauses,
                 "segment_count": report.segment_count, "segment_ends": ends, "seeds": report.seeds,
                 "retries": report.retries, "cut_segments": report.cut, "released_early": report.released_early}
 
@@ -229,7 +229,7 @@ class Job:
         if m.first_chunk_at is None:
             m.first_chunk_at = now
         delivery = Delivery(chunk, m.samples, now - m.started_at)
-        m.patches += 1
+        m.patches += not chunk.pause  # the model's patches; a pause's silence counts in samples only
         m.samples += chunk.audio.shape[0]
         ends[chunk.segment] = m.samples
         self._put(("chunk", delivery))

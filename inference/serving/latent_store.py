@@ -26,6 +26,7 @@ class KeptLatents:
     latents: np.ndarray  # float32 [patches, feat_dim, patch_size], as the stream's chunks carried them
     context: np.ndarray | None  # [C, patch_size, feat_dim] the decoder was warmed on (continuation), or None
     expires_at: float
+    pauses: tuple[tuple[int, int], ...] = ()  # (latents before it, samples) of each pause's silence
 
     def cacheable(self, size: int) -> bool:
         """Whether a render of `size` bytes would be cached (so worth collecting while it streams)."""
@@ -77,12 +78,14 @@ class LatentStore:
         self._bytes = self._render_bytes = 0
         self._lock = threading.Lock()
 
-    def keep(self, job_id: str, patches: list[np.ndarray], context) -> bool:
-        """Stores a finished job's patches; False when there are none or they alone pass the cap."""
+    def keep(self, job_id: str, patches: list[np.ndarray], context, pauses=()) -> bool:
+        """Stores a finished job's patches (and where its pauses fell: OfflineDecode); False when
+        there are none or they alone pass the cap."""
         if not patches:
             return False
         context = None if context is None or len(context) == 0 else np.asarray(context, dtype=np.float32)
-        item = KeptLatents(np.stack(patches).astype(np.float32, copy=False), context, self._clock() + self.ttl_s)
+        item = KeptLatents(np.stack(patches).astype(np.float32, copy=False), context, self._clock() + self.ttl_s,
+                           tuple((int(i), int(n)) for i, n in pauses))
         if item.nbytes > self.max_bytes:
             return False
         with self._lock:

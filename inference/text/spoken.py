@@ -1,5 +1,6 @@
-"""A request's text as the model will speak it: whitespace collapsed, optionally normalized
-(inference/text/normalize.py), and cut into segments (inference/text/segments.py).
+"""A request's text as the model will speak it: whitespace collapsed, cut at its pause tags
+(inference/text/pauses.py), optionally normalized (inference/text/normalize.py), and cut into
+segments (inference/text/segments.py).
 
 Everything is computed when the object is made, on the thread that makes it: a request is
 prepared before it reaches the engine's thread (inference/runtime/prepare.py), so normalizing a
@@ -12,6 +13,7 @@ import re
 from . import normalize as tn
 from ..errors import InputError
 from .content import has_content
+from .pauses import Pause, check_total, split_pauses
 from .segments import SEGMENT_WEIGHT, split_segments
 from .tokenizer import normalize_text
 
@@ -20,15 +22,32 @@ _EDGE_SPACE = re.compile(r"^(\s*)(.*?)(\s*)$", re.DOTALL)
 
 class SpokenText:
     def __init__(self, text: str, normalize: bool = False, segment_weight: int = SEGMENT_WEIGHT):
-        text = normalize_text(text)
-        if normalize:  # the official clean-up runs on the whole text: markdown can span sentences
-            text = tn.clean_text(text)
-        if not has_content(text):
+        parts = split_pauses(normalize_text(text))
+        if not any(has_content(p) for p in parts if isinstance(p, str)):
+            raise InputError("the text holds only pause tags: give words to speak around them")
+        if normalize:  # the official clean-up runs on the whole piece: markdown can span sentences
+            parts = [_cleaned(p, first=i == 0) if isinstance(p, str) else p for i, p in enumerate(parts)]
+        pieces = [p for p in parts if isinstance(p, str)]
+        if not any(has_content(p) for p in pieces):
             raise InputError("after markdown and emoji are removed, the text holds nothing to speak: "
                              "give words, or turn normalization off")
-        self.lang = tn.language(text)
+        self.lang = tn.language("".join(pieces))
         self._normalize = normalize
-        self._segments = [self._speakable(raw) for raw in split_segments(text, segment_weight)]
+        self._segments: list[str] = []
+        self._pauses: dict[int, Pause] = {}  # k: the silence before segment k (k = len: after the last)
+        for part in parts:
+            if isinstance(part, Pause):
+                self._pause(part)
+            elif has_content(part):
+                if not self._segments and self._pauses:  # the space after a leading tag: no speech to part from
+                    part = part.lstrip()
+                self._segments += [self._speakable(raw) for raw in split_segments(normalize_text(part), segment_weight)]
+        for pause in self._pauses.values():
+            check_total(pause)
+
+    def _pause(self, pause: Pause):
+        k = len(self._segments)
+        self._pauses[k] = self._pauses[k] + pause if k in self._pauses else pause
 
     def __len__(self) -> int:
         return len(self._segments)
@@ -49,6 +68,24 @@ class SpokenText:
     def segments(self) -> list[str]:
         return list(self._segments)
 
+    def pause_ms(self, k: int) -> float:
+        """Milliseconds of silence before segment k (k = len(self): after the last one)."""
+        pause = self._pauses.get(k)
+        return 0.0 if pause is None else pause.ms
+
+    @property
+    def pauses(self) -> list[dict]:
+        """Every pause, in order: before which segment, how long, and the tags as written."""
+        return [{"before": k, "ms": p.ms, "tag": p.tag} for k, p in sorted(self._pauses.items())]
+
     def ready(self, start: int = 0) -> list[str]:
         """The segments from `start` on whose spoken form is known (all of them)."""
         return self._segments[start:]
+
+
+def _cleaned(piece: str, first: bool) -> str:
+    """Markdown and emoji out of one piece. clean_text strips the ends; after a pause the
+    whitespace a tag moved to the piece's front is kept, as it parts the piece from the speech
+    before it in the continuation prompt."""
+    lead = "" if first else piece[:len(piece) - len(piece.lstrip())]
+    return lead + tn.clean_text(piece)

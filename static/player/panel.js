@@ -2,6 +2,8 @@
 // The markup (with what each figure includes) is in ui/page/panel.py; this file only fills it in,
 // finding it by its id each time (it is drawn when Gradio draws the page).
 
+import { pauseLabel, pauseSpans, patchCount } from './pauses.js';
+
 const dash = '–';
 const ms = (v) => (v == null ? dash : `${Math.round(v)} ms`);
 const ratio = (v) => (v == null || !isFinite(v) ? dash : v.toFixed(3));
@@ -46,27 +48,32 @@ export class Panel {
     this.set('server_ttfp', ms(final.ttfp_s != null ? final.ttfp_s * 1000 : first ? first.server_ms : null));
     this.set('server_rtf', ratio(run.serverRtf()));
     this.set('client_rtf', ratio(run.clientRtf()));
-    this.set('chunks', `${run.boundaries.length} patches (${run.reads} network reads)`);
+    const pauses = patchCount(run.boundaries) < run.boundaries.length ? `, ${run.boundaries.length} chunks with pauses` : '';
+    this.set('chunks', `${patchCount(run.boundaries)} patches${pauses} (${run.reads} network reads)`);
     this.set('audio', `${secs(run.samples, rate)} received, ${secs(run.played, rate)} played ` +
       `(${run.samples} / ${run.played} samples)`);
     this.set('buffer', `${Math.round((run.buffered / rate) * 1000)} ms`);
     this.set('underruns', run.underruns ? `${run.underruns} (${Math.round(run.gapMs())} ms of gaps)` : '0');
     this.set('seed', run.seed ?? dash);
-    this.spoken(run.final || run.server || {}, run.played);
+    this.spoken(run.final || run.server || {}, run);
     this.speed('server', run.serverRtf());
     this.speed('client', run.clientRtf());
   }
 
-  // The text as the model reads it (normalized, in segments) and the segment the listener hears:
-  // the first whose audio ends after the samples played so far.
-  spoken(server, played) {
+  // The text as the model reads it (normalized, in segments, its pause tags where they fall) and the
+  // segment the listener hears: the first whose audio ends after the samples played so far, or the
+  // pause being heard.
+  spoken(server, run) {
     if (!server.segments) return;
+    const played = run.played;
     this.set('spoken_text', server.spoken_text);
     const ends = server.segment_ends || [];
     let now = ends.findIndex((end) => end > played);
     if (now < 0) now = Math.max(0, ends.length - 1);
     this.set('segment_label', `segment ${now + 1} of ${server.segment_count}`);
-    this.set('now_speaking', (server.segments[now] ?? '').trim() || dash);
+    const pause = server.pauses?.length ? pauseSpans(run.boundaries, run.sampleRate)
+      .find((p) => p.start <= played && played < p.start + p.samples) : null;
+    this.set('now_speaking', pause ? `(${pauseLabel(pause)})` : (server.segments[now] ?? '').trim() || dash);
     this.set('retries', String((server.retries || []).length));
   }
 

@@ -1,5 +1,8 @@
-// A long text's segments under the waveform: each one's text as spoken, the one being heard marked
-// as the cursor moves (playing or seeking), and a click on one (or Enter) seeks to its start.
+// A long text's segments under the waveform: each one's text as spoken, with its pauses between them
+// (where their silence fell, from the chunks' metadata), the one being heard marked as the cursor
+// moves (playing or seeking), and a click on one (or Enter) seeks to its start.
+
+import { pauseLabel, pauseSpans } from '../player/pauses.js';
 
 export class Segments {
   constructor(list, view) {
@@ -7,8 +10,8 @@ export class Segments {
     this.view = view;
     this.starts = [];
     view.onTime.push((seconds) => this.follow(seconds));
-    list.addEventListener('click', (e) => this.seek(e.target.closest('[data-segment]')));
-    list.addEventListener('keydown', (e) => { if (e.key === 'Enter') this.seek(e.target.closest('[data-segment]')); });
+    list.addEventListener('click', (e) => this.seek(e.target.closest('[data-sample]')));
+    list.addEventListener('keydown', (e) => { if (e.key === 'Enter') this.seek(e.target.closest('[data-sample]')); });
   }
 
   show(take) {
@@ -16,15 +19,34 @@ export class Segments {
     this.rate = take.sampleRate;
     this.starts = s ? [0, ...s.ends.slice(0, -1)] : [];
     this.list.hidden = !s;
-    this.list.replaceChildren(...(s ? s.texts : []).map((text, i) => {
-      const li = document.createElement('li');
-      li.dataset.segment = i;
-      li.tabIndex = 0;
-      li.textContent = text.trim();
-      li.title = `Segment ${i + 1}: from ${(this.starts[i] / this.rate * 1000).toFixed(0)} ms`;
-      return li;
-    }));
+    const spans = pauseSpans(take.boundaries || [], take.sampleRate);
+    const pauses = s?.pauses || [];
+    const items = [];
+    (s ? s.texts : []).concat([null]).forEach((text, i) => {
+      pauses.forEach((p, j) => { if (p.before === i) items.push(this.pause(p, spans[j])); });
+      if (text !== null) items.push(this.item(text.trim(), this.starts[i], `Segment ${i + 1}`, { segment: i }));
+    });
+    this.list.replaceChildren(...items);
     this.follow(0);
+  }
+
+  item(text, sample, title, data) {
+    const li = document.createElement('li');
+    Object.assign(li.dataset, data);
+    if (data.segment != null) li.value = data.segment + 1; // numbered as segments, the pauses between left out
+    if (sample != null) li.dataset.sample = sample;
+    li.tabIndex = 0;
+    li.textContent = text;
+    li.title = sample == null ? title : `${title}: from ${(sample / this.rate * 1000).toFixed(0)} ms`;
+    return li;
+  }
+
+  // A pause as the text asked for it; its silence's place once the stream got there.
+  pause(p, span) {
+    const li = this.item(`⏸ ${span ? pauseLabel(span) : `pause ${Math.round(p.ms)} ms`}`, span?.start,
+      `${p.tag.trim()}: silence`, { pause: p.before });
+    li.className = 'vox-wb-pause';
+    return li;
   }
 
   // The segment under the cursor: the last one starting at or before it.
@@ -33,13 +55,13 @@ export class Segments {
     let now = -1;
     this.starts.forEach((start, i) => { if (start <= sample) now = i; });
     for (const li of this.list.children) {
-      if (Number(li.dataset.segment) === now) li.setAttribute('aria-current', 'true');
+      if (li.dataset.segment != null && Number(li.dataset.segment) === now) li.setAttribute('aria-current', 'true');
       else li.removeAttribute('aria-current');
     }
   }
 
   seek(li) {
     if (!li) return;
-    this.view.seek(this.starts[Number(li.dataset.segment)] / this.rate + 1e-4); // just inside it
+    this.view.seek(Number(li.dataset.sample) / this.rate + 1e-4); // just inside it
   }
 }

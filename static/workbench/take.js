@@ -3,6 +3,7 @@
 // settings fill in again (Re-use settings).
 
 import { FLAG_THRESHOLD, boundaryScores } from './analysis.js';
+import { patchCount } from '../player/pauses.js';
 
 // server: the stream's status frame, or for a stopped stream (which has none) the job's status.
 export function takeOf(run, n, server) {
@@ -17,10 +18,12 @@ export function takeOf(run, n, server) {
   };
 }
 
-// A text read in several segments: each one's text as spoken and the sample where its audio ends.
+// A text read in several segments, or with pauses: each segment's text as spoken, the sample where
+// its audio ends (a pause's silence included: it belongs to the segment it follows), and the pauses.
 function segmentsOf(server) {
   const texts = server?.segments;
-  return texts && texts.length > 1 ? { texts, ends: server.segment_ends || [] } : null;
+  const pauses = server?.pauses || [];
+  return texts && (texts.length > 1 || pauses.length) ? { texts, ends: server.segment_ends || [], pauses } : null;
 }
 
 function settingsOf(run, final) {
@@ -37,7 +40,7 @@ function figuresOf(run, scores, final) {
   return { first_byte_ms: run.firstByteAt == null ? null : run.firstByteAt - run.t0,
     first_sound_ms: run.audibleAt == null ? null : run.audibleAt - run.t0 + run.outputLatencyMs,
     server_first_patch_ms: final.ttfp_s == null ? null : final.ttfp_s * 1000, server_rtf: final.rtf ?? run.serverRtf(),
-    client_rtf: run.clientRtf(), patches: run.boundaries.length, samples: run.samples, seconds: run.samples / rate,
+    client_rtf: run.clientRtf(), patches: patchCount(run.boundaries), samples: run.samples, seconds: run.samples / rate,
     underruns: run.underruns, gap_ms: run.gapMs(),
     underrun_times: run.underrunTimes.map((u) => ({ at_samples: u.at, at_ms: (u.at / rate) * 1000, gap_ms: u.gapMs })),
     flagged_boundaries: scores.filter((s) => s.flagged).length, flag_threshold: FLAG_THRESHOLD };

@@ -17,6 +17,7 @@ import { MAX_BYTES, TakeStore, totalBytes } from './takes.js';
 import { WaveView } from './waveview.js';
 import { drawn, fillForm } from '../page/gradio.js';
 import { route } from '../player/http.js';
+import { pauseLabel, pauseSpans } from '../player/pauses.js';
 import { spec } from '../player/spec.js';
 
 export class Workbench {
@@ -182,6 +183,8 @@ export class Workbench {
       label: `gap ${u.gap_ms == null ? '?' : Math.round(u.gap_ms)} ms` }));
     (t.segments?.ends || []).slice(0, -1).forEach((end, i) => marks.push({ id: `s-${i}`, sample: end,
       color: '#7c3aed', label: `§${i + 2}` }));
+    pauseSpans(t.boundaries, t.sampleRate).forEach((p, i) => marks.push({ id: `p-${i}`, sample: p.start, color: '#475569',
+      label: pauseLabel(p) }));
     await this.view.show(t, marks);
     this.selected = t;
     this.render();

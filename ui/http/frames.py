@@ -46,7 +46,8 @@ def json_frame(kind: bytes, obj: dict) -> bytes:
 def _scalar(value):
     if isinstance(value, np.generic):
         value = value.item()
-    return value if isinstance(value, (bool, int, float, str)) or value is None else dataclasses.MISSING
+    # None too is left out: a pause's chunk has no latents, which is no news to a reader.
+    return value if isinstance(value, (bool, int, float, str)) else dataclasses.MISSING
 
 
 def chunk_meta(delivery, job) -> dict:

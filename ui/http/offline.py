@@ -104,7 +104,7 @@ class OfflineRenders:
     def _start(self, worker, store: LatentStore, kept: KeptLatents, job_id: str) -> Render:
         render = Render(kept, RETRY_S)
         self._shared[job_id] = render
-        decode = OfflineDecode(kept.latents, kept.context, self.piece_patches)
+        decode = OfflineDecode(kept.latents, kept.context, self.piece_patches, kept.pauses)
         render.task = asyncio.get_running_loop().create_task(self._produce(worker, store, decode, render, job_id))
         self.slots.decode_started()
         render.task.add_done_callback(functools.partial(self._ended, job_id, render))

@@ -98,8 +98,11 @@ def _hooks(form: dict, generate: gr.Button, stop: gr.Button):
 
 def _form(clips: UploadStore, max_text_chars: int) -> dict:
     form = {"mode": gr.Textbox("design", visible="hidden", elem_id="vox-mode")}
+    pauses = modes.spec_json()["pauses"]
     form["text"] = gr.Textbox(label="Text to speak", lines=3, max_length=max_text_chars, elem_id="vox-text",
-                              placeholder="What should be said?")
+                              placeholder="What should be said?",
+                              info=f"A pause: {' or '.join(pauses['forms'][::2])} ({pauses['min_ms']:g} ms to "
+                                   f"{pauses['max_ms'] / 1000:g} s of silence there)")
     # Off by default, as in the official app; long texts are split into sentences either way.
     form["normalize"] = gr.Checkbox(False, label="Read numbers, dates and units as words (text normalization)",
                                     elem_id="vox-normalize")
