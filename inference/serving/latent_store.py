@@ -28,40 +28,6 @@ class KeptLatents:
     expires_at: float
     pauses: tuple[tuple[int, int], ...] = ()  # (latents before it, samples) of each pause's silence
 
-    def cacheable(self, size: int) -> bool:
-        """Whether a render of `size` bytes would be cached (so worth collecting while it streams)."""
-        return size <= self.max_render_bytes // 4
-
-    def keep_render(self, job_id: str, kept: KeptLatents, wav: bytes) -> bool:
-        """Caches a finished render of `kept`; False when too large, or `kept` is no longer what
-        the store holds for the job (expired, dropped or replaced meanwhile)."""
-        if not self.cacheable(len(wav)):
-            return False
-        with self._lock:
-            self._expire()
-            if self._items.get(job_id) is not kept:
-                return False
-            self._drop_render(job_id)
-            self._renders[job_id] = wav
-            self._render_bytes += len(wav)
-            while self._render_bytes > self.max_render_bytes:
-                self._drop_render(next(iter(self._renders)))
-        return True
-
-    def render(self, job_id: str) -> bytes | None:
-        """The cached render of the job's kept latents, or None."""
-        with self._lock:
-            self._expire()
-            wav = self._renders.get(job_id)
-            if wav is not None:
-                self._renders.move_to_end(job_id)
-            return wav
-
-    @property
-    def render_bytes(self) -> int:
-        with self._lock:
-            return self._render_bytes
-
     @property
     def nbytes(self) -> int:
         return self.latents.nbytes + (0 if self.context is None else self.context.nbytes)
