@@ -12,8 +12,8 @@ WHEELS=(
   semantic-version==2.10.0 tomlkit==0.14.0 pydub==0.25.1 annotated-doc==0.0.7
   opentelemetry-api==1.45.2 pytz pydantic==2.13.4 pydantic-core==2.46.4 annotated-types
   typing-inspection
-  # our own requirements.txt beyond what the machine has
-  soundfile==0.14.0 soxr==1.1.0 wetext==0.1.8 kaldifst==1.8.3 contractions textsearch anyascii
+  # our own requirements.txt beyond what the machine has (soundfile loads libsndfile through cffi)
+  soundfile==0.14.0 cffi pycparser soxr==1.1.0 wetext==0.1.8 kaldifst==1.8.3 contractions textsearch anyascii
   pyahocorasick inflect==7.6.0 jaraco.functools more-itertools typeguard sentencex==1.0.32
   silero-vad==6.2.3 audiotsm==0.1.2
   # the parity reference bench/bench.py compares against (its unused imports stubbed in bench/official.py)
