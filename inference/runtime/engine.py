@@ -175,6 +175,11 @@ class Engine:
         self.scheduler.add(stream, self.plan(prepared, stream.chunks))
         return stream
 
+    def encode_ahead(self, prepared: list) -> None:
+        """The clips of requests about to start() together, encoded in a few batched calls instead of
+        one a clip (never raises: a clip that fails is left to its own start())."""
+        self.preparer.encode_ahead([p for p in prepared if isinstance(p, Prepared)])
+
     def stream(self, req: SynthesisRequest) -> Iterator[AudioChunk]:
         """Validates the request (raising InputError at once), then returns a generator of its
         chunks. Closing the generator stops this request before its next patch."""

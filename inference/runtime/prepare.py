@@ -60,6 +60,10 @@ class RequestPreparer:
         self.segment_weight = SEGMENT_WEIGHT  # the bound on one segment of a long text (inference/text/segments.py)
         # What encoded patches depend on: a ReferenceClip's memo from another checkpoint is not used.
         self.encoder_identity = encoder_identity(self.vae, self.cfg.vae.sample_rate, self.cfg.prompt_pad_samples)
+        # One encoder call takes at most as much audio as the longest clip a request may send alone,
+        # so batching never needs more memory than one such clip did.
+        self.batch_samples = int(max_audio_seconds * self.cfg.vae.sample_rate) + self.cfg.prompt_pad_samples
+        self.ahead: dict[int, tuple[HostClip, torch.Tensor]] = {}  # encode_ahead's, by id of a clip without a memo
 
     @property
     def capacity(self) -> int:
@@ -147,6 +151,9 @@ class RequestPreparer:
         known = host.clip.latents(host.key) if host.clip is not None else None
         if known is not None:
             return known
+        early = self.ahead.get(id(host))
+        if early is not None and early[0] is host:  # the id of a clip since gone may have been reused
+            return early[1]
         patches = self.encode(host.audio)
         if host.clip is not None:
             host.clip.remember(host.key, patches)
@@ -157,6 +164,41 @@ class RequestPreparer:
         patches [n, P, D] (float32, on the host): both halves at once."""
         return self.encode_clip(self.load_clip(source, side, label, trim))
 
+    def encode_ahead(self, prepared: list[Prepared | None]) -> None:
+        """The clips of requests that join in one step, through the VAE encoder in as few calls as
+        fit `batch_samples` (zero-padded on the right: the encoder is causal, so a clip's patches do
+        not see the padding); each plan() of this round then finds its clips encoded. Never raises:
+        a batch that fails is left for each request's own plan(), where a bad clip fails alone."""
+        self.ahead = {}
+        waiting = unencoded([h for p in prepared if p is not None for h in (p.reference, p.prompt)])
+        for group in batches(waiting, self.batch_samples):
+            if len(group) < 2:
+                continue  # nothing to share: plan() encodes it as before
+            try:
+                encoded = self.encode_many([host.audio for host in group])
+            except Exception:
+                continue
+            for host, patches in zip(group, encoded):
+                if host.clip is not None:
+                    host.clip.remember(host.key, patches)
+                else:
+                    self.ahead[id(host)] = (host, patches)
+
+    @torch.inference_mode()
+    def encode_many(self, audios: list[np.ndarray]) -> list[torch.Tensor]:
+        """Clips of whole patches through the encoder at once: each one's patches [n, P, D] (host)."""
+        longest = max(a.shape[0] for a in audios)
+        batch = np.zeros((len(audios), longest), np.float32)
+        for row, audio in enumerate(audios):
+            batch[row, :audio.shape[0]] = audio
+        wave = torch.from_numpy(batch).to(self.device, next(self.vae.parameters()).dtype)
+        # Deliberate sync, once per batch: prompts are assembled on the host.
+        frames = self.vae.encode(wave).float().cpu()  # [B, D, F]
+        hop = longest // frames.shape[-1]
+        d, p = self.cfg.feat_dim, self.cfg.patch_size
+        return [frames[row, :, :a.shape[0] // hop].reshape(d, -1, p).permute(1, 2, 0).contiguous()
+                for row, a in enumerate(audios)]
+
     @torch.inference_mode()
     def encode(self, audio: np.ndarray) -> torch.Tensor:
         """Padded samples through the VAE encoder, no memo."""
@@ -165,3 +207,28 @@ class RequestPreparer:
         d, p = self.cfg.feat_dim, self.cfg.patch_size
         # Deliberate sync, once per clip: the prompt is assembled on the host.
         return frames.view(d, -1, p).permute(1, 2, 0).cpu()
+
+
+def unencoded(hosts: list[HostClip | None]) -> list[HostClip]:
+    """The clips that still need the encoder, a ReferenceClip's once per padding side and trim."""
+    out, seen = [], set()
+    for host in hosts:
+        if host is None or host.patches is not None or host.audio is None:
+            continue
+        if host.clip is not None:
+            if host.clip.latents(host.key) is not None or (id(host.clip), host.key) in seen:
+                continue
+            seen.add((id(host.clip), host.key))
+        out.append(host)
+    return out
+
+
+def batches(hosts: list[HostClip], budget: int) -> list[list[HostClip]]:
+    """Longest first, each group's padded size (count x its longest) within `budget` samples."""
+    groups: list[list[HostClip]] = []
+    for host in sorted(hosts, key=lambda h: -h.audio.shape[0]):
+        if groups and (len(groups[-1]) + 1) * groups[-1][0].audio.shape[0] <= budget:
+            groups[-1].append(host)
+        else:
+            groups.append([host])
+    return groups

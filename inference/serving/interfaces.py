@@ -92,6 +92,10 @@ class BatchEngine(Protocol[S]):
         """Checks the request (raising InputError) and does all its host work (text, tokens, clips'
         samples); thread-safe: callers run it on their own thread, never the worker's."""
 
+    def encode_ahead(self, prepared: list[Any]) -> None:
+        """The clips of the prepared requests about to start() in one step, encoded together; never
+        raises (a bad clip fails its own start())."""
+
     def start(self, prepared: Any) -> S:
         """Gives a prepared request (what prepare() returned) a row; it joins at the next step.
         Only GPU work is left for it (encoding clips, the prefill)."""

@@ -171,8 +171,7 @@ class EngineWorker:
                 self._finish(job, "cancelled")
 
     def fail_all(self, exc: BaseException):
-        """Fails every unfinished job, as the loop would have, and closes the line: for a worker
-        whose thread has died (a pool finds it), since nothing else would ever end them."""
+        """Fails every unfinished job and closes the line, for a worker whose thread died (a pool finds it)."""
         if self.alive:
             raise RuntimeError("fail_all is for a worker whose thread has stopped")
         with self._lock:
@@ -208,6 +207,7 @@ class EngineWorker:
                 calls = self._calls.take()
             run_calls(calls, self.engine)
             try:
+                self.engine.encode_ahead([job.prepared for job in joining])  # their clips in one encoder call
                 for job in joining:
                     self._start(job)
                 if self._running:
