@@ -212,3 +212,43 @@ def test_compiled_on_cuda_equals_the_reference_layers(vae):
         check_compiled(vae, "cuda")
     finally:
         torch.backends.cudnn.allow_tf32 = tf32
+
+
+def test_the_tf32_flag_is_restored_whatever_threads_decode_at_once():
+    """Engines of several GPUs decode on threads of their own: the process-wide flag must end as
+    it began. Unguarded, A enters, B enters (finding A's value as its 'before'), A leaves, B leaves
+    last and leaves A's value behind."""
+    import threading
+
+    from inference.model.vae_stream import conv_precision
+
+    start = torch.backends.cuda.matmul.allow_tf32
+    a_in, b_in, a_out, inside = threading.Event(), threading.Event(), threading.Event(), []
+
+    def a():
+        with conv_precision():
+            inside.append(torch.backends.cuda.matmul.allow_tf32)
+            a_in.set()
+            b_in.wait(1)  # B cannot come in while A decodes: the wait runs out
+        a_out.set()
+
+    def b():
+        a_in.wait(5)
+        with conv_precision():
+            inside.append(torch.backends.cuda.matmul.allow_tf32)
+            b_in.set()
+            a_out.wait(5)
+
+    cudnn = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = not start
+    try:
+        threads = [threading.Thread(target=a), threading.Thread(target=b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        torch.backends.cudnn.allow_tf32 = cudnn
+        end, torch.backends.cuda.matmul.allow_tf32 = torch.backends.cuda.matmul.allow_tf32, start
+    assert inside == [not start, not start]
+    assert end == start

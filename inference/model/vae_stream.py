@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -164,15 +165,23 @@ def upsample(full: Tensor, weight: Tensor, bias: Tensor, stride: int) -> Tensor:
     return out.transpose(2, 3).reshape(rows, (length - 1) * stride, cout)
 
 
+# The TF32 flag is one for the whole process: engines of several GPUs decode on threads of their own,
+# and interleaved flips would leave it as one thread's "before" found it (TF32 on for every later
+# float32 matmul, or off for a decode being compiled). Held for the decode call only; a CUDA graph's
+# replay does not enter it.
+_PRECISION = threading.Lock()
+
+
 @contextlib.contextmanager
 def conv_precision():
     """cuBLAS takes the TF32 policy that cuDNN has for the convolutions the GEMMs replace."""
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
+    with _PRECISION:
+        before = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = before
 
 
 @functools.cache
