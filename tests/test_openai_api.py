@@ -120,7 +120,8 @@ def test_voices_and_models_are_listed(app, client):
 
 @pytest.mark.parametrize("change, status, words", [
     ({"speed": 5.0}, 400, "speed 5.0 is out of range: use a number from 0.25 to 4"),
-    ({"response_format": "aac"}, 400, "wav, pcm, flac, mp3, opus"),
+    ({"response_format": "aac"}, 400, "use one of wav, pcm, flac, mp3, opus (aac would need an FFmpeg encoder"),
+    ({"response_format": "AAC"}, 400, "(aac would need an FFmpeg encoder, which this server does not ship)"),
     ({"stream_format": "websocket"}, 400, "audio, sse"),
     ({"model": "tts-2"}, 400, "use one of voxcpm2, tts-1, tts-1-hd, gpt-4o-mini-tts"),
     ({"voice": "nobody"}, 404, "no saved voice named 'nobody'"),

@@ -1,5 +1,5 @@
 """Start-up failures of app.py, each run as a user would: a short message on stderr that says what to
-do, exit code 2, no traceback; and a busy port found before anything loads."""
+do, exit code 2, no traceback, and no "demo at" line; and a busy port found before anything loads."""
 from __future__ import annotations
 
 import os
@@ -60,6 +60,26 @@ def test_missing_folder(tmp_path):
     assert_short_error(code, said, stderr, f"the checkpoint folder {tmp_path / 'VoxCPM2'} does not exist",
                        "--random-weights", "--model")
     assert "downloading" not in stderr
+
+
+@pytest.mark.parametrize("case", ["missing folder", "offline hub"])
+def test_a_failed_start_claims_no_demo(tmp_path, case):
+    # Issue 23 item 4: no "demo at <url>" before a start that fails. A bad folder fails before the
+    # server starts, so no URL is printed; a hub id fails on the loading thread, after one line that
+    # says where the loading page is. Either way the output ends with the error and its fix.
+    port = free_port()
+    argv, env = (["--model", str(tmp_path / "nonexistent")], {}) if case == "missing folder" else \
+        ([], no_hub(tmp_path, HF_HUB_OFFLINE="1"))
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("GRADIO_SERVER_NAME", "GRADIO_SERVER_PORT", "SPACE_ID", "VOXCPM_TOKEN", "HF_HUB_OFFLINE")}
+    proc = subprocess.run([sys.executable, "app.py", *argv, "--port", str(port)], cwd=ROOT, env={**base, **env},
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    said = [line for line in proc.stdout.splitlines() if line.strip() and not LOG_LINE.match(line)]
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout, proc.stdout
+    assert "demo at" not in proc.stdout and "ready at" not in proc.stdout, proc.stdout
+    assert said[-2].startswith("app.py: error: ") and said[-1].startswith("To fix: "), proc.stdout
+    loading = f"Loading VoxCPM2: the page at http://127.0.0.1:{port} shows which phase until the demo is ready"
+    assert said[:-2] == ([] if case == "missing folder" else [loading]), proc.stdout
 
 
 def test_incomplete_folder_names_the_missing_file(tmp_path):

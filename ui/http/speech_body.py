@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from inference.errors import InputError
 from inference.request import modes
 
-from .audio_encoders import FORMATS, missing_formats
+from .audio_encoders import FORMATS, NOT_OFFERED, missing_formats
 from .builtin_voices import builtin_voice
 from .common import Asked, text_length
 from .schema import StreamBody, blank
@@ -76,7 +76,8 @@ def parse_speech(raw, library=None) -> tuple[SpeechBody, StreamBody]:
     if speech.model.lower() not in MODEL_NAMES:
         raise ParamError("model", f"model {speech.model[:80]!r} is not served here: use one of "
                                   f"{', '.join((MODEL_ID,) + OPENAI_MODELS)} (GET /v1/models)")
-    _choice("response_format", speech.response_format, [f for f in FORMATS if f not in missing_formats()])
+    _choice("response_format", speech.response_format, [f for f in FORMATS if f not in missing_formats()],
+            NOT_OFFERED)
     _choice("stream_format", speech.stream_format, ["audio", "sse"])
     for name, setting in RANGES.items():
         value = getattr(speech, name)
@@ -148,9 +149,12 @@ def openai_asked(data) -> Asked:
                  format=fmt if isinstance(fmt, str) else None)
 
 
-def _choice(field: str, value: str, accepted: list[str]):
+def _choice(field: str, value: str, accepted: list[str], why: dict[str, str] | None = None):
+    """Refuses a value not accepted, naming those that are (and why not this one, where `why` says)."""
     if value not in accepted:
-        raise ParamError(field, f"{field} {value[:40]!r} is not supported: use one of {', '.join(accepted)}")
+        reason = (why or {}).get(value.strip().lower())
+        raise ParamError(field, f"{field} {value[:40]!r} is not supported: use one of {', '.join(accepted)}"
+                                + (f" ({reason})" if reason else ""))
 
 
 def _described(exc: ValidationError, model: type[BaseModel]) -> ParamError:
