@@ -203,7 +203,8 @@ export class Workbench {
     const worst = take.scores.reduce((m, s) => Math.max(m, s.score), 0);
     this.el('boundaries').textContent = `${take.scores.length} chunk boundaries; ${flagged.length} flagged above ` +
       `${FLAG_THRESHOLD}× the neighbouring sample steps (worst ${worst.toFixed(1)}×)` +
-      (flagged.length ? `: at ${flagged.map((s) => `${(s.offset / take.sampleRate * 1000).toFixed(0)} ms`).join(', ')}` : '');
+      (flagged.length ? `: at ${flagged.map((s) => `${(s.offset / take.sampleRate * 1000).toFixed(0)} ms`).join(', ')}` : '') +
+      (take.boundaries?.some((b) => b.pause) ? '. The edges of pauses are not scored: their silence is exact by design.' : '');
   }
 
   async save(take, changes) {
