@@ -125,8 +125,11 @@ def test_the_difference_of_a_and_b_is_drawn(page):
     take(page, "First of two.")
     b = page.evaluate("window.workbench.selected.id")
     b_pcm = _pcm(page)
+    first = _drawn(page, "spectrogram")
     take(page, "Second of two.")
     a_pcm = _pcm(page)
+    # The take's own spectrogram is the new take's: the plugin drew the first one's again at this zoom.
+    _drawn(page, "spectrogram", unlike=first)
     assert not page.locator(f"{WB} [data-wb=diff-view]").is_visible()
     page.select_option(f"{WB} [data-wb=b-source]", b)
     page.wait_for_function("window.workbench.compare.diffView.loaded", timeout=30_000)
@@ -135,7 +138,30 @@ def test_the_difference_of_a_and_b_is_drawn(page):
     drawn = np.asarray(page.evaluate("Array.from(window.workbench.compare.diffView.ws.getDecodedData().getChannelData(0))"))
     want = (a_pcm[:n].astype(np.int32) - b_pcm[:n]) / 65536
     assert drawn.size == n and np.allclose(drawn, want, atol=1e-6)
-    assert page.locator(f"{WB} [data-wb=spectrogram-d] canvas").count() > 0
+    versus_take = _drawn(page, "spectrogram-d")
+    # Another B, another difference drawn: the offline render is A up to float rounding, a flat picture.
+    page.select_option(f"{WB} [data-wb=b-source]", "offline")
+    page.wait_for_function("window.workbench.compare.diffView.loaded", timeout=30_000)
+    _drawn(page, "spectrogram-d", unlike=versus_take, colours=1)
+
+
+# A spectrogram's canvases (not its frequency labels'): how many distinct opaque colours, and a hash of the pixels.
+SPECTROGRAM_PIXELS = """name => [...document.querySelectorAll(`#vox-workbench [data-wb=${name}] canvas:not([part=spec-labels])`)]
+    .reduce((seen, c) => { if (!c.width || !c.height) return seen;
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        for (let i = 0; i < d.length; i += 4) if (d[i + 3]) {
+            seen.colours.add((d[i] << 16) | (d[i + 1] << 8) | d[i + 2]);
+            seen.hash = (seen.hash * 31 + d[i] + 7 * d[i + 1] + 13 * d[i + 2]) % 1000000007; }
+        return seen; }, { colours: new Set(), hash: 0 })"""
+
+
+def _drawn(page, name: str, unlike: int | None = None, colours: int = 16) -> int:
+    """Waits until the spectrogram drew (its bitmaps land a task or more after loading): at least
+    `colours` colours, not a blank canvas, and a picture other than `unlike`'s. Returns its hash."""
+    page.wait_for_function(f"([name, unlike, least]) => {{ const p = ({SPECTROGRAM_PIXELS})(name);"
+                           " return p.colours.size >= least && p.hash !== unlike && p.hash; }",
+                           arg=[name, unlike, colours], timeout=10_000)
+    return page.evaluate(f"name => ({SPECTROGRAM_PIXELS})(name).hash", name)
 
 
 def test_screenshots_of_the_workbench(page):

@@ -2,7 +2,7 @@
 // how large it is) and its spectrogram, where whatever differs shows at its time and frequency.
 
 import WaveSurfer from '../vendor/wavesurfer/wavesurfer.esm.js';
-import SpectrogramPlugin from '../vendor/wavesurfer/spectrogram.esm.js';
+import { addSpectrogram } from './spectrogram.js';
 import { wavBlob } from '../player/pcm.js';
 
 export class DiffView {
@@ -10,9 +10,8 @@ export class DiffView {
     const el = (name) => root.querySelector(`[data-wb="${name}"]`);
     this.box = el('diff-view');
     this.ws = WaveSurfer.create({ container: el('wave-d'), height: 64, waveColor: '#b91c1c', progressColor: '#7f1d1d',
-      cursorColor: '#000', normalize: true, interact: false, minPxPerSec: 100,
-      plugins: [SpectrogramPlugin.create({ container: el('spectrogram-d'), labels: true, height: 96, fftSamples: 512,
-        frequencyMax: 24000 })] });
+      cursorColor: '#000', normalize: true, interact: false, minPxPerSec: 100 });
+    addSpectrogram(this.ws, { container: el('spectrogram-d'), height: 96 });
     this.loaded = false;
     this.url = null;
     view.onTime.push((t) => { if (this.loaded) this.ws.setTime(Math.min(t, this.ws.getDuration())); });

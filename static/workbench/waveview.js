@@ -6,9 +6,9 @@
 
 import WaveSurfer from '../vendor/wavesurfer/wavesurfer.esm.js';
 import RegionsPlugin from '../vendor/wavesurfer/regions.esm.js';
-import SpectrogramPlugin from '../vendor/wavesurfer/spectrogram.esm.js';
 import TimelinePlugin from '../vendor/wavesurfer/timeline.esm.js';
 import { toFloat32, wavBlob } from '../player/pcm.js';
+import { addSpectrogram } from './spectrogram.js';
 
 const COLORS = { wave: '#4a5fc1', progress: '#1e2a78', boundary: 'rgba(90, 90, 90, 0.55)', flagged: '#c62828',
   underrun: '#b26a00', selection: 'rgba(250, 204, 21, 0.35)' };
@@ -43,9 +43,8 @@ export class WaveView {
     this.regions = RegionsPlugin.create();
     this.a = surface(this.el('wave-a'), { plugins: [this.regions,
       TimelinePlugin.create({ container: this.el('timeline'), timeInterval: 0.04, primaryLabelInterval: 0.32,
-        secondaryLabelInterval: 0.16 }), // a tick every 40 ms, a label every patch (160 ms)
-      SpectrogramPlugin.create({ container: this.el('spectrogram'), labels: true, height: 128, fftSamples: 512,
-        frequencyMax: 24000 })] });
+        secondaryLabelInterval: 0.16 })] }); // a tick every 40 ms, a label every patch (160 ms)
+    addSpectrogram(this.a, { container: this.el('spectrogram'), height: 128 });
     this.b = surface(this.el('wave-b'), { height: 64, waveColor: '#7b8794', progressColor: '#3e4c59' });
     this.active = 'A';
     this.rate = 48000;
