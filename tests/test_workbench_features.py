@@ -46,6 +46,9 @@ def test_a_region_typed_in_ms_downloads_as_those_samples(page):
     sel = page.evaluate("[window.workbench.view.selection.start, window.workbench.view.selection.end]")
     assert abs(sel[0] - 0.1) < 1e-6 and abs(sel[1] - 0.3505) < 1e-6
     assert "selection 100.0–350.5 ms" in page.locator(f"{WB} [data-wb=readout]").inner_text()
+    # Drawn: Gradio's stylesheet unsets the background of every ::part(region), this one's included.
+    shown = page.evaluate("getComputedStyle(window.workbench.view.selection.element).backgroundColor")
+    assert shown == "rgba(250, 204, 21, 0.35)", shown
     with page.expect_download() as info:
         page.click(f"{WB} [data-wb=region-wav]")
     path = page.downloads / info.value.suggested_filename
