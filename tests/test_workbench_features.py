@@ -141,6 +141,15 @@ def test_the_difference_of_a_and_b_is_drawn(page):
     drawn = np.asarray(page.evaluate("Array.from(window.workbench.compare.diffView.ws.getDecodedData().getChannelData(0))"))
     want = (a_pcm[:n].astype(np.int32) - b_pcm[:n]) / 65536
     assert drawn.size == n and np.allclose(drawn, want, atol=1e-6)
+    # A, B and A−B at one scale: a time is at the same x on all three, though B is another length.
+    for zoom in [None, "3000"]:  # as drawn, then zoomed in to 3000 pixels per second
+        if zoom:
+            page.locator(f"{WB} [data-wb=zoom]").fill(zoom)
+            page.wait_for_timeout(300)
+        scales = page.evaluate("""() => { const v = window.workbench.view;
+            return [v.a, v.b, window.workbench.compare.diffView.ws].map((w) => w.getWrapper().scrollWidth / w.getDuration()); }""")
+        assert max(scales) / min(scales) < 1.01 and (not zoom or min(scales) > 2900), (scales, a_pcm.size, b_pcm.size)
+    page.locator(f"{WB} [data-wb=zoom]").fill("100")
     versus_take = _drawn(page, "spectrogram-d")
     # Another B, another difference drawn: the offline render is A up to float rounding, a flat picture.
     page.select_option(f"{WB} [data-wb=b-source]", "offline")

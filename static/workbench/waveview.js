@@ -45,13 +45,14 @@ export class WaveView {
       TimelinePlugin.create({ container: this.el('timeline'), timeInterval: 0.04, primaryLabelInterval: 0.32,
         secondaryLabelInterval: 0.16 })] }); // a tick every 40 ms, a label every patch (160 ms)
     addSpectrogram(this.a, { container: this.el('spectrogram'), height: 128 });
-    this.b = surface(this.el('wave-b'), { height: 64, waveColor: '#7b8794', progressColor: '#3e4c59' });
+    this.b = surface(this.el('wave-b'), { height: 64, waveColor: '#7b8794', progressColor: '#3e4c59', fillParent: false });
     this.active = 'A';
     this.rate = 48000;
     this.selection = null;
     this.shown = null;
     this.urls = [];
     this.onTime = []; // (seconds) => void, on every cursor move of the side listened to
+    this.onScale = []; // (pixels per second) => void, whenever A is drawn at another scale
     this.wire();
   }
 
@@ -73,7 +74,8 @@ export class WaveView {
       from.on('finish', () => this.showPlaying());
     }
     this.el('wave-a').addEventListener('keydown', (e) => this.onKey(e));
-    this.el('zoom').addEventListener('input', (e) => { this.a.zoom(Number(e.target.value)); this.b.zoom(Number(e.target.value)); });
+    this.el('zoom').addEventListener('input', (e) => this.a.zoom(Number(e.target.value)));
+    this.a.on('redraw', () => this.rescale());
     this.el('play').addEventListener('click', () => this.toggle());
     this.el('switch').addEventListener('click', () => this.switchTo(this.active === 'A' ? 'B' : 'A'));
   }
@@ -103,7 +105,22 @@ export class WaveView {
     this.b.pause();
     if (!pcm) return this.b.empty();
     this.urlB = await loadPcm(this.b, pcm, this.rate);
+    this.b.zoom(this.pxPerSec());
     this.b.setTime(this.a.getCurrentTime());
+  }
+
+  // A's scale: the zoom's pixels per second, or more where A is stretched to fill the width. B and
+  // the difference are drawn at it, so a time is at the same x on all three whatever their lengths
+  // (each filling the width on its own put B's 300 ms under A's 400 ms, for a B a quarter shorter).
+  pxPerSec() {
+    const seconds = this.a.getDuration();
+    return Math.max(this.a.options.minPxPerSec, seconds ? this.a.getWidth() / seconds : 0);
+  }
+
+  rescale() {
+    const px = this.pxPerSec();
+    if (this.b.getDecodedData()) this.b.zoom(px);
+    this.onScale.forEach((f) => f(px));
   }
 
   // Instant A/B: the other side takes over at the current position, playing if this one was.
