@@ -133,10 +133,10 @@ def test_the_difference_of_a_and_b_is_drawn(page):
     a_pcm = _pcm(page)
     # The take's own spectrogram is the new take's: the plugin drew the first one's again at this zoom.
     _drawn(page, "spectrogram", unlike=first)
-    assert not page.locator(f"{WB} [data-wb=diff-view]").is_visible()
+    assert not page.locator(f"{WB} [data-wb=diff-view]").is_visible() and not page.locator(f"{WB} [data-wb=wave-b]").is_visible()
     page.select_option(f"{WB} [data-wb=b-source]", b)
     page.wait_for_function("window.workbench.compare.diffView.loaded", timeout=30_000)
-    assert page.locator(f"{WB} [data-wb=diff-view]").is_visible()
+    assert page.locator(f"{WB} [data-wb=diff-view]").is_visible() and page.locator(f"{WB} [data-wb=wave-b]").is_visible()
     n = min(a_pcm.size, b_pcm.size)
     drawn = np.asarray(page.evaluate("Array.from(window.workbench.compare.diffView.ws.getDecodedData().getChannelData(0))"))
     want = (a_pcm[:n].astype(np.int32) - b_pcm[:n]) / 65536

@@ -103,6 +103,7 @@ export class WaveView {
   async showB(pcm) {
     this.revokeB();
     this.b.pause();
+    this.el('wave-b').hidden = !pcm; // no B: no empty strip with a lone cursor line in it
     if (!pcm) return this.b.empty();
     this.urlB = await loadPcm(this.b, pcm, this.rate);
     this.b.zoom(this.pxPerSec());

@@ -242,7 +242,7 @@ export class Workbench {
     const focusable = shown.includes(this.selected) ? this.selected : shown.at(-1);
     list.replaceChildren(...shown.reverse().map((t) => takeRow(t, t === this.selected, t === focusable)));
     const mb = (totalBytes(this.takes) / 2 ** 20).toFixed(1);
-    this.el('storage').textContent = `${query ? `${shown.length} of ` : ''}${this.takes.length} takes, ${mb} MB of ` +
+    this.el('storage').textContent = `${query ? `${shown.length} of ` : ''}${this.takes.length} take${this.takes.length === 1 ? '' : 's'}, ${mb} MB of ` +
       `${MAX_BYTES / 2 ** 20} MB kept in this browser`;
     this.el('view').hidden = !this.selected;
     this.el('undo').hidden = !this.undoable?.length;
