@@ -266,6 +266,14 @@ def test_9_the_small_ones(app, page):
     label = page.evaluate("""() => { const r = window.workbench.view.regions.getRegions().find((r) => r.id.startsWith('u-'));
         const box = r.content.getBoundingClientRect(); return [box.width, box.height, r.content.textContent]; }""")
     assert label[2].startswith("gap ") and label[1] < 24 and label[0] > label[1], label
+    # One at the very end reads leftwards, inside the waveform (it was cut off), on a phone too.
+    page.evaluate("n => window.workbench.view.mark({ id: 't-end', sample: n - 96, label: 'gap 999 ms' })", t["figures"]["samples"])
+    for width in (390, 1280):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.wait_for_function("""() => { const w = document.querySelector('#vox-workbench [data-wb=wave-a]').getBoundingClientRect();
+            const b = window.workbench.view.regions.getRegions().find((r) => r.id === 't-end').content.getBoundingClientRect();
+            return w.width > 0 && b.width > 0 && b.left >= w.left && b.right <= w.right + 3; }""", timeout=5_000)
+    page.evaluate("window.workbench.view.unmark('t-')")
     # The panel's Download WAV is named as the workbench names the take's WAV.
     link = page.locator("#vox-panel a[download]").get_attribute("download")
     s = t["settings"]

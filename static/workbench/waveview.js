@@ -98,6 +98,16 @@ export class WaveView {
       resize: false, content: label ? tag(label) : undefined });
     // A mark is only drawn: a drag that starts on its line (one every 160 ms) must still select.
     if (region.element) region.element.style.pointerEvents = 'none';
+    setTimeout(() => this.placeLabel(region), 0); // once the plugin has put it in the page (a task later)
+  }
+
+  // A mark's label reads rightwards from its line, or leftwards where it would run past the end and
+  // be cut off (a gap at a take's last patch); again whenever A is drawn at another width.
+  placeLabel(region) {
+    const seconds = this.a.getDuration();
+    if (!region.content || region.start !== region.end || !seconds) return;
+    const room = (1 - region.start / seconds) * this.a.getWrapper().clientWidth;
+    region.content.style.transform = room < region.content.offsetWidth + 4 ? 'translateX(-100%)' : '';
   }
 
   async showB(pcm) {
@@ -119,6 +129,7 @@ export class WaveView {
   }
 
   rescale() {
+    this.regions.getRegions().forEach((r) => this.placeLabel(r));
     const px = this.pxPerSec();
     if (this.b.getDecodedData()) this.b.zoom(px);
     this.onScale.forEach((f) => f(px));
