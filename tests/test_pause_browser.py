@@ -35,6 +35,10 @@ def test_the_workbench_and_the_panel_show_where_the_pauses_fall(page):
     spoken = page.locator("#vox-panel [data-field='spoken_text']").text_content()
     assert spoken == "Hello there. [pause 500ms] How are you? <break time='250ms'/>"
     assert t["figures"]["patches"] == sum(not b.get("pause") for b in t["boundaries"])
+    # A pause's edges are no clicks: not scored, not marked as boundaries, and the line says why.
+    edges = {b["offset"] for i, b in enumerate(t["boundaries"]) if b.get("pause") or (i and t["boundaries"][i - 1].get("pause"))}
+    assert edges and not edges & {s["offset"] for s in t["scores"]}, (edges, t["scores"])
+    assert "edges of pauses are not scored" in page.locator(f"{WB} [data-wb=boundaries]").inner_text()
     # The text box says how to write one, the SSML form shown as text, not swallowed as a tag.
     assert 'A pause: [pause 500ms] or <break time="500ms"/> (50 ms to 10 s' in page.locator("#vox-text").inner_text()
     assert not page.errors, page.errors

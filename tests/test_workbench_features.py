@@ -46,6 +46,9 @@ def test_a_region_typed_in_ms_downloads_as_those_samples(page):
     sel = page.evaluate("[window.workbench.view.selection.start, window.workbench.view.selection.end]")
     assert abs(sel[0] - 0.1) < 1e-6 and abs(sel[1] - 0.3505) < 1e-6
     assert "selection 100.0–350.5 ms" in page.locator(f"{WB} [data-wb=readout]").inner_text()
+    # Drawn: Gradio's stylesheet unsets the background of every ::part(region), this one's included.
+    shown = page.evaluate("getComputedStyle(window.workbench.view.selection.element).backgroundColor")
+    assert shown == "rgba(250, 204, 21, 0.35)", shown
     with page.expect_download() as info:
         page.click(f"{WB} [data-wb=region-wav]")
     path = page.downloads / info.value.suggested_filename
@@ -125,17 +128,52 @@ def test_the_difference_of_a_and_b_is_drawn(page):
     take(page, "First of two.")
     b = page.evaluate("window.workbench.selected.id")
     b_pcm = _pcm(page)
+    first = _drawn(page, "spectrogram")
     take(page, "Second of two.")
     a_pcm = _pcm(page)
-    assert not page.locator(f"{WB} [data-wb=diff-view]").is_visible()
+    # The take's own spectrogram is the new take's: the plugin drew the first one's again at this zoom.
+    _drawn(page, "spectrogram", unlike=first)
+    assert not page.locator(f"{WB} [data-wb=diff-view]").is_visible() and not page.locator(f"{WB} [data-wb=wave-b]").is_visible()
     page.select_option(f"{WB} [data-wb=b-source]", b)
     page.wait_for_function("window.workbench.compare.diffView.loaded", timeout=30_000)
-    assert page.locator(f"{WB} [data-wb=diff-view]").is_visible()
+    assert page.locator(f"{WB} [data-wb=diff-view]").is_visible() and page.locator(f"{WB} [data-wb=wave-b]").is_visible()
     n = min(a_pcm.size, b_pcm.size)
     drawn = np.asarray(page.evaluate("Array.from(window.workbench.compare.diffView.ws.getDecodedData().getChannelData(0))"))
     want = (a_pcm[:n].astype(np.int32) - b_pcm[:n]) / 65536
     assert drawn.size == n and np.allclose(drawn, want, atol=1e-6)
-    assert page.locator(f"{WB} [data-wb=spectrogram-d] canvas").count() > 0
+    # A, B and A−B at one scale: a time is at the same x on all three, though B is another length.
+    for zoom in [None, "3000"]:  # as drawn, then zoomed in to 3000 pixels per second
+        if zoom:
+            page.locator(f"{WB} [data-wb=zoom]").fill(zoom)
+            page.wait_for_timeout(300)
+        scales = page.evaluate("""() => { const v = window.workbench.view;
+            return [v.a, v.b, window.workbench.compare.diffView.ws].map((w) => w.getWrapper().scrollWidth / w.getDuration()); }""")
+        assert max(scales) / min(scales) < 1.01 and (not zoom or min(scales) > 2900), (scales, a_pcm.size, b_pcm.size)
+    page.locator(f"{WB} [data-wb=zoom]").fill("100")
+    versus_take = _drawn(page, "spectrogram-d")
+    # Another B, another difference drawn: the offline render is A up to float rounding, a flat picture.
+    page.select_option(f"{WB} [data-wb=b-source]", "offline")
+    page.wait_for_function("window.workbench.compare.diffView.loaded", timeout=30_000)
+    _drawn(page, "spectrogram-d", unlike=versus_take, colours=1)
+
+
+# A spectrogram's canvases (not its frequency labels'): how many distinct opaque colours, and a hash of the pixels.
+SPECTROGRAM_PIXELS = """name => [...document.querySelectorAll(`#vox-workbench [data-wb=${name}] canvas:not([part=spec-labels])`)]
+    .reduce((seen, c) => { if (!c.width || !c.height) return seen;
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        for (let i = 0; i < d.length; i += 4) if (d[i + 3]) {
+            seen.colours.add((d[i] << 16) | (d[i + 1] << 8) | d[i + 2]);
+            seen.hash = (seen.hash * 31 + d[i] + 7 * d[i + 1] + 13 * d[i + 2]) % 1000000007; }
+        return seen; }, { colours: new Set(), hash: 0 })"""
+
+
+def _drawn(page, name: str, unlike: int | None = None, colours: int = 16) -> int:
+    """Waits until the spectrogram drew (its bitmaps land a task or more after loading): at least
+    `colours` colours, not a blank canvas, and a picture other than `unlike`'s. Returns its hash."""
+    page.wait_for_function(f"([name, unlike, least]) => {{ const p = ({SPECTROGRAM_PIXELS})(name);"
+                           " return p.colours.size >= least && p.hash !== unlike && p.hash; }",
+                           arg=[name, unlike, colours], timeout=10_000)
+    return page.evaluate(f"name => ({SPECTROGRAM_PIXELS})(name).hash", name)
 
 
 def test_screenshots_of_the_workbench(page):

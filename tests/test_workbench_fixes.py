@@ -222,6 +222,41 @@ def test_7_the_keyboard_reaches_and_drives_the_take_and_a_phone_shows_the_list(p
     assert box["inner"] <= 1 and box["right"] <= 390 and box["narrow"] > 30, box  # no box scrolling inside the page
 
 
+def test_7_b_switches_between_a_and_b_at_the_same_position(page):
+    take(page)
+    page.select_option(f"{WB} [data-wb=b-source]", "offline")
+    page.wait_for_function("window.workbench.lastDifference", timeout=30_000)
+    page.keyboard.press("w")  # out of the B selector, where b is a letter typed
+    page.keyboard.press("Home")
+    page.keyboard.press("ArrowRight")
+    side = "[document.querySelector('#vox-workbench').dataset.active, window.workbench.view.b.getCurrentTime()," \
+           " document.querySelector('#vox-workbench [data-wb=switch]').getAttribute('aria-pressed')]"
+    assert page.evaluate(side)[0] == "A"
+    page.keyboard.press("b")
+    active, at, pressed = page.evaluate(side)
+    assert active == "B" and pressed == "true" and abs(at - 0.1) < 0.002, (active, at, pressed)
+    page.keyboard.press("b")
+    assert page.evaluate(side)[::2] == ["A", "false"]
+
+
+NUMBERS = "Version 3.2.1 took 2 hrs to lay 1,200 m² of floor; we read 1,024 pages and sold 1,250,000 copies."
+SPOKEN = ("Version three point two point one", "two hours", "one thousand two hundred square meters",
+          "one thousand and twenty four pages", "one million two hundred and fifty thousand copies")
+
+
+def test_8_normalization_reads_versions_units_and_grouped_numbers(page):
+    page.locator("#vox-normalize input[type=checkbox]").check()
+    try:
+        t = take(page, NUMBERS)
+    finally:
+        page.locator("#vox-normalize input[type=checkbox]").uncheck()
+    head = page.locator(f"{WB} [data-wb=head]").inner_text()
+    spoken = re.search(r"Text as spoken: (.*)", head)[1]
+    assert t["settings"]["text_as_spoken"] == spoken and all(words in spoken for words in SPOKEN), spoken
+    assert not re.search(r"\d|hrs|m²", spoken), spoken  # nothing left to the model to guess at
+    assert spoken in page.locator("#vox-panel [data-field='spoken_text']").text_content()
+
+
 def test_9_the_small_ones(app, page):
     take(page, "Another take, for B.")
     with slowed(app, 0.3):
@@ -231,6 +266,14 @@ def test_9_the_small_ones(app, page):
     label = page.evaluate("""() => { const r = window.workbench.view.regions.getRegions().find((r) => r.id.startsWith('u-'));
         const box = r.content.getBoundingClientRect(); return [box.width, box.height, r.content.textContent]; }""")
     assert label[2].startswith("gap ") and label[1] < 24 and label[0] > label[1], label
+    # One at the very end reads leftwards, inside the waveform (it was cut off), on a phone too.
+    page.evaluate("n => window.workbench.view.mark({ id: 't-end', sample: n - 96, label: 'gap 999 ms' })", t["figures"]["samples"])
+    for width in (390, 1280):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.wait_for_function("""() => { const w = document.querySelector('#vox-workbench [data-wb=wave-a]').getBoundingClientRect();
+            const b = window.workbench.view.regions.getRegions().find((r) => r.id === 't-end').content.getBoundingClientRect();
+            return w.width > 0 && b.width > 0 && b.left >= w.left && b.right <= w.right + 3; }""", timeout=5_000)
+    page.evaluate("window.workbench.view.unmark('t-')")
     # The panel's Download WAV is named as the workbench names the take's WAV.
     link = page.locator("#vox-panel a[download]").get_attribute("download")
     s = t["settings"]

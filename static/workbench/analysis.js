@@ -8,28 +8,35 @@
 export const FLAG_THRESHOLD = 6;
 const NEIGHBOURHOOD = 480; // samples either side (10 ms at 48 kHz) that set the typical step
 
-// For each boundary offset (the first sample of a patch, as its metadata frame said), the sample
-// jump across it relative to the mean absolute step in the neighbourhood on both sides.
-export function boundaryScores(pcm, offsets, threshold = FLAG_THRESHOLD) {
+// For each chunk boundary (its first sample, as its metadata frame said: {offset, pause}), the
+// sample jump across it relative to the mean absolute step in the neighbourhood on both sides.
+// A boundary with a pause's chunk on either side is not scored: that chunk is the exact silence a
+// pause tag asked for, so speech stopping dead into it (or starting out of it) is no click.
+export function boundaryScores(pcm, boundaries, threshold = FLAG_THRESHOLD) {
   const out = [];
-  for (const offset of offsets) {
-    if (offset <= 0 || offset >= pcm.length) continue;
-    const jump = Math.abs(pcm[offset] - pcm[offset - 1]);
-    let sum = 0;
-    let n = 0;
-    const lo = Math.max(1, offset - NEIGHBOURHOOD);
-    const hi = Math.min(pcm.length - 1, offset + NEIGHBOURHOOD);
-    for (let i = lo; i <= hi; i++) {
-      if (i === offset) continue; // the step being judged does not judge itself
-      sum += Math.abs(pcm[i] - pcm[i - 1]);
-      n += 1;
-    }
-    const typical = n ? sum / n : 0;
-    const score = jump / Math.max(typical, 1); // one int16 step: silence does not divide by zero
-    out.push({ offset, jump, typical: Math.round(typical * 10) / 10, score: Math.round(score * 100) / 100,
-      flagged: score > threshold });
-  }
+  boundaries.forEach((b, i) => {
+    const offset = b.offset;
+    if (offset <= 0 || offset >= pcm.length || b.pause || boundaries[i - 1]?.pause) return;
+    out.push(scoreAt(pcm, offset, threshold));
+  });
   return out;
+}
+
+function scoreAt(pcm, offset, threshold) {
+  const jump = Math.abs(pcm[offset] - pcm[offset - 1]);
+  let sum = 0;
+  let n = 0;
+  const lo = Math.max(1, offset - NEIGHBOURHOOD);
+  const hi = Math.min(pcm.length - 1, offset + NEIGHBOURHOOD);
+  for (let i = lo; i <= hi; i++) {
+    if (i === offset) continue; // the step being judged does not judge itself
+    sum += Math.abs(pcm[i] - pcm[i - 1]);
+    n += 1;
+  }
+  const typical = n ? sum / n : 0;
+  const score = jump / Math.max(typical, 1); // one int16 step: silence does not divide by zero
+  return { offset, jump, typical: Math.round(typical * 10) / 10, score: Math.round(score * 100) / 100,
+    flagged: score > threshold };
 }
 
 // Max absolute difference (int16 steps and full scale) and the SNR of `a` against the reference

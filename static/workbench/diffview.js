@@ -2,7 +2,7 @@
 // how large it is) and its spectrogram, where whatever differs shows at its time and frequency.
 
 import WaveSurfer from '../vendor/wavesurfer/wavesurfer.esm.js';
-import SpectrogramPlugin from '../vendor/wavesurfer/spectrogram.esm.js';
+import { addSpectrogram } from './spectrogram.js';
 import { wavBlob } from '../player/pcm.js';
 
 export class DiffView {
@@ -10,13 +10,13 @@ export class DiffView {
     const el = (name) => root.querySelector(`[data-wb="${name}"]`);
     this.box = el('diff-view');
     this.ws = WaveSurfer.create({ container: el('wave-d'), height: 64, waveColor: '#b91c1c', progressColor: '#7f1d1d',
-      cursorColor: '#000', normalize: true, interact: false, minPxPerSec: 100,
-      plugins: [SpectrogramPlugin.create({ container: el('spectrogram-d'), labels: true, height: 96, fftSamples: 512,
-        frequencyMax: 24000 })] });
+      cursorColor: '#000', normalize: true, interact: false, minPxPerSec: 100, fillParent: false }); // at A's scale
+    addSpectrogram(this.ws, { container: el('spectrogram-d'), height: 96 });
     this.loaded = false;
     this.url = null;
     view.onTime.push((t) => { if (this.loaded) this.ws.setTime(Math.min(t, this.ws.getDuration())); });
-    el('zoom').addEventListener('input', (e) => { if (this.loaded) this.ws.zoom(Number(e.target.value)); });
+    this.view = view;
+    view.onScale.push((px) => { if (this.loaded) this.ws.zoom(px); });
   }
 
   // a, b: Int16Array samples (b null: no B, nothing drawn), over the samples both hold.
@@ -36,6 +36,7 @@ export class DiffView {
     }
     this.url = URL.createObjectURL(wavBlob([pcm], rate));
     await this.ws.load(this.url, [peaks], n / rate);
+    this.ws.zoom(this.view.pxPerSec());
     this.loaded = true;
   }
 }

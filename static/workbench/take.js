@@ -10,7 +10,7 @@ export function takeOf(run, n, server) {
   const pcm = new Int16Array(run.samples);
   let at = 0;
   for (const c of run.chunks) { pcm.set(c, at); at += c.length; }
-  const scores = boundaryScores(pcm, run.boundaries.map((b) => b.offset));
+  const scores = boundaryScores(pcm, run.boundaries);
   return {
     id: run.id, n, created: new Date().toISOString(), sampleRate: run.sampleRate, pcm: pcm.buffer, body: run.body,
     outcome: run.state, status: run.error || '', notes: '', abx: [], boundaries: run.boundaries, scores,

@@ -6,9 +6,9 @@
 
 import WaveSurfer from '../vendor/wavesurfer/wavesurfer.esm.js';
 import RegionsPlugin from '../vendor/wavesurfer/regions.esm.js';
-import SpectrogramPlugin from '../vendor/wavesurfer/spectrogram.esm.js';
 import TimelinePlugin from '../vendor/wavesurfer/timeline.esm.js';
 import { toFloat32, wavBlob } from '../player/pcm.js';
+import { addSpectrogram } from './spectrogram.js';
 
 const COLORS = { wave: '#4a5fc1', progress: '#1e2a78', boundary: 'rgba(90, 90, 90, 0.55)', flagged: '#c62828',
   underrun: '#b26a00', selection: 'rgba(250, 204, 21, 0.35)' };
@@ -43,16 +43,16 @@ export class WaveView {
     this.regions = RegionsPlugin.create();
     this.a = surface(this.el('wave-a'), { plugins: [this.regions,
       TimelinePlugin.create({ container: this.el('timeline'), timeInterval: 0.04, primaryLabelInterval: 0.32,
-        secondaryLabelInterval: 0.16 }), // a tick every 40 ms, a label every patch (160 ms)
-      SpectrogramPlugin.create({ container: this.el('spectrogram'), labels: true, height: 128, fftSamples: 512,
-        frequencyMax: 24000 })] });
-    this.b = surface(this.el('wave-b'), { height: 64, waveColor: '#7b8794', progressColor: '#3e4c59' });
+        secondaryLabelInterval: 0.16 })] }); // a tick every 40 ms, a label every patch (160 ms)
+    addSpectrogram(this.a, { container: this.el('spectrogram'), height: 128 });
+    this.b = surface(this.el('wave-b'), { height: 64, waveColor: '#7b8794', progressColor: '#3e4c59', fillParent: false });
     this.active = 'A';
     this.rate = 48000;
     this.selection = null;
     this.shown = null;
     this.urls = [];
     this.onTime = []; // (seconds) => void, on every cursor move of the side listened to
+    this.onScale = []; // (pixels per second) => void, whenever A is drawn at another scale
     this.wire();
   }
 
@@ -74,7 +74,8 @@ export class WaveView {
       from.on('finish', () => this.showPlaying());
     }
     this.el('wave-a').addEventListener('keydown', (e) => this.onKey(e));
-    this.el('zoom').addEventListener('input', (e) => { this.a.zoom(Number(e.target.value)); this.b.zoom(Number(e.target.value)); });
+    this.el('zoom').addEventListener('input', (e) => this.a.zoom(Number(e.target.value)));
+    this.a.on('redraw', () => this.rescale());
     this.el('play').addEventListener('click', () => this.toggle());
     this.el('switch').addEventListener('click', () => this.switchTo(this.active === 'A' ? 'B' : 'A'));
   }
@@ -97,14 +98,41 @@ export class WaveView {
       resize: false, content: label ? tag(label) : undefined });
     // A mark is only drawn: a drag that starts on its line (one every 160 ms) must still select.
     if (region.element) region.element.style.pointerEvents = 'none';
+    setTimeout(() => this.placeLabel(region), 0); // once the plugin has put it in the page (a task later)
+  }
+
+  // A mark's label reads rightwards from its line, or leftwards where it would run past the end and
+  // be cut off (a gap at a take's last patch); again whenever A is drawn at another width.
+  placeLabel(region) {
+    const seconds = this.a.getDuration();
+    if (!region.content || region.start !== region.end || !seconds) return;
+    const room = (1 - region.start / seconds) * this.a.getWrapper().clientWidth;
+    region.content.style.transform = room < region.content.offsetWidth + 4 ? 'translateX(-100%)' : '';
   }
 
   async showB(pcm) {
     this.revokeB();
     this.b.pause();
+    this.el('wave-b').hidden = !pcm; // no B: no empty strip with a lone cursor line in it
     if (!pcm) return this.b.empty();
     this.urlB = await loadPcm(this.b, pcm, this.rate);
+    this.b.zoom(this.pxPerSec());
     this.b.setTime(this.a.getCurrentTime());
+  }
+
+  // A's scale: the zoom's pixels per second, or more where A is stretched to fill the width. B and
+  // the difference are drawn at it, so a time is at the same x on all three whatever their lengths
+  // (each filling the width on its own put B's 300 ms under A's 400 ms, for a B a quarter shorter).
+  pxPerSec() {
+    const seconds = this.a.getDuration();
+    return Math.max(this.a.options.minPxPerSec, seconds ? this.a.getWidth() / seconds : 0);
+  }
+
+  rescale() {
+    this.regions.getRegions().forEach((r) => this.placeLabel(r));
+    const px = this.pxPerSec();
+    if (this.b.getDecodedData()) this.b.zoom(px);
+    this.onScale.forEach((f) => f(px));
   }
 
   // Instant A/B: the other side takes over at the current position, playing if this one was.

@@ -203,7 +203,8 @@ export class Workbench {
     const worst = take.scores.reduce((m, s) => Math.max(m, s.score), 0);
     this.el('boundaries').textContent = `${take.scores.length} chunk boundaries; ${flagged.length} flagged above ` +
       `${FLAG_THRESHOLD}× the neighbouring sample steps (worst ${worst.toFixed(1)}×)` +
-      (flagged.length ? `: at ${flagged.map((s) => `${(s.offset / take.sampleRate * 1000).toFixed(0)} ms`).join(', ')}` : '');
+      (flagged.length ? `: at ${flagged.map((s) => `${(s.offset / take.sampleRate * 1000).toFixed(0)} ms`).join(', ')}` : '') +
+      (take.boundaries?.some((b) => b.pause) ? '. The edges of pauses are not scored: their silence is exact by design.' : '');
   }
 
   async save(take, changes) {
@@ -241,7 +242,7 @@ export class Workbench {
     const focusable = shown.includes(this.selected) ? this.selected : shown.at(-1);
     list.replaceChildren(...shown.reverse().map((t) => takeRow(t, t === this.selected, t === focusable)));
     const mb = (totalBytes(this.takes) / 2 ** 20).toFixed(1);
-    this.el('storage').textContent = `${query ? `${shown.length} of ` : ''}${this.takes.length} takes, ${mb} MB of ` +
+    this.el('storage').textContent = `${query ? `${shown.length} of ` : ''}${this.takes.length} take${this.takes.length === 1 ? '' : 's'}, ${mb} MB of ` +
       `${MAX_BYTES / 2 ** 20} MB kept in this browser`;
     this.el('view').hidden = !this.selected;
     this.el('undo').hidden = !this.undoable?.length;
