@@ -47,7 +47,12 @@ def test_a_region_typed_in_ms_downloads_as_those_samples(page):
     assert abs(sel[0] - 0.1) < 1e-6 and abs(sel[1] - 0.3505) < 1e-6
     assert "selection 100.0–350.5 ms" in page.locator(f"{WB} [data-wb=readout]").inner_text()
     # Drawn: Gradio's stylesheet unsets the background of every ::part(region), this one's included.
-    shown = page.evaluate("getComputedStyle(window.workbench.view.selection.element).backgroundColor")
+    # (Waited for: the region's element joins the waveform's shadow DOM on its next render.)
+    colour = "getComputedStyle(window.workbench.view.selection.element).backgroundColor"
+    try:
+        page.wait_for_function(f"{colour} === 'rgba(250, 204, 21, 0.35)'", timeout=5_000)
+    finally:
+        shown = page.evaluate(colour)
     assert shown == "rgba(250, 204, 21, 0.35)", shown
     with page.expect_download() as info:
         page.click(f"{WB} [data-wb=region-wav]")
