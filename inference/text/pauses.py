@@ -75,5 +75,6 @@ def split_pauses(text: str) -> list[str | Pause]:
     for i in range(1, len(parts) - 1, 2):  # each pause sits between two text pieces
         before = parts[i - 1]
         parts[i - 1] = before.rstrip()
-        parts[i + 1] = before[len(parts[i - 1]):] + parts[i + 1]
+        if not parts[i + 1][:1].isspace():  # one space between words, as the text without the tag has
+            parts[i + 1] = before[len(parts[i - 1]):] + parts[i + 1]
     return parts

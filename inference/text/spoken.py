@@ -41,7 +41,7 @@ class SpokenText:
             elif has_content(part):
                 if not self._segments and self._pauses:  # the space after a leading tag: no speech to part from
                     part = part.lstrip()
-                self._segments += [self._speakable(raw) for raw in split_segments(normalize_text(part), segment_weight)]
+                self._segments += [self._speakable(raw) for raw in split_segments(part, segment_weight)]
         for pause in self._pauses.values():
             check_total(pause)
 
