@@ -182,3 +182,14 @@ def set_max_len(page, patches: int):
         if page.evaluate("document.querySelector('#vox-max-len input[type=range]').value") == str(patches):
             return
     raise AssertionError("could not set the maximum length")
+
+
+def run_to_end(engine: Engine, req: SynthesisRequest):
+    """(released chunks, the stream) of one request on an engine, stepped to its end."""
+    stream, chunks = engine.start(req), []
+    while not stream.done:
+        engine.step()
+        chunks += stream.chunks
+        stream.chunks.clear()
+    assert stream.error is None, stream.error
+    return chunks, stream

@@ -15,7 +15,7 @@ from inference import Engine, SynthesisRequest
 from inference.request.request import seed_noise
 from inference.model.tiny_checkpoint import write_tiny_checkpoint
 from inference.serving.worker import EngineWorker
-from tests.app_helpers import _rss_mb as rss_mb, record_figure
+from tests.app_helpers import _rss_mb as rss_mb, record_figure, run_to_end
 from bench.official import fed_noise, load_official_model
 from tests.test_golden_parity import CKPT, GOLDEN
 
@@ -29,15 +29,7 @@ MODES = {
 }
 
 
-def run(engine: Engine, req: SynthesisRequest):
-    """(released chunks, the stream) of one request, stepped to its end."""
-    stream, chunks = engine.start(req), []
-    while not stream.done:
-        engine.step()
-        chunks += stream.chunks
-        stream.chunks.clear()
-    assert stream.error is None, stream.error
-    return chunks, stream
+run = run_to_end
 
 
 @pytest.fixture(scope="module")

@@ -13,22 +13,11 @@ from inference.runtime.prepare import batches, unencoded
 from inference.serving.worker import EngineWorker
 from ui.library.uploads import decode_audio
 
+from .fixtures.engines import CountingEncoder
 from .app_helpers import load_engine, reference_engine
 
 VOICE = Path(__file__).resolve().parent.parent / "assets" / "voices" / "guide_en.wav"
 TEXT = "Hello world, this is a test."
-
-
-class CountingEncoder:
-    """Wraps an engine's VAE encode and counts its calls and the rows of each."""
-
-    def __init__(self, engine):
-        self.rows, self._encode = [], engine.vae.encode
-        engine.vae.encode = self
-
-    def __call__(self, wave):
-        self.rows.append(wave.shape[0])
-        return self._encode(wave)
 
 
 @pytest.fixture(scope="module")

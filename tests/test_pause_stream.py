@@ -9,6 +9,7 @@ import torch
 
 from inference import Engine, SynthesisRequest
 from inference.runtime.offline import OfflineDecode
+from tests.app_helpers import run_to_end
 from tests.test_golden_parity import CKPT, GOLDEN
 
 CLIP = str(GOLDEN / "clip_16k_mono.wav")
@@ -30,13 +31,7 @@ def engine():
 
 def run(engine: Engine, text: str, **kw):
     """(released chunks, the stream) of one request, stepped to its end."""
-    stream, chunks = engine.start(SynthesisRequest(text=text, seed=21, **kw)), []
-    while not stream.done:
-        engine.step()
-        chunks += stream.chunks
-        stream.chunks.clear()
-    assert stream.error is None, stream.error
-    return chunks, stream
+    return run_to_end(engine, SynthesisRequest(text=text, seed=21, **kw))
 
 
 def audio_of(chunks) -> np.ndarray:

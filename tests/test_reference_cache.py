@@ -12,22 +12,11 @@ from inference.request.reference import encoder_identity
 from inference.model.tiny_checkpoint import write_tiny_checkpoint
 from ui.library.uploads import decode_audio
 
+from .fixtures.engines import CountingEncoder
 from .app_helpers import load_engine
 
 VOICE = Path(__file__).resolve().parent.parent / "assets" / "voices" / "guide_en.wav"
 TEXT = "Hello world, this is a test."
-
-
-class CountingEncoder:
-    """Wraps the engine's VAE encode and counts its calls."""
-
-    def __init__(self, engine):
-        self.calls, self._encode = 0, engine.vae.encode
-        engine.vae.encode = self
-
-    def __call__(self, wave):
-        self.calls += 1
-        return self._encode(wave)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from inference.request.vad import speech_bounds, trim_silence
 from ui.library.uploads import decode_audio
 
 from .app_helpers import load_engine
-from .test_reference_cache import CountingEncoder
+from .fixtures.engines import CountingEncoder
 
 VOICE = Path(__file__).resolve().parent.parent / "assets" / "voices" / "guide_en.wav"
 RATE = 16000

@@ -16,7 +16,7 @@ from ui import AppSettings
 from ui.library.uploads import decode_audio
 
 from .app_helpers import SAMPLE_RATE, assert_same_audio, expected_pcm, load_engine, pcm_of, serve
-from .test_reference_cache import CountingEncoder
+from .fixtures.engines import CountingEncoder
 
 VOICE = Path(__file__).resolve().parent.parent / "assets" / "voices" / "guide_en.wav"
 TRANSCRIPT = "Welcome to the museum. Please keep your ticket with you while you visit the galleries."
