@@ -48,8 +48,9 @@ export class Panel {
     this.set('server_ttfp', ms(final.ttfp_s != null ? final.ttfp_s * 1000 : first ? first.server_ms : null));
     this.set('server_rtf', ratio(run.serverRtf()));
     this.set('client_rtf', ratio(run.clientRtf()));
-    const pauses = patchCount(run.boundaries) < run.boundaries.length ? `, ${run.boundaries.length} chunks with pauses` : '';
-    this.set('chunks', `${patchCount(run.boundaries)} patches${pauses} (${run.reads} network reads)`);
+    const patches = patchCount(run.boundaries);
+    const pauses = patches < run.boundaries.length ? `, ${run.boundaries.length} chunks with pauses` : '';
+    this.set('chunks', `${patches} patches${pauses} (${run.reads} network reads)`);
     this.set('audio', `${secs(run.samples, rate)} received, ${secs(run.played, rate)} played ` +
       `(${run.samples} / ${run.played} samples)`);
     this.set('buffer', `${Math.round((run.buffered / rate) * 1000)} ms`);
