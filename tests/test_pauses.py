@@ -99,3 +99,9 @@ def test_the_text_as_spoken_shows_where_the_pauses_fall():
 def test_the_spec_states_the_bounds():
     assert modes.spec_json()["pauses"] == {"min_ms": 50, "max_ms": 10000,
                                            "forms": ["[pause 500ms]", "[pause 1.5s]", '<break time="500ms"/>']}
+
+
+def test_a_huge_tag_is_not_echoed_whole():
+    with pytest.raises(InputError) as err:
+        split_pauses("[pause " + "0" * 19_000 + "1ms]")
+    assert len(str(err.value)) < 300

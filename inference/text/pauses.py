@@ -51,7 +51,7 @@ def parse_tag(tag: str) -> Pause:
         raise InputError(f"the pause tag {tag[:60]!r} is not understood: {accepted()}")
     ms = float(match["number"]) * (1.0 if match["unit"].lower() == "ms" else 1000.0)
     if not MIN_PAUSE_MS <= ms <= MAX_PAUSE_MS:
-        raise InputError(f"the pause tag {tag!r} asks for {_show(ms)}: {accepted()}")
+        raise InputError(f"the pause tag {tag[:60]!r} asks for {_show(ms)}: {accepted()}")
     return Pause(ms, tag)
 
 
