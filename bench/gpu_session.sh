@@ -4,6 +4,7 @@
 # (bench/README.md, "The served path", says how to fetch them). Phases, each optional:
 #
 #   bash bench/gpu_session.sh tests sweep profile     # GPU tests, in-process sweep, step profile
+#   bash bench/gpu_session.sh vae dit                 # the VAE decoder alone (VAE_ARGS), the LocDiT alone
 #   bash bench/gpu_session.sh serve                   # the whole app over HTTP (bench/serve.py)
 #   bash bench/gpu_session.sh serve:4                 # the same, its loads sent from 4 client processes
 #
@@ -30,11 +31,12 @@ fi
 for phase in "$@"; do
   echo "== $phase ($(date +%T))"
   case "$phase" in
-    tests) python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
+    tests) python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_vae_kernels.py tests/test_vae_stream.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
     sweep) python3 -m bench.bench --checkpoint "$CKPT" --sweep-only --concurrency 1 8 32 64 128 --rounds 2 \
              --max-streams 128 2>&1 | grep -v "^20..-" | tee "$OUT/sweep.md" ;;
     profile) python3 -m bench.profile_step --buckets 1 8 32 64 128 2>&1 | tee "$OUT/profile.txt" | tail -60 ;;
-    vae) python3 -m bench.vae_decode --config bench/voxcpm2_config.json 2>&1 | tee "$OUT/vae.txt" | tail -40 ;;
+    vae) python3 -m bench.vae_decode --config bench/voxcpm2_config.json ${VAE_ARGS:-} 2>&1 | tee "$OUT/vae.txt" | tail -80 ;;
+    dit) python3 -m bench.dit_rate ${DIT_ARGS:-} 2>&1 | tee "$OUT/dit.txt" | tail -60 ;;
     serve|serve:*) clients=${phase#serve}; clients=${clients#:}
              python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/serve${clients:+-c$clients}" \
                --app-args "--max-streams 64" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;

@@ -13,6 +13,7 @@ not saturated). One CUDA GPU; TF32 as the engine runs it (cuDNN's default, which
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import datetime
 import time
@@ -30,7 +31,9 @@ VARIANTS = {
     "old-eager": "reference layers, eager",
     "old-fused-snake": "reference layers, compiled Snake (the engine before vae_stream)",
     "new-eager": "vae_stream formulation, eager",
-    "new-compiled": "vae_stream formulation, torch.compile (the engine now)",
+    "new-compiled": "vae_stream formulation, torch.compile (the engine before the kernels)",
+    "kernels": "Triton kernels + cuBLAS GEMMs (vae_kernel_stream.py, the engine now)",
+    "kernels-fp32": "the same with TF32 off (every product in plain float32)",
 }
 ACCURACY_ROWS, ACCURACY_PATCHES = 8, 6
 
@@ -88,8 +91,8 @@ def variant(vae: AudioVAE, name: str):
     if name.startswith("old"):
         context = fused_snake() if name == "old-fused-snake" else contextlib.nullcontext()
         return (lambda z, state: vae.decoder(z, state).squeeze(1)), context
-    vae.decoder.compile_stream(name == "new-compiled")
-    return vae.decode_chunk, contextlib.nullcontext()
+    vae.decoder.compile_stream(name != "new-eager", kernels=name.startswith("kernels"))
+    return vae.decode_chunk, tf32_off() if name == "kernels-fp32" else contextlib.nullcontext()
 
 
 def captured(decode, z, state) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
@@ -124,6 +127,28 @@ def kernel_count(decode, z, state) -> int:
         decode(z, state)
         torch.cuda.synchronize()
     return sum(e.device_type == torch.autograd.DeviceType.CUDA for e in prof.events())
+
+
+def kernel_times(vae: AudioVAE, name: str, rows: int, frames: int, top: int) -> None:
+    """The `top` kernels of one call at `rows` rows by GPU time (summed over their calls)."""
+    decode, context = variant(vae, name)
+    state = vae.new_decoder_state(rows)
+    z = torch.randn(rows, vae.cfg.latent_dim, frames, device="cuda")
+    with context, torch.inference_mode():
+        decode(z, state)
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            decode(z, state)
+            torch.cuda.synchronize()
+    spent = collections.defaultdict(lambda: [0, 0.0])
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            spent[e.name[:80]][0] += 1
+            spent[e.name[:80]][1] += e.device_time_total / 1e3
+    total = sum(ms for _, ms in spent.values())
+    print(f"\n{name} at {rows} rows: kernels by GPU time (eager call, {total:.3f} ms in kernels)")
+    for kernel, (calls, ms) in sorted(spent.items(), key=lambda kv: -kv[1][1])[:top]:
+        print(f"  {ms:8.3f} ms {calls:4d} calls  {kernel}")
 
 
 def timings(vae: AudioVAE, name: str, rows: list[int], frames: int, iters: int) -> tuple[list[float], float, int]:
@@ -206,7 +231,7 @@ def accuracy_table(vae: AudioVAE, names: list[str], frames: int) -> None:
             traceback.print_exc()
             continue
         print(f"{name:18s} {compare(whole, outs[name])}", flush=True)
-    for new in ("new-eager", "new-compiled"):
+    for new in ("new-eager", "new-compiled", "kernels", "kernels-fp32"):
         if new in outs and "old-eager" in outs:
             print(f"{new + ' vs old-eager':32s} {compare(outs['old-eager'], outs[new])}")
     with tf32_off():
@@ -220,6 +245,8 @@ def main():
     ap.add_argument("--rows", type=int, nargs="+", default=[1, 8, 32, 64, 128])
     ap.add_argument("--iters", type=int, default=30, help="graph replays timed per figure")
     ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    ap.add_argument("--profile", type=int, default=64, help="rows of the per-kernel table (0: none)")
+    ap.add_argument("--top", type=int, default=12, help="kernels listed per variant")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("bench/vae_decode.py needs a CUDA GPU")
@@ -232,6 +259,8 @@ def main():
     for name in args.variants:
         print(f"  {name:18s} {VARIANTS[name]}")
     timing_table(vae, args.variants, sorted(args.rows), cfg.patch_size, args.iters)
+    for name in args.variants if args.profile else []:
+        kernel_times(vae, name, args.profile, cfg.patch_size, args.top)
     accuracy_table(vae, args.variants, cfg.patch_size)
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
 

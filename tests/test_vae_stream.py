@@ -179,10 +179,11 @@ def test_a_deep_copy_decodes_with_its_own_weights(vae):
     assert rel_err(stream(other, z, [4]), stream(vae, z, [4])) > 0.01
 
 
-def check_compiled(model: AudioVAE, device: str, buckets=(3, 1, 2)) -> None:
-    """The compiled decode, chunk by chunk and bucket by bucket, against the reference layers."""
+def check_compiled(model: AudioVAE, device: str, buckets=(3, 1, 2), kernels: bool = False) -> None:
+    """The compiled decode (inductor, or the Triton kernels), chunk by chunk and bucket by bucket,
+    against the reference layers."""
     model = copy.deepcopy(model).to(device)
-    model.decoder.compile_stream()
+    model.decoder.compile_stream(kernels=kernels)
     z = latents(3, 24, 11).to(device)
     fast, slow = model.new_decoder_state(3), model.new_decoder_state(3)
     with torch.no_grad():
@@ -205,11 +206,12 @@ def test_compiled_on_the_cpu_equals_the_reference_layers(vae):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_compiled_on_cuda_equals_the_reference_layers(vae):
+@pytest.mark.parametrize("kernels", [False, True], ids=["inductor", "triton-kernels"])
+def test_compiled_on_cuda_equals_the_reference_layers(vae, kernels):
     tf32 = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = False  # both formulations in plain float32 (the GEMMs follow it)
     try:
-        check_compiled(vae, "cuda")
+        check_compiled(vae, "cuda", kernels=kernels)
     finally:
         torch.backends.cudnn.allow_tf32 = tf32
 

@@ -8,7 +8,8 @@ Every convolution is causal (zero padding on the left only), so the decoder can 
 zero padding. Decoding chunk by chunk with one state equals decoding the whole sequence at once.
 
 A decoder layer computes in two forms: `forward`, the reference convolutions (`decode`, parity with
-the official model), and `stream`, vae_stream.py's channels-last form that `decode_chunk` runs.
+the official model), and `stream`, vae_stream.py's channels-last form that `decode_chunk` runs
+(on CUDA, the Triton kernels of vae_kernel_stream.py do the same work).
 """
 from __future__ import annotations
 
@@ -171,8 +172,12 @@ class SampleRateCondition(nn.Module):
         # build or upload per call, and the row is a view a CUDA graph can read in place.
         self.bucket = bucket
 
+    def weights(self) -> tuple[Tensor, Tensor]:
+        """This bucket's scale and bias, [dim] each (views of the embeddings)."""
+        return self.scale_embed.weight[self.bucket], self.bias_embed.weight[self.bucket]
+
     def forward(self, x: Tensor, channels_last: bool = False) -> Tensor:
-        scale, bias = self.scale_embed.weight[self.bucket], self.bias_embed.weight[self.bucket]
+        scale, bias = self.weights()
         if channels_last:
             return x * scale + bias
         return x * scale.unsqueeze(-1) + bias.unsqueeze(-1)
@@ -195,24 +200,25 @@ class Decoder(nn.Module):
         if cfg.sr_bin_boundaries is not None:
             self._add_sample_rate_condition(cfg.sr_bin_boundaries, cfg.out_sample_rate)
         self.state_shapes = self._assign_state_slots()
-        # decode_chunk's `stream`, eager or compiled: unbound, so that a deep copy uses its own weights.
+        self.depthwise = cfg.depthwise
+        # decode_chunk's `stream`, eager or fast: unbound, so that a deep copy uses its own weights.
         self.stream_impl = Decoder.stream
 
-    def compile_stream(self, enabled: bool = True) -> None:
-        """Fuse `stream` with torch.compile (for CUDA, see vae_stream.py); enabled=False: eager again.
-        The engine turns it on with its other compiled functions (inference/runtime/compiled.py)."""
+    def compile_stream(self, enabled: bool = True, kernels: bool = True) -> None:
+        """The fast `stream` for CUDA, which the engine turns on: the Triton kernels (depthwise
+        decoders), else (or kernels=False) torch.compile of `stream`; enabled=False: eager."""
         self.stream_impl = compiled(Decoder.stream) if enabled else Decoder.stream
+        if enabled and kernels and self.depthwise:
+            from . import vae_kernel_stream  # imports Triton, which a CPU-only install may lack
+            self.stream_impl = vae_kernel_stream.stream
 
     def _add_sample_rate_condition(self, boundaries: tuple[int, ...], out_rate: int) -> None:
         self.register_buffer("sr_bin_boundaries", torch.tensor(boundaries, dtype=torch.int32))
         # bisect_left is torch.bucketize(right=False): boundaries[i-1] < rate <= boundaries[i].
         bucket = bisect_left(sorted(boundaries), out_rate)
         # None entries keep the official numbering: condition i sits in front of model layer i.
-        self.sr_cond_model = nn.ModuleList(
-            SampleRateCondition(layer.input_channels, len(boundaries) + 1, bucket)
-            if isinstance(layer, DecoderBlock) else None
-            for layer in self.model
-        )
+        self.sr_cond_model = nn.ModuleList(SampleRateCondition(layer.input_channels, len(boundaries) + 1, bucket)
+                                           if isinstance(layer, DecoderBlock) else None for layer in self.model)
 
     def _assign_state_slots(self) -> list[tuple[int, int]]:
         """Number the stateful convolutions; return each one's (channels, context samples)."""
@@ -272,10 +278,8 @@ class AudioVAE(nn.Module):
     def new_decoder_state(self, batch: int = 1, device=None, dtype=None) -> DecoderState:
         """A zeroed state (the same as the causal zero padding) for `batch` rows, one stream each."""
         weight = self.decoder.model[0].weight
-        device = weight.device if device is None else device
-        dtype = weight.dtype if dtype is None else dtype
-        size = self.decoder_state_numel()
-        return DecoderState(torch.zeros(batch, size, device=device, dtype=dtype), self.decoder.state_shapes)
+        root = torch.zeros(batch, self.decoder_state_numel(), device=device or weight.device, dtype=dtype or weight.dtype)
+        return DecoderState(root, self.decoder.state_shapes)
 
     def decoder_state_numel(self) -> int:
         """Numbers of context one stream carries between chunks."""

@@ -1,0 +1,123 @@
+"""`Decoder.stream` through the Triton kernels of vae_kernels.py: the CUDA decode of one chunk.
+
+The same layers in the same order as `Decoder.stream` (vae_stream.py's formulation, which stays
+the reference and the CPU path); what changes is where the work happens:
+- each stateful convolution's input is built once, by `snake_context`, straight from the state
+  root through the row index (no gathered copy of every row's state), and its next context is one
+  `index_copy_` of that input's last frames back into the root, after the input is built;
+- a residual unit's 1x1 convolution is `torch.addmm(x, h, W^T)`: cuBLAS adds the residual in its
+  epilogue, and the bias it leaves out travels as a pending shift that the next kernel reading x
+  adds (`shifts`, at most three: one block's units);
+- the transposed convolution is one GEMM of every input frame against the weight in its stored
+  layout, then `overlap_add`.
+Only the depthwise decoder (the published one: `VAEConfig.depthwise`) has this path.
+"""
+from __future__ import annotations
+
+import itertools
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from . import vae_kernels as K
+
+FUSED_CHANNELS = 128  # residual units this wide or narrower run as one kernel (residual_kernel)
+
+
+class KernelChunk:
+    """One chunk's view of the state: the root [all rows, N], the chunk's row indices and each
+    slot's offset into a row. Builds convolution inputs and writes their next contexts back."""
+
+    def __init__(self, root: Tensor, rows: Tensor, shapes: list[tuple[int, int]]):
+        self.root, self.rows, self.shapes = root, rows, shapes
+        self.offsets = [0, *itertools.accumulate(c * n for c, n in shapes)]
+
+    def input(self, x: Tensor, slot: int, shifts: list[Tensor] = (), cond=None, alpha: Tensor | None = None) -> Tensor:
+        """full [rows, context + T, C]: the slot's context, then snake(cond(x + sum(shifts)))."""
+        rows, frames, channels = x.shape
+        context = self.shapes[slot][1]
+        full = torch.empty(rows, context + frames, channels, device=x.device, dtype=x.dtype)
+        pending = list(shifts) + [x] * (3 - len(shifts))  # unused pointers: any tensor
+        scale, bias = (x, x) if cond is None else cond.weights()
+        K.snake_context_kernel[K.grid(context + frames, channels, rows)](
+            x, full, self.root, self.rows, self.offsets[slot], self.root.stride(0), *pending, scale, bias,
+            x if alpha is None else alpha, frames, channels, K.row_class(rows), CTX=context, SHIFTS=len(shifts),
+            AFFINE=cond is not None, SNAKE=alpha is not None)
+        width = context * channels
+        # After the kernel has read the old context (same stream): the new one is full's tail.
+        self.root[:, self.offsets[slot]: self.offsets[slot] + width].index_copy_(0, self.rows, full[:, frames:].flatten(1))
+        return full
+
+
+def depthwise(full: Tensor, conv, alpha: Tensor | None) -> Tensor:
+    """conv (depthwise, kernel K, dilation d) of full [rows, (K-1) d + T, C], then snake(alpha)."""
+    rows, length, channels = full.shape
+    frames = length - conv.left_pad
+    out = torch.empty(rows, frames, channels, device=full.device, dtype=full.dtype)
+    K.depthwise_kernel[K.grid(frames, channels, rows)](
+        full, conv.weight, conv.bias, full if alpha is None else alpha, out, frames, channels, K.row_class(rows),
+        CTX=conv.left_pad, K=conv.kernel_size[0], DILATION=conv.dilation[0], SNAKE=alpha is not None)
+    return out
+
+
+def upsample(full: Tensor, conv) -> Tensor:
+    """The transposed convolution of full [rows, 1 + T, Cin] (context frame first): [rows, T s, Cout]."""
+    cin, cout, kernel = conv.weight.shape
+    rows, length, _ = full.shape
+    stride, frames = conv.stride[0], length - 1
+    products = full.reshape(rows * length, cin) @ conv.weight.reshape(cin, cout * kernel)
+    out = torch.empty(rows, frames * stride, cout, device=full.device, dtype=full.dtype)
+    K.overlap_add_kernel[K.grid(frames * stride, cout, rows)](products, conv.bias, out, frames, cout,
+                                                             K.row_class(rows), STRIDE=stride)
+    return out
+
+
+def output(full: Tensor, conv) -> Tensor:
+    """tanh(conv(full)) for the last convolution (C channels to 1, kernel K): [rows, T]."""
+    rows, length, channels = full.shape
+    frames = length - conv.left_pad
+    out = torch.empty(rows, frames, device=full.device, dtype=full.dtype)
+    bc = K.triton.next_power_of_2(channels)
+    bt = max(K.TILE // bc, 16)
+    K.output_conv_kernel[(K.triton.cdiv(frames, bt), 1, rows)](full, conv.weight, conv.bias, out, frames, channels,
+                                                               K=conv.kernel_size[0], BT=bt, BC=bc)
+    return out
+
+
+def residual_unit(unit, x: Tensor, shifts: list[Tensor], chunk: KernelChunk) -> tuple[Tensor, list[Tensor]]:
+    """x + pw(snake(dw(snake(x)))): returned as (x + the product, shifts + [pw's bias])."""
+    snake_in, dw, snake_out, pw = unit.block
+    full, (rows, frames, channels) = chunk.input(x, dw.slot, shifts, alpha=snake_in.alpha), x.shape
+    if channels <= FUSED_CHANNELS:  # the product's weight fits beside the tile: one kernel
+        precision = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"  # as cuBLAS would (conv_precision)
+        K.residual_kernel[lambda meta: (K.triton.cdiv(frames, meta["BT"]), 1, rows)](
+            full, dw.weight, dw.bias, snake_out.alpha, pw.weight, x, frames, channels, K.row_class(rows),
+            CTX=dw.left_pad, K=dw.kernel_size[0], DILATION=dw.dilation[0],
+            CP=max(16, K.triton.next_power_of_2(channels)), PRECISION=precision)
+        return x, [*shifts, pw.bias]
+    h = depthwise(full, dw, snake_out.alpha)
+    # In place: x is this chunk's own activation, already read into the unit's input (cuBLAS adds
+    # it in its epilogue; an out-of-place addmm first copies it, 0.4 ms at 64 rows on an H200).
+    x.view(-1, channels).addmm_(h.view(-1, channels), pw.weight.view(channels, channels).t())
+    return x, [*shifts, pw.bias]
+
+
+def decoder_block(block, cond, x: Tensor, shifts: list[Tensor], chunk: KernelChunk) -> tuple[Tensor, list[Tensor]]:
+    snake, up, *units = block.block
+    x, shifts = upsample(chunk.input(x, up.slot, shifts, cond, snake.alpha), up), []
+    for unit in units:
+        x, shifts = residual_unit(unit, x, shifts, chunk)
+    return x, shifts
+
+
+def stream(decoder, z: Tensor, root: Tensor, rows: Tensor) -> Tensor:
+    """Decoder.stream's contract: z [B, F, latent] channels-last -> [B, F * hop]; rows `rows` of root updated."""
+    chunk = KernelChunk(root, rows, decoder.state_shapes)
+    head_dw, head_pw, *blocks, snake, last, _tanh = decoder.model
+    x = depthwise(chunk.input(z, head_dw.slot), head_dw, None)
+    x, shifts = F.linear(x, head_pw.weight[:, :, 0], head_pw.bias), []
+    conditions = decoder.sr_cond_model or [None] * len(decoder.model)
+    for i, block in enumerate(blocks, start=2):
+        x, shifts = decoder_block(block, conditions[i], x, shifts, chunk)
+    return output(chunk.input(x, last.slot, shifts, alpha=snake.alpha), last)
