@@ -31,6 +31,21 @@ def test_steps_equal_whole_sequence_forward():
             torch.testing.assert_close(out, whole[:, pos], rtol=1e-10, atol=1e-10)
 
 
+def test_keeping_the_last_positions_equals_slicing_the_whole_output():
+    """LocDiT reads only its noisy patch's positions: the last layer computes those alone."""
+    import pytest
+
+    cfg = CFG.local_dit
+    model = random_transformer(cfg, seed=2)
+    x = torch.randn(3, 11, cfg.hidden_size, dtype=torch.float64)
+    whole = model(x, causal=False)
+    kept = model(x, causal=False, keep=4)
+    assert kept.shape == (3, 4, cfg.hidden_size)
+    torch.testing.assert_close(kept, whole[:, -4:], rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="non-causal"):
+        model(x, causal=True, keep=4)
+
+
 def test_masked_span_equals_exact_span():
     """A length bucket larger than the sequence gives the same result: unread slots are masked."""
     cfg = CFG.base_lm

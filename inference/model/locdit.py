@@ -59,8 +59,7 @@ class LocDiT(nn.Module):
         tokens = torch.cat(
             (mu.view(n, -1, self.hidden), time.unsqueeze(1), self.cond_proj(cond), self.in_proj(x)), dim=1
         )
-        hidden = self.decoder(tokens, causal=False, ops=ops)
-        return self.out_proj(hidden[:, -p:])
+        return self.out_proj(self.decoder(tokens, causal=False, ops=ops, keep=p))
 
 
 def euler_schedule(steps: int, dtype: torch.dtype, sway: float = 1.0) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -199,14 +199,20 @@ class Transformer(nn.Module):
         return self.rope_cos[positions], self.rope_sin[positions]
 
     def forward(self, x: torch.Tensor, causal: bool, cache: KVCache | None = None,
-                rows: torch.Tensor | None = None, ops: LayerOps = PLAIN_OPS):
+                rows: torch.Tensor | None = None, ops: LayerOps = PLAIN_OPS, keep: int | None = None):
         """x [B, T, H] -> normed hidden [B, T, H]; with a cache, the first T slots of its `rows`
-        ([B] long) are filled."""
+        ([B] long) are filled. keep=n (non-causal only): the last n positions [B, n, H] alone."""
+        if keep is not None and causal:
+            raise ValueError("keep= is for non-causal sequences")
         rope = self.rope(torch.arange(x.shape[1], device=x.device))
         for i, layer in enumerate(self.layers):
             q, k, v = layer.inputs(ops, x, rope)
             if cache is not None:
                 cache.fill(i, k, v, rows)
+            if keep is not None and i == len(self.layers) - 1:
+                # Every key still counts, but the other positions' queries, output projection and
+                # MLP would only be thrown away (LocDiT reads the noisy patch's positions alone).
+                q, x = q[:, :, -keep:], x[:, -keep:]
             attn = ops.sequence_attention(q, k, v, causal)
             x = layer.output(ops, x, attn)
         return ops.norm(x, self.norm.weight, self.norm.eps)
