@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""The LocDiT alone at 32 to 128 rows (2 x rows sequences of 11 tokens: the guided pair): graph
+replay time and achieved TFLOP/s of one call per variant, and where one call's GPU time goes.
+
+    python -m bench.dit_rate [--rows 32 64 128] [--autotune]
+
+Variants: the engine's compiled layer functions with flash attention over every position (the
+engine before), the same with the last layer on the patch's positions only (Transformer.forward's
+keep=: the engine now), the same with bench/short_attention.py's kernel in place of flash, and
+with --autotune that one compiled with inductor's max-autotune (Triton GEMM templates tried
+against cuBLAS per shape). Published architecture, random bf16 weights; each variant's first row
+also gives its relative error against the plain functions.
+(Tried and dropped: LocDiT's 11-position attention as compiled plain float32 products instead of
+the flash kernel: 23% slower at 64 rows on an H100, figures in bench/RESULTS.md.)
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import datetime
+import time
+import traceback
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+from bench.profile_step import capture, replay_ms
+from bench.short_attention import short_attention
+from inference.model import transformer as T
+from inference.model.config import ModelConfig
+from inference.model.locdit import LocDiT
+from inference.runtime.compiled import batch_dynamic, compiled_ops, pinned_attention
+
+
+FLASH_FIRST = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
+
+
+def autotuned_ops() -> T.LayerOps:
+    tuned = dict(fullgraph=True, dynamic=False, mode="max-autotune-no-cudagraphs")
+    return T.LayerOps(batch_dynamic(torch.compile(T.attention_inputs, **tuned), 0, 3, 4),
+                      batch_dynamic(torch.compile(T.layer_output, **tuned), 0, 1),
+                      T.decode_attention, batch_dynamic(torch.compile(T.rms_norm, **tuned), 0),
+                      pinned_attention(FLASH_FIRST))
+
+
+def flops(dit: LocDiT, tokens: torch.Tensor, keep) -> float:
+    with FlopCounterMode(display=False) as counter, sdpa_kernel(SDPBackend.MATH):
+        dit.decoder(tokens, causal=False, keep=keep)
+    return float(counter.get_total_flops())
+
+
+def kernel_table(fn, top: int) -> None:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    spent = collections.defaultdict(lambda: [0, 0.0])
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            spent[e.name[:90]][0] += 1
+            spent[e.name[:90]][1] += e.device_time_total / 1e3
+    total = sum(ms for _, ms in spent.values())
+    gemm = sum(ms for name, (_, ms) in spent.items() if "gemm" in name.lower() or "nvjet" in name or "mm" in name[:12])
+    print(f"    kernels {sum(c for c, _ in spent.values())}, {total:.3f} ms of GPU time, of which GEMM-like {gemm:.3f} ms")
+    for name, (calls, ms) in sorted(spent.items(), key=lambda kv: -kv[1][1])[:top]:
+        print(f"    {ms:8.3f} ms {calls:4d}  {name}")
+
+
+@torch.inference_mode()
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, nargs="+", default=[32, 64, 128])
+    ap.add_argument("--autotune", action="store_true")
+    ap.add_argument("--top", type=int, default=10)
+    args = ap.parse_args()
+    cfg = ModelConfig.from_json("bench/voxcpm2_config.json")
+    with torch.device("cuda"):
+        dit = LocDiT(cfg.local_dit, cfg.feat_dim).to(torch.bfloat16).eval()
+    dit.decoder.fuse_projections()
+    print(f"LocDiT alone: {torch.cuda.get_device_name()}, torch {torch.__version__}, {datetime.date.today()}")
+    flash = dataclasses.replace(compiled_ops(), sequence_attention=pinned_attention(FLASH_FIRST))
+    variants = [("flash, all positions", flash, None), ("flash, keep patch", flash, cfg.patch_size),
+                ("short kernel, keep patch", dataclasses.replace(flash, sequence_attention=short_attention),
+                 cfg.patch_size)]
+    if args.autotune:
+        variants.append(("keep patch, max-autotune", autotuned_ops(), cfg.patch_size))
+    for name, ops, keep in variants:
+        try:
+            time_variant(dit, cfg, name, ops, keep, args)
+        except Exception:  # one variant failing leaves the others' figures
+            print(f"{name}: FAILED")
+            traceback.print_exc()
+
+
+def time_variant(dit: LocDiT, cfg: ModelConfig, name: str, ops: T.LayerOps, keep, args) -> None:
+    reference = None
+    for b in args.rows:
+        tokens = torch.randn(2 * b, 3 + 2 * cfg.patch_size, cfg.local_dit.hidden_size, device="cuda",
+                             dtype=torch.bfloat16, generator=torch.Generator("cuda").manual_seed(b))
+        call = lambda: dit.decoder(tokens, causal=False, ops=ops, keep=keep)  # noqa: E731
+        t = time.perf_counter()
+        out = call()
+        first = time.perf_counter() - t
+        if reference is None:  # against the plain functions (SDPA's own choice of kernel), last positions
+            reference = dit.decoder(tokens, causal=False)[:, -cfg.patch_size:].float()
+            error = ((out[:, -cfg.patch_size:].float() - reference).norm() / reference.norm()).item()
+        ms = replay_ms(capture(call).replay, 50)
+        rate = flops(dit, tokens, keep) / (ms * 1e-3) / 1e12
+        print(f"{name:26s} rows={b:4d}: {ms:.3f} ms per DiT call, {rate:6.1f} TFLOP/s (first call {first:.1f} s)"
+              + (f", relative error {error:.1e} against the plain functions" if b == args.rows[0] else ""))
+        if b == 64:
+            kernel_table(call, args.top)
+
+
+if __name__ == "__main__":
+    main()
