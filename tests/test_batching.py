@@ -135,3 +135,24 @@ def test_a_stream_that_cannot_be_admitted_fails_alone(engine, monkeypatch):
     assert good.error is None
     assert_same(list(good.chunks), want, "the stream admitted beside the failing one")
     assert engine.free_rows == engine.rows
+
+
+def test_warm_up_decodes_every_context_length_into_the_scratch_row_and_resets_it(engine, monkeypatch):
+    """BatchRunner.capture runs each length a joining stream's decoder context can have once, so
+    no shape is first seen (and, on CUDA, tuned) at a request's start; no stream's row is touched."""
+    step, scratch = engine.runner.step, engine.runner.scratch_row
+    before = step.decoder.flat.clone()
+    seen, decode = [], step.vae.decode_chunk
+
+    def counting(frames, state):
+        out = decode(frames, state)
+        seen.append((frames.shape[-1], bool(state.flat.any())))
+        return out
+
+    monkeypatch.setattr(step.vae, "decode_chunk", counting)
+    step.warm_context_decodes(scratch, 3)
+    frames = step.patch_shape[0]
+    assert seen == [(frames, True), (2 * frames, True), (3 * frames, True)]  # the row held each context
+    assert not step.decoder.flat[scratch].any()
+    others = [r for r in range(step.decoder.flat.shape[0]) if r != scratch]
+    assert step.decoder.flat[others].equal(before[others])

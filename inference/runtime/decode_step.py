@@ -129,6 +129,16 @@ class DecodeStep:
             frames = patches_to_frames(context.to(self.dtype).to(self.vae_dtype).unsqueeze(0))
             self.vae.decode_chunk(frames, self.decoder.row(row))
 
+    def warm_context_decodes(self, row: int, patches: int):
+        """Decode zero contexts of 1..patches patches into `row`, then reset it: each shape a
+        joining stream's context can take runs once in warm-up (on CUDA the VAE's Triton kernels
+        time their tiles on a shape's first call), not on the GPU thread at a request's start."""
+        p, d = self.patch_shape
+        for n in range(1, patches + 1):
+            zeros = torch.zeros(1, n, p, d, device=self.device, dtype=self.vae_dtype)
+            self.vae.decode_chunk(patches_to_frames(zeros), self.decoder.row(row))
+        self.decoder.reset(row)
+
     def _carry_decoder(self, row: int, how: DecoderStart, overrun: bool):
         live = self.decoder.flat[row]
         if how is DecoderStart.REWIND:

@@ -17,7 +17,7 @@ import torch
 from ..model.audio_vae import AudioVAE
 from ..model.voxcpm2 import VoxCPM2
 from ..request.continuation import DecoderStart
-from ..request.prompt import Prompt
+from ..request.prompt import DECODE_CONTEXT_PATCHES, Prompt
 from .compiled import PLAIN, StepFunctions
 from .cuda_graphs import CUDAGraphed
 from .decode_step import DecodeStep
@@ -127,6 +127,7 @@ class BatchRunner:
                     self.step.finish(b, span)
                 for key in self.prefill_keys:
                     self._padded_prefill(*key)
+            self.step.warm_context_decodes(self.scratch_row, DECODE_CONTEXT_PATCHES)
         torch.cuda.current_stream().wait_stream(stream)
         pool = torch.cuda.graph_pool_handle()
         for b in reversed(self.buckets):
