@@ -16,7 +16,6 @@ the flash kernel: 23% slower at 64 rows on an H100, figures in bench/RESULTS.md.
 from __future__ import annotations
 
 import argparse
-import collections
 import dataclasses
 import datetime
 import time
@@ -26,6 +25,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from bench.kernel_times import by_kernel, print_top
 from bench.profile_step import capture, replay_ms
 from bench.short_attention import short_attention
 from inference.model import transformer as T
@@ -52,19 +52,11 @@ def flops(dit: LocDiT, tokens: torch.Tensor, keep) -> float:
 
 
 def kernel_table(fn, top: int) -> None:
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    spent = collections.defaultdict(lambda: [0, 0.0])
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            spent[e.name[:90]][0] += 1
-            spent[e.name[:90]][1] += e.device_time_total / 1e3
+    spent = by_kernel(fn)
     total = sum(ms for _, ms in spent.values())
     gemm = sum(ms for name, (_, ms) in spent.items() if "gemm" in name.lower() or "nvjet" in name or "mm" in name[:12])
     print(f"    kernels {sum(c for c, _ in spent.values())}, {total:.3f} ms of GPU time, of which GEMM-like {gemm:.3f} ms")
-    for name, (calls, ms) in sorted(spent.items(), key=lambda kv: -kv[1][1])[:top]:
-        print(f"    {ms:8.3f} ms {calls:4d}  {name}")
+    print_top(spent, top)
 
 
 @torch.inference_mode()

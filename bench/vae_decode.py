@@ -13,7 +13,6 @@ not saturated). One CUDA GPU; TF32 as the engine runs it (cuDNN's default, which
 from __future__ import annotations
 
 import argparse
-import collections
 import contextlib
 import datetime
 import time
@@ -22,6 +21,7 @@ import traceback
 import torch
 from torch import nn
 
+from bench.kernel_times import by_kernel, print_top
 from inference.model import audio_vae
 from inference.model.audio_vae import AudioVAE
 from inference.model.config import ModelConfig
@@ -123,10 +123,7 @@ def replay_ms(graph: torch.cuda.CUDAGraph, iters: int) -> float:
 
 def kernel_count(decode, z, state) -> int:
     """CUDA kernels one call launches (a graph replays the same ones)."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        decode(z, state)
-        torch.cuda.synchronize()
-    return sum(e.device_type == torch.autograd.DeviceType.CUDA for e in prof.events())
+    return sum(calls for calls, _ in by_kernel(lambda: decode(z, state)).values())
 
 
 def kernel_times(vae: AudioVAE, name: str, rows: int, frames: int, top: int) -> None:
@@ -137,18 +134,10 @@ def kernel_times(vae: AudioVAE, name: str, rows: int, frames: int, top: int) -> 
     with context, torch.inference_mode():
         decode(z, state)
         torch.cuda.synchronize()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            decode(z, state)
-            torch.cuda.synchronize()
-    spent = collections.defaultdict(lambda: [0, 0.0])
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            spent[e.name[:80]][0] += 1
-            spent[e.name[:80]][1] += e.device_time_total / 1e3
+        spent = by_kernel(lambda: decode(z, state), width=80)
     total = sum(ms for _, ms in spent.values())
     print(f"\n{name} at {rows} rows: kernels by GPU time (eager call, {total:.3f} ms in kernels)")
-    for kernel, (calls, ms) in sorted(spent.items(), key=lambda kv: -kv[1][1])[:top]:
-        print(f"  {ms:8.3f} ms {calls:4d} calls  {kernel}")
+    print_top(spent, top, indent="  ")
 
 
 def timings(vae: AudioVAE, name: str, rows: list[int], frames: int, iters: int) -> tuple[list[float], float, int]:

@@ -92,6 +92,20 @@ def _tile(T, C, BT: tl.constexpr, BC: tl.constexpr):
     return t, c, (t < T) & (c < C), tl.program_id(2)
 
 
+@triton.jit
+def _depthwise(full, weight, bias, t, c, mask, r, T, C, CTX: tl.constexpr, K: tl.constexpr, DILATION: tl.constexpr,
+               BT: tl.constexpr, BC: tl.constexpr):
+    """The dilated depthwise convolution of `full` at a [BT, BC] tile of frames t and channels c,
+    accumulated in float32 from the bias."""
+    cmask = c < C
+    base = full + (r * (CTX + T)).to(tl.int64) * C
+    acc = tl.load(bias + c, mask=cmask, other=0.0).to(tl.float32) + tl.zeros((BT, BC), tl.float32)
+    for k in tl.static_range(K):
+        w = tl.load(weight + c * K + k, mask=cmask, other=0.0)
+        acc += w * tl.load(base + (t + k * DILATION) * C + c, mask=mask, other=0.0)
+    return acc
+
+
 @tuned
 @triton.jit(do_not_specialize=["ROW_CLASS"])
 def snake_context_kernel(x, full, root, rows, offset, root_stride, shift1, shift2, shift3, scale, bias, alpha,
@@ -123,11 +137,7 @@ def depthwise_kernel(full, weight, bias, alpha, out, T, C, ROW_CLASS, CTX: tl.co
                      DILATION: tl.constexpr, SNAKE: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
     t, c, mask, r = _tile(T, C, BT, BC)
     cmask = c < C
-    base = full + (r * (CTX + T)).to(tl.int64) * C
-    acc = tl.load(bias + c, mask=cmask, other=0.0).to(tl.float32) + tl.zeros((BT, BC), tl.float32)
-    for k in tl.static_range(K):
-        w = tl.load(weight + c * K + k, mask=cmask, other=0.0)
-        acc += w * tl.load(base + (t + k * DILATION) * C + c, mask=mask, other=0.0)
+    acc = _depthwise(full, weight, bias, t, c, mask, r, T, C, CTX, K, DILATION, BT, BC)
     if SNAKE:
         acc = _snake(acc, tl.load(alpha + c, mask=cmask, other=1.0))
     tl.store(out + (r * T + t).to(tl.int64) * C + c, acc, mask=mask)
@@ -149,11 +159,7 @@ def residual_kernel(full, weight, bias, alpha, pointwise, x, T, C, ROW_CLASS, CT
     unit's hidden activation never leaves the SM."""
     t, c, mask, r = _tile(T, C, BT, CP)
     cmask = c < C
-    base = full + (r * (CTX + T)).to(tl.int64) * C
-    acc = tl.load(bias + c, mask=cmask, other=0.0).to(tl.float32) + tl.zeros((BT, CP), tl.float32)
-    for k in tl.static_range(K):
-        w = tl.load(weight + c * K + k, mask=cmask, other=0.0)
-        acc += w * tl.load(base + (t + k * DILATION) * C + c, mask=mask, other=0.0)
+    acc = _depthwise(full, weight, bias, t, c, mask, r, T, C, CTX, K, DILATION, BT, CP)
     h = tl.where(mask, _snake(acc, tl.load(alpha + c, mask=cmask, other=1.0)), 0.0)
     cin = tl.arange(0, CP)[:, None]
     # pointwise [Cout, Cin, 1]: the [Cin, Cout] operand is its transpose.
