@@ -54,7 +54,26 @@ def take(page, text: str | None = "Hello world, this is a test.") -> dict:
     page.wait_for_function("window.player.run && ['finished', 'failed', 'stopped'].includes(window.player.run.state)"
                            " && window.workbench.selected && window.workbench.selected.id === window.player.run.id"
                            " && window.workbench.view.shown === window.player.run.id", timeout=60_000)
+    settled(page)
     return page.evaluate("({ ...window.workbench.selected, pcm: null })")
+
+
+def settled(page, selector: str = "#vox-workbench [data-wb=wave-a]", frames: int = 5):
+    """Until the element has stayed in place for `frames` animation frames, as a user waits for a
+    page to stop moving before aiming: the rest of the take's drawing (the facts above the
+    waveform, B's strip, the list) goes on after it is shown, and a drag aimed at the waveform's
+    old place misses it (a first take's drag once made no selection in a CI run)."""
+    page.wait_for_function("""([selector, frames]) => new Promise((done) => {
+        const el = document.querySelector(selector);
+        let last = '', still = 0;
+        const tick = () => {
+          const now = JSON.stringify(el.getBoundingClientRect());
+          still = now === last ? still + 1 : 0;
+          last = now;
+          if (still >= frames) done(true); else requestAnimationFrame(tick);
+        };
+        requestAnimationFrame(tick);
+      })""", arg=[selector, frames], timeout=10_000)
 
 
 @contextlib.contextmanager
