@@ -14,13 +14,13 @@ Only the depthwise decoder (the published one: `VAEConfig.depthwise`) has this p
 """
 from __future__ import annotations
 
-import itertools
-
 import torch
 import torch.nn.functional as F
+import triton
 from torch import Tensor
 
 from . import vae_kernels as K
+from .vae_stream import per_frame_products, slot_offsets
 
 FUSED_CHANNELS = 128  # residual units this wide or narrower run as one kernel (residual_kernel)
 
@@ -31,7 +31,7 @@ class KernelChunk:
 
     def __init__(self, root: Tensor, rows: Tensor, shapes: list[tuple[int, int]]):
         self.root, self.rows, self.shapes = root, rows, shapes
-        self.offsets = [0, *itertools.accumulate(c * n for c, n in shapes)]
+        self.offsets = slot_offsets(shapes)
 
     def input(self, x: Tensor, slot: int, shifts: list[Tensor] = (), cond=None, alpha: Tensor | None = None) -> Tensor:
         """full [rows, context + T, C]: the slot's context, then snake(cond(x + sum(shifts)))."""
@@ -44,9 +44,8 @@ class KernelChunk:
             x, full, self.root, self.rows, self.offsets[slot], self.root.stride(0), *pending, scale, bias,
             x if alpha is None else alpha, frames, channels, K.row_class(rows), CTX=context, SHIFTS=len(shifts),
             AFFINE=cond is not None, SNAKE=alpha is not None)
-        width = context * channels
         # After the kernel has read the old context (same stream): the new one is full's tail.
-        self.root[:, self.offsets[slot]: self.offsets[slot] + width].index_copy_(0, self.rows, full[:, frames:].flatten(1))
+        self.root[:, self.offsets[slot]: self.offsets[slot + 1]].index_copy_(0, self.rows, full[:, frames:].flatten(1))
         return full
 
 
@@ -63,10 +62,9 @@ def depthwise(full: Tensor, conv, alpha: Tensor | None) -> Tensor:
 
 def upsample(full: Tensor, conv) -> Tensor:
     """The transposed convolution of full [rows, 1 + T, Cin] (context frame first): [rows, T s, Cout]."""
-    cin, cout, kernel = conv.weight.shape
     rows, length, _ = full.shape
-    stride, frames = conv.stride[0], length - 1
-    products = full.reshape(rows * length, cin) @ conv.weight.reshape(cin, cout * kernel)
+    cout, stride, frames = conv.weight.shape[1], conv.stride[0], length - 1
+    products = per_frame_products(full, conv.weight)
     out = torch.empty(rows, frames * stride, cout, device=full.device, dtype=full.dtype)
     K.overlap_add_kernel[K.grid(frames * stride, cout, rows)](products, conv.bias, out, frames, cout,
                                                              K.row_class(rows), STRIDE=stride)
@@ -78,9 +76,9 @@ def output(full: Tensor, conv) -> Tensor:
     rows, length, channels = full.shape
     frames = length - conv.left_pad
     out = torch.empty(rows, frames, device=full.device, dtype=full.dtype)
-    bc = K.triton.next_power_of_2(channels)
+    bc = triton.next_power_of_2(channels)
     bt = max(K.TILE // bc, 16)
-    K.output_conv_kernel[(K.triton.cdiv(frames, bt), 1, rows)](full, conv.weight, conv.bias, out, frames, channels,
+    K.output_conv_kernel[(triton.cdiv(frames, bt), 1, rows)](full, conv.weight, conv.bias, out, frames, channels,
                                                                K=conv.kernel_size[0], BT=bt, BC=bc)
     return out
 
@@ -91,10 +89,10 @@ def residual_unit(unit, x: Tensor, shifts: list[Tensor], chunk: KernelChunk) -> 
     full, (rows, frames, channels) = chunk.input(x, dw.slot, shifts, alpha=snake_in.alpha), x.shape
     if channels <= FUSED_CHANNELS:  # the product's weight fits beside the tile: one kernel
         precision = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"  # as cuBLAS would (conv_precision)
-        K.residual_kernel[lambda meta: (K.triton.cdiv(frames, meta["BT"]), 1, rows)](
+        K.residual_kernel[lambda meta: (triton.cdiv(frames, meta["BT"]), 1, rows)](
             full, dw.weight, dw.bias, snake_out.alpha, pw.weight, x, frames, channels, K.row_class(rows),
             CTX=dw.left_pad, K=dw.kernel_size[0], DILATION=dw.dilation[0],
-            CP=max(16, K.triton.next_power_of_2(channels)), PRECISION=precision)
+            CP=max(16, triton.next_power_of_2(channels)), PRECISION=precision)
         return x, [*shifts, pw.bias]
     h = depthwise(full, dw, snake_out.alpha)
     # In place: x is this chunk's own activation, already read into the unit's input (cuBLAS adds

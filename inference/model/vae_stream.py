@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import threading
 
 import torch
@@ -49,13 +50,16 @@ def snake(x: Tensor, alpha: Tensor) -> Tensor:
     return x + (alpha + 1e-9).reciprocal() * torch.sin(alpha * x).pow(2)
 
 
+def slot_offsets(shapes: list[tuple[int, int]]) -> list[int]:
+    """Where each stateful convolution's context starts in a state row, then the row's length."""
+    return [0, *itertools.accumulate(channels * context for channels, context in shapes)]
+
+
 def contexts(flat: Tensor, shapes: list[tuple[int, int]]) -> list[Tensor]:
     """Each stateful convolution's context, a [rows, context, channels] view of flat [rows, N]."""
-    views, offset = [], 0
-    for channels, context in shapes:
-        views.append(flat[:, offset: offset + channels * context].unflatten(1, (context, channels)))
-        offset += channels * context
-    return views
+    offsets = slot_offsets(shapes)
+    return [flat[:, start:end].unflatten(1, (context, channels))
+            for (channels, context), start, end in zip(shapes, offsets, offsets[1:])]
 
 
 def with_context(past: Tensor, x: Tensor, time: int) -> tuple[Tensor, Tensor]:
@@ -154,12 +158,19 @@ def dense(full: Tensor, weight: Tensor, bias: Tensor, dilation: int) -> Tensor:
     return y
 
 
+def per_frame_products(full: Tensor, weight: Tensor) -> Tensor:
+    """Every input frame of full [rows, length, Cin] against a transposed convolution's weight in
+    its stored layout [Cin, Cout, K] (no copy): [rows * length, Cout * K], one GEMM."""
+    cin, cout, kernel = weight.shape
+    return full.reshape(-1, cin) @ weight.reshape(cin, cout * kernel)
+
+
 def upsample(full: Tensor, weight: Tensor, bias: Tensor, stride: int) -> Tensor:
     """Causal transposed convolution, kernel 2 x stride, of [rows, 1 + T, Cin] (the previous
     chunk's last frame first) with weight [Cin, Cout, 2 stride]: [rows, T * stride, Cout]."""
-    cin, cout, kernel = weight.shape
     rows, length, _ = full.shape
-    frames = (full.reshape(rows * length, cin) @ weight.reshape(cin, cout * kernel)).view(rows, length, cout, kernel)
+    cout, kernel = weight.shape[1:]
+    frames = per_frame_products(full, weight).view(rows, length, cout, kernel)
     # Output frame j: the first half of input j's product plus the second half of input j-1's.
     out = frames[:, 1:, :, :stride] + frames[:, :-1, :, stride:] + bias.unsqueeze(-1)
     return out.transpose(2, 3).reshape(rows, (length - 1) * stride, cout)

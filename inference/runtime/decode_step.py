@@ -126,18 +126,19 @@ class DecodeStep:
         self.decoder.reset(row)
         if len(prompt.decode_context):
             context = self.upload(prompt.decode_context).to(self.device, non_blocking=True)
-            frames = patches_to_frames(context.to(self.dtype).to(self.vae_dtype).unsqueeze(0))
-            self.vae.decode_chunk(frames, self.decoder.row(row))
+            self._decode_context(row, context.to(self.dtype).to(self.vae_dtype))
 
     def warm_context_decodes(self, row: int, patches: int):
         """Decode zero contexts of 1..patches patches into `row`, then reset it: each shape a
         joining stream's context can take runs once in warm-up (on CUDA the VAE's Triton kernels
         time their tiles on a shape's first call), not on the GPU thread at a request's start."""
-        p, d = self.patch_shape
         for n in range(1, patches + 1):
-            zeros = torch.zeros(1, n, p, d, device=self.device, dtype=self.vae_dtype)
-            self.vae.decode_chunk(patches_to_frames(zeros), self.decoder.row(row))
+            self._decode_context(row, torch.zeros(n, *self.patch_shape, device=self.device, dtype=self.vae_dtype))
         self.decoder.reset(row)
+
+    def _decode_context(self, row: int, patches: torch.Tensor):
+        """Run the row's VAE decoder over patches [C, P, D] (VAE dtype, on the device), output unused."""
+        self.vae.decode_chunk(patches_to_frames(patches.unsqueeze(0)), self.decoder.row(row))
 
     def _carry_decoder(self, row: int, how: DecoderStart, overrun: bool):
         live = self.decoder.flat[row]
