@@ -6,7 +6,7 @@ replay time and achieved TFLOP/s of one call per variant, and where one call's G
 
 Variants: the engine's compiled layer functions with flash attention over every position (the
 engine before), the same with the last layer on the patch's positions only (Transformer.forward's
-keep=: the engine now), the same with bench/short_attention.py's kernel in place of flash, and
+keep=), the same with model/short_attention.py's kernel in place of flash (the engine now), and
 with --autotune that one compiled with inductor's max-autotune (Triton GEMM templates tried
 against cuBLAS per shape). Published architecture, random bf16 weights; each variant's first row
 also gives its relative error against the plain functions.
@@ -16,7 +16,6 @@ the flash kernel: 23% slower at 64 rows on an H100, figures in bench/RESULTS.md.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import time
 import traceback
@@ -27,14 +26,10 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from bench.kernel_times import by_kernel, print_top
 from bench.profile_step import capture, replay_ms
-from bench.short_attention import short_attention
 from inference.model import transformer as T
 from inference.model.config import ModelConfig
 from inference.model.locdit import LocDiT
-from inference.runtime.compiled import batch_dynamic, compiled_ops, pinned_attention
-
-
-FLASH_FIRST = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
+from inference.runtime.compiled import batch_dynamic, compiled_ops
 
 
 def autotuned_ops() -> T.LayerOps:
@@ -42,7 +37,7 @@ def autotuned_ops() -> T.LayerOps:
     return T.LayerOps(batch_dynamic(torch.compile(T.attention_inputs, **tuned), 0, 3, 4),
                       batch_dynamic(torch.compile(T.layer_output, **tuned), 0, 1),
                       T.decode_attention, batch_dynamic(torch.compile(T.rms_norm, **tuned), 0),
-                      pinned_attention(FLASH_FIRST))
+                      compiled_ops().sequence_attention)
 
 
 def flops(dit: LocDiT, tokens: torch.Tensor, keep) -> float:
@@ -71,10 +66,9 @@ def main():
         dit = LocDiT(cfg.local_dit, cfg.feat_dim).to(torch.bfloat16).eval()
     dit.decoder.fuse_projections()
     print(f"LocDiT alone: {torch.cuda.get_device_name()}, torch {torch.__version__}, {datetime.date.today()}")
-    flash = dataclasses.replace(compiled_ops(), sequence_attention=pinned_attention(FLASH_FIRST))
+    flash = compiled_ops(short_kernel=False)
     variants = [("flash, all positions", flash, None), ("flash, keep patch", flash, cfg.patch_size),
-                ("short kernel, keep patch", dataclasses.replace(flash, sequence_attention=short_attention),
-                 cfg.patch_size)]
+                ("short kernel, keep patch", compiled_ops(), cfg.patch_size)]
     if args.autotune:
         variants.append(("keep patch, max-autotune", autotuned_ops(), cfg.patch_size))
     for name, ops, keep in variants:

@@ -21,7 +21,8 @@ if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:$PWD
 fi
-export PYTHONUNBUFFERED=1 TQDM_DISABLE=1
+# TRITON_CACHE_AUTOTUNING: the VAE kernels' tile choices are timed once per machine, not once per process
+export PYTHONUNBUFFERED=1 TQDM_DISABLE=1 TRITON_CACHE_AUTOTUNING=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$OUT/gpu.txt"
 if [ ! -f "$CKPT/model.safetensors" ]; then
@@ -31,7 +32,7 @@ fi
 for phase in "$@"; do
   echo "== $phase ($(date +%T))"
   case "$phase" in
-    tests) python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_vae_kernels.py tests/test_vae_stream.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
+    tests) python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_short_attention.py tests/test_vae_kernels.py tests/test_vae_stream.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
     sweep) python3 -m bench.bench --checkpoint "$CKPT" --sweep-only --concurrency 1 8 32 64 128 --rounds 2 \
              --max-streams 128 2>&1 | grep -v "^20..-" | tee "$OUT/sweep.md" ;;
     profile) python3 -m bench.profile_step --buckets 1 8 32 64 128 2>&1 | tee "$OUT/profile.txt" | tail -60 ;;

@@ -1,4 +1,4 @@
-"""bench/short_attention.py's kernel against SDPA: LocDiT's shapes (11 positions, grouped heads,
+"""The short-sequence attention kernel against SDPA: LocDiT's shapes (11 positions, grouped heads,
 the last layer's 4 queries), LocEnc's 5, strided views as the fused QKV projection leaves them, and
 the sequences it hands back to SDPA. On a machine without CUDA, in Triton's interpreter."""
 import os
@@ -10,7 +10,7 @@ if not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 
-from bench.short_attention import short_attention  # noqa: E402
+from inference.model.short_attention import short_attention  # noqa: E402
 from inference.model.transformer import sequence_attention  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -44,3 +44,26 @@ def test_other_sequences_go_to_sdpa():
     causal = short_attention(q, k, v, True)
     torch.testing.assert_close(causal, sequence_attention(q, k, v, True))
     assert not torch.allclose(causal, sequence_attention(q, k, v, False))
+
+
+def test_the_output_is_laid_out_for_the_output_projection():
+    """[N, H, T, D] viewed over [N, T, H, D] memory, as flash returns it: the projection's reshape is free."""
+    q, k, v = qkv_views(2, 11, seed=4)
+    out = short_attention(q, k, v, False)
+    assert out.shape == q.shape and out.transpose(1, 2).is_contiguous()
+
+
+def test_the_step_functions_take_the_kernel_with_an_off_switch(monkeypatch):
+    from inference.model import short_attention as module
+    from inference.runtime.compiled import compiled_ops
+
+    launched = []
+    real = module._short_attention_kernel
+    monkeypatch.setattr(module, "_short_attention_kernel", type("Spy", (), {
+        "__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]})())
+    q, k, v = qkv_views(2, 11, seed=5)
+    expected = sequence_attention(q, k, v, False)
+    torch.testing.assert_close(compiled_ops().sequence_attention(q, k, v, False), expected, rtol=2e-3, atol=2e-3)
+    assert launched == [(2 * 8,)]
+    torch.testing.assert_close(compiled_ops(short_kernel=False).sequence_attention(q, k, v, False), expected)
+    assert len(launched) == 1

@@ -71,18 +71,26 @@ def batch_dynamic(fn, *batch_args: int):
     return call
 
 
-def compiled_ops(sequence_backends=(SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
-                                     SDPBackend.MATH)) -> LayerOps:
-    """Shapes are fixed per call site; attention is already a single SDPA kernel. LocEnc's and
-    LocDiT's short sequences skip cuDNN's kernel, which adds a memset per layer: on an H200 the
-    flash kernel made a DiT call 6% faster (bench/RESULTS.md). SDPA takes the first allowed
-    backend that the GPU supports."""
+FLASH_FIRST = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
+
+
+def compiled_ops(short_kernel: bool = True, sequence_backends=FLASH_FIRST) -> LayerOps:
+    """Shapes are fixed per call site; attention is already a single kernel. LocEnc's and LocDiT's
+    short sequences (5 and 11 positions) take model/short_attention.py's kernel, which fits them
+    (`short_kernel=False` is the off switch); longer ones, and all of them without it, take SDPA
+    pinned to `sequence_backends`: cuDNN's kernel adds a memset per layer, and on an H200 the flash
+    kernel made a DiT call 6% faster (bench/RESULTS.md). SDPA takes the first allowed backend that
+    the GPU supports."""
     static = dict(fullgraph=True, dynamic=False)
+    attend = pinned_attention(sequence_backends)
+    if short_kernel:
+        from ..model.short_attention import short_attention  # imports Triton, which a CPU-only install may lack
+        attend = functools.partial(short_attention, fallback=attend)
     return LayerOps(batch_dynamic(torch.compile(attention_inputs, **static), 0, 3, 4),
                     batch_dynamic(torch.compile(layer_output, **static), 0, 1),
                     decode_attention,
                     batch_dynamic(torch.compile(rms_norm, **static), 0),
-                    pinned_attention(sequence_backends))
+                    attend)
 
 
 def pinned_attention(backends):
