@@ -100,12 +100,17 @@ def main():
     ap.add_argument("--concurrency", type=int, nargs="*", default=[1, 8, 32, 64], help="closed-loop loads")
     ap.add_argument("--rounds", type=int, default=3, help="closed-loop rounds per load")
     ap.add_argument("--sweep-only", action="store_true", help="only the concurrency sweep")
+    ap.add_argument("--vae-only", action="store_true", help="only the streamed VAE decode's SNR table (eager engine)")
     ap.add_argument("--results", help="write the markdown table here")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     work = Path(tempfile.mkdtemp(prefix="voxcpm_bench_"))
     reference = synthetic_voice(work / "reference_10s.wav", seconds=10.0)
     source = weights.prepare(args, work)  # random published weights (host copy) or a folder
+    if args.vae_only:
+        engine = weights.our_engine(source, vae_dtype="float32", cuda_graphs=False)
+        print(report.vae_table(report.vae_precision(engine, weights.vae_fp32(source), patches=args.patches)))
+        return
     rows, floor, vae_rows, parity, sweep = ours_phase(source, args, reference)
     weights.free_gpu()
     if args.sweep_only:

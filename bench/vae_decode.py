@@ -32,7 +32,8 @@ VARIANTS = {
     "old-fused-snake": "reference layers, compiled Snake (the engine before vae_stream)",
     "new-eager": "vae_stream formulation, eager",
     "new-compiled": "vae_stream formulation, torch.compile (the engine before the kernels)",
-    "kernels": "Triton kernels + cuBLAS GEMMs (vae_kernel_stream.py, the engine now)",
+    "kernels": "Triton kernels + cuBLAS GEMMs, products split into 3 TF32 ones (the engine now)",
+    "kernels-tf32": "the same with plain TF32 products (the engine before)",
     "kernels-fp32": "the same with TF32 off (every product in plain float32)",
 }
 ACCURACY_ROWS, ACCURACY_PATCHES = 8, 6
@@ -91,7 +92,7 @@ def variant(vae: AudioVAE, name: str):
     if name.startswith("old"):
         context = fused_snake() if name == "old-fused-snake" else contextlib.nullcontext()
         return (lambda z, state: vae.decoder(z, state).squeeze(1)), context
-    vae.decoder.compile_stream(name != "new-eager", kernels=name.startswith("kernels"))
+    vae.decoder.compile_stream(name != "new-eager", kernels=name.startswith("kernels"), precise=name == "kernels")
     return vae.decode_chunk, tf32_off() if name == "kernels-fp32" else contextlib.nullcontext()
 
 
@@ -220,7 +221,7 @@ def accuracy_table(vae: AudioVAE, names: list[str], frames: int) -> None:
             traceback.print_exc()
             continue
         print(f"{name:18s} {compare(whole, outs[name])}", flush=True)
-    for new in ("new-eager", "new-compiled", "kernels", "kernels-fp32"):
+    for new in ("new-eager", "new-compiled", "kernels", "kernels-tf32", "kernels-fp32"):
         if new in outs and "old-eager" in outs:
             print(f"{new + ' vs old-eager':32s} {compare(outs['old-eager'], outs[new])}")
     with tf32_off():

@@ -9,28 +9,65 @@ the reference and the CPU path); what changes is where the work happens:
   epilogue, and the bias it leaves out travels as a pending shift that the next kernel reading x
   adds (`shifts`, at most three: one block's units);
 - the transposed convolution is one GEMM of every input frame against the weight in its stored
-  layout, then `overlap_add`.
+  layout, then `overlap_add`;
+- with `precise` (the engine's default), every product is three TF32 products of split operands
+  (vae_stream.tf32_split, tl.dot's tf32x3): plain TF32 products lost 2.6 dB against the float32
+  whole decode beside the reference layers (bench/RESULTS.md); split ones give float32's accuracy.
 Only the depthwise decoder (the published one: `VAEConfig.depthwise`) has this path.
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
-import torch.nn.functional as F
 import triton
 from torch import Tensor
 
 from . import vae_kernels as K
-from .vae_stream import per_frame_products, slot_offsets
+from .vae_stream import per_frame_products, slot_offsets, tf32_split
 
 FUSED_CHANNELS = 128  # residual units this wide or narrower run as one kernel (residual_kernel)
+
+
+class Products:
+    """The decode's channel-mixing products: TF32 where cuDNN would use it (conv_precision), split
+    into three TF32 products when `precise`. Owns the weights' splits, made on a weight's first
+    use (the engine's warm-up, before graphs are captured) and again if the weight is changed."""
+
+    def __init__(self, precise: bool):
+        self.precise = precise
+        self.halves = {}  # id(weight) -> (a weak reference to it, its version, hi, lo)
+
+    def split(self, dtype: torch.dtype) -> bool:
+        """Only float32 operands are split (a bfloat16 or float16 decode's products are exact as they are)."""
+        return self.precise and dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+
+    def dot_precision(self, dtype: torch.dtype) -> str:
+        """tl.dot's input precision for the same policy."""
+        return "tf32x3" if self.split(dtype) else "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
+
+    def weight_halves(self, weight: Tensor) -> tuple[Tensor, Tensor]:
+        known = self.halves.get(id(weight))
+        if known is None or known[0]() is not weight or known[1] != weight._version:
+            known = (weakref.ref(weight), weight._version, *tf32_split(weight.detach()))
+            self.halves[id(weight)] = known
+        return known[2], known[3]
+
+    def mm(self, a: Tensor, weight: Tensor, view, out: Tensor | None = None) -> Tensor:
+        """out + a @ view(weight), in place (out None: a new tensor). view: the weight's 2-D view."""
+        if not self.split(a.dtype):
+            return a @ view(weight) if out is None else out.addmm_(a, view(weight))
+        (a_hi, a_lo), (w_hi, w_lo) = tf32_split(a), map(view, self.weight_halves(weight))
+        out = a_lo @ w_hi if out is None else out.addmm_(a_lo, w_hi)  # the small terms first
+        return out.addmm_(a_hi, w_lo).addmm_(a_hi, w_hi)
 
 
 class KernelChunk:
     """One chunk's view of the state: the root [all rows, N], the chunk's row indices and each
     slot's offset into a row. Builds convolution inputs and writes their next contexts back."""
 
-    def __init__(self, root: Tensor, rows: Tensor, shapes: list[tuple[int, int]]):
-        self.root, self.rows, self.shapes = root, rows, shapes
+    def __init__(self, root: Tensor, rows: Tensor, shapes: list[tuple[int, int]], products: Products):
+        self.root, self.rows, self.shapes, self.products = root, rows, shapes, products
         self.offsets = slot_offsets(shapes)
 
     def input(self, x: Tensor, slot: int, shifts: list[Tensor] = (), cond=None, alpha: Tensor | None = None) -> Tensor:
@@ -60,11 +97,11 @@ def depthwise(full: Tensor, conv, alpha: Tensor | None) -> Tensor:
     return out
 
 
-def upsample(full: Tensor, conv) -> Tensor:
+def upsample(full: Tensor, conv, products: Products) -> Tensor:
     """The transposed convolution of full [rows, 1 + T, Cin] (context frame first): [rows, T s, Cout]."""
     rows, length, _ = full.shape
     cout, stride, frames = conv.weight.shape[1], conv.stride[0], length - 1
-    products = per_frame_products(full, conv.weight)
+    products = per_frame_products(full, conv.weight, products.mm)
     out = torch.empty(rows, frames * stride, cout, device=full.device, dtype=full.dtype)
     K.overlap_add_kernel[K.grid(frames * stride, cout, rows)](products, conv.bias, out, frames, cout,
                                                              K.row_class(rows), STRIDE=stride)
@@ -88,34 +125,45 @@ def residual_unit(unit, x: Tensor, shifts: list[Tensor], chunk: KernelChunk) -> 
     snake_in, dw, snake_out, pw = unit.block
     full, (rows, frames, channels) = chunk.input(x, dw.slot, shifts, alpha=snake_in.alpha), x.shape
     if channels <= FUSED_CHANNELS:  # the product's weight fits beside the tile: one kernel
-        precision = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"  # as cuBLAS would (conv_precision)
         K.residual_kernel[lambda meta: (triton.cdiv(frames, meta["BT"]), 1, rows)](
             full, dw.weight, dw.bias, snake_out.alpha, pw.weight, x, frames, channels, K.row_class(rows),
             CTX=dw.left_pad, K=dw.kernel_size[0], DILATION=dw.dilation[0],
-            CP=max(16, triton.next_power_of_2(channels)), PRECISION=precision)
+            CP=max(16, triton.next_power_of_2(channels)), PRECISION=chunk.products.dot_precision(x.dtype))
         return x, [*shifts, pw.bias]
     h = depthwise(full, dw, snake_out.alpha)
     # In place: x is this chunk's own activation, already read into the unit's input (cuBLAS adds
     # it in its epilogue; an out-of-place addmm first copies it, 0.4 ms at 64 rows on an H200).
-    x.view(-1, channels).addmm_(h.view(-1, channels), pw.weight.view(channels, channels).t())
+    chunk.products.mm(h.view(-1, channels), pw.weight, lambda w: w.view(channels, channels).t(), out=x.view(-1, channels))
     return x, [*shifts, pw.bias]
 
 
 def decoder_block(block, cond, x: Tensor, shifts: list[Tensor], chunk: KernelChunk) -> tuple[Tensor, list[Tensor]]:
     snake, up, *units = block.block
-    x, shifts = upsample(chunk.input(x, up.slot, shifts, cond, snake.alpha), up), []
+    x, shifts = upsample(chunk.input(x, up.slot, shifts, cond, snake.alpha), up, chunk.products), []
     for unit in units:
         x, shifts = residual_unit(unit, x, shifts, chunk)
     return x, shifts
 
 
-def stream(decoder, z: Tensor, root: Tensor, rows: Tensor) -> Tensor:
-    """Decoder.stream's contract: z [B, F, latent] channels-last -> [B, F * hop]; rows `rows` of root updated."""
-    chunk = KernelChunk(root, rows, decoder.state_shapes)
-    head_dw, head_pw, *blocks, snake, last, _tanh = decoder.model
-    x = depthwise(chunk.input(z, head_dw.slot), head_dw, None)
-    x, shifts = F.linear(x, head_pw.weight[:, :, 0], head_pw.bias), []
-    conditions = decoder.sr_cond_model or [None] * len(decoder.model)
-    for i, block in enumerate(blocks, start=2):
-        x, shifts = decoder_block(block, conditions[i], x, shifts, chunk)
-    return output(chunk.input(x, last.slot, shifts, alpha=snake.alpha), last)
+class KernelStream:
+    """Decoder.stream's contract through the kernels: z [B, F, latent] channels-last -> [B, F * hop];
+    rows `rows` of root updated. Holds the product policy (and its weight splits) of one decoder."""
+
+    def __init__(self, precise: bool = True):
+        self.products = Products(precise)
+
+    def __deepcopy__(self, memo) -> "KernelStream":  # a copied decoder has weights of its own
+        return KernelStream(self.products.precise)
+
+    def __call__(self, decoder, z: Tensor, root: Tensor, rows: Tensor) -> Tensor:
+        chunk = KernelChunk(root, rows, decoder.state_shapes, self.products)
+        head_dw, head_pw, *blocks, snake, last, _tanh = decoder.model
+        x = depthwise(chunk.input(z, head_dw.slot), head_dw, None)
+        frames, latent = x.shape[1:]
+        x = self.products.mm(x.reshape(-1, latent), head_pw.weight, lambda w: w[:, :, 0].t(),
+                             out=head_pw.bias.expand(x.shape[0] * frames, -1).clone())
+        x, shifts = x.view(z.shape[0], frames, -1), []
+        conditions = decoder.sr_cond_model or [None] * len(decoder.model)
+        for i, block in enumerate(blocks, start=2):
+            x, shifts = decoder_block(block, conditions[i], x, shifts, chunk)
+        return output(chunk.input(x, last.slot, shifts, alpha=snake.alpha), last)

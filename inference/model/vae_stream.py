@@ -31,7 +31,9 @@ the tests) they are plain PyTorch and give the reference's numbers to float32 ro
   and a CUDA graph replays on the same memory.
 - Precision: GEMMs accumulate in float32; on CUDA their inputs are rounded to TF32 exactly when
   cuDNN may do so for the convolutions they replace (`torch.backends.cudnn.allow_tf32`, on by
-  default), see `conv_precision`. The depthwise sums are plain float32.
+  default), see `conv_precision`. The depthwise sums are plain float32. The CUDA kernel path
+  (vae_kernel_stream.py) splits its products (`tf32_split`) to keep float32's accuracy on TF32
+  tensor cores.
 """
 from __future__ import annotations
 
@@ -158,11 +160,22 @@ def dense(full: Tensor, weight: Tensor, bias: Tensor, dilation: int) -> Tensor:
     return y
 
 
-def per_frame_products(full: Tensor, weight: Tensor) -> Tensor:
+def per_frame_products(full: Tensor, weight: Tensor, mm=None) -> Tensor:
     """Every input frame of full [rows, length, Cin] against a transposed convolution's weight in
-    its stored layout [Cin, Cout, K] (no copy): [rows * length, Cout * K], one GEMM."""
+    its stored layout [Cin, Cout, K] (no copy): [rows * length, Cout * K], one GEMM, or
+    mm(frames, weight, view) with the weight's 2-D view (vae_kernel_stream.Products.mm)."""
     cin, cout, kernel = weight.shape
-    return full.reshape(-1, cin) @ weight.reshape(cin, cout * kernel)
+    frames, view = full.reshape(-1, cin), lambda w: w.reshape(cin, cout * kernel)
+    return frames @ view(weight) if mm is None else mm(frames, weight, view)
+
+
+def tf32_split(t: Tensor) -> tuple[Tensor, Tensor]:
+    """t = hi + lo exactly: hi is t rounded to TF32's 10 mantissa bits, lo the remainder. A tensor
+    core rounds its inputs to TF32 (2^-11 relative); hi @ w_hi + hi @ w_lo + lo @ w_hi leaves out
+    only lo @ w_lo and lo's own rounding, about 2^-22: a float32 product's accuracy at three
+    times the TF32 work (the "3xTF32" of CUTLASS; Triton's tl.dot calls it tf32x3)."""
+    hi = ((t.view(torch.int32) + 0x1000) & -0x2000).view(torch.float32)  # round half up in magnitude
+    return hi, t - hi
 
 
 def upsample(full: Tensor, weight: Tensor, bias: Tensor, stride: int) -> Tensor:
