@@ -84,22 +84,23 @@ def vae_precision(engine, vae_fp32, patches: int) -> list[dict]:
     ref = vae_fp32.decode(frames)[0].cpu().numpy()
     torch.backends.cudnn.allow_tf32 = tf32
     rows = []
-    for label, dtype, precise in VAE_VARIANTS:
+    for label, dtype, kernels, split in VAE_VARIANTS:
         vae = copy.deepcopy(vae_fp32).to(dtype)
-        if precise is not None:
-            vae.decoder.compile_stream(precise=precise)
+        if kernels:
+            vae.decoder.compile_stream(split_blocks=split)
         state, z = vae.new_decoder_state(), frames.to(dtype)
         out = torch.cat([vae.decode_chunk(z[..., i:i + 4], state) for i in range(0, z.shape[-1], 4)], -1)
         rows.append({"dtype": label, "snr": snr_db(ref, out[0].float().cpu().numpy()), "ms": graph_ms(vae, z)})
     return rows
 
 
-# (label, dtype, kernel path: None for the reference layers, else whether its products are split)
-VAE_VARIANTS = [("float32, reference layers (as the official)", torch.float32, None),
-                ("float32, the engine's kernels (split products)", torch.float32, True),
-                ("float32, kernels with plain TF32 products", torch.float32, False),
-                ("bfloat16, reference layers", torch.bfloat16, None),
-                ("float16, reference layers", torch.float16, None)]
+# (label, dtype, the kernel path or the reference layers, its split_blocks: None the engine's default)
+VAE_VARIANTS = [("float32, reference layers (as the official)", torch.float32, False, None),
+                ("float32, the engine's kernels", torch.float32, True, None),
+                ("float32, kernels, every product split", torch.float32, True, 99),
+                ("float32, kernels, plain TF32 products", torch.float32, True, 0),
+                ("bfloat16, reference layers", torch.bfloat16, False, None),
+                ("float16, reference layers", torch.float16, False, None)]
 
 
 def vae_table(vae_rows: list[dict]) -> str:

@@ -32,7 +32,9 @@ VARIANTS = {
     "old-fused-snake": "reference layers, compiled Snake (the engine before vae_stream)",
     "new-eager": "vae_stream formulation, eager",
     "new-compiled": "vae_stream formulation, torch.compile (the engine before the kernels)",
-    "kernels": "Triton kernels + cuBLAS GEMMs, products split into 3 TF32 ones (the engine now)",
+    "kernels": "Triton kernels + cuBLAS GEMMs, the head's and first block's products split (the engine now)",
+    "kernels-split2": "the same, the first two blocks split",
+    "kernels-split-all": "the same, every product split into 3 TF32 products",
     "kernels-tf32": "the same with plain TF32 products (the engine before)",
     "kernels-fp32": "the same with TF32 off (every product in plain float32)",
 }
@@ -92,7 +94,8 @@ def variant(vae: AudioVAE, name: str):
     if name.startswith("old"):
         context = fused_snake() if name == "old-fused-snake" else contextlib.nullcontext()
         return (lambda z, state: vae.decoder(z, state).squeeze(1)), context
-    vae.decoder.compile_stream(name != "new-eager", kernels=name.startswith("kernels"), precise=name == "kernels")
+    split = {"kernels-split2": 2, "kernels-split-all": 99, "kernels-tf32": 0}.get(name)  # None: the default
+    vae.decoder.compile_stream(name != "new-eager", kernels=name.startswith("kernels"), split_blocks=split)
     return vae.decode_chunk, tf32_off() if name == "kernels-fp32" else contextlib.nullcontext()
 
 
@@ -221,7 +224,8 @@ def accuracy_table(vae: AudioVAE, names: list[str], frames: int) -> None:
             traceback.print_exc()
             continue
         print(f"{name:18s} {compare(whole, outs[name])}", flush=True)
-    for new in ("new-eager", "new-compiled", "kernels", "kernels-tf32", "kernels-fp32"):
+    for new in ("new-eager", "new-compiled", "kernels", "kernels-split2", "kernels-split-all", "kernels-tf32",
+                "kernels-fp32"):
         if new in outs and "old-eager" in outs:
             print(f"{new + ' vs old-eager':32s} {compare(outs['old-eager'], outs[new])}")
     with tf32_off():

@@ -74,9 +74,8 @@ def test_the_split_decode_equals_the_reference_layers(tf32_on):
     """Every product split (cuBLAS and tl.dot); on CUDA the reference runs with TF32 off."""
     model = randomized(TINY).to(DEVICE)
     fast = copy.deepcopy(model)
-    fast.decoder.compile_stream()
+    fast.decoder.compile_stream(split_blocks=99)
     assert isinstance(fast.decoder.stream_impl, vae_kernel_stream.KernelStream)
-    assert fast.decoder.stream_impl.products.split(torch.float32)
     z = latents(2, 12, 7).to(DEVICE)
     state = fast.new_decoder_state(2)
     with torch.no_grad():
@@ -86,7 +85,7 @@ def test_the_split_decode_equals_the_reference_layers(tf32_on):
     assert rel_err(got, whole) < 1e-5
     copied = copy.deepcopy(fast)
     assert copied.decoder.stream_impl is not fast.decoder.stream_impl
-    assert len(copied.decoder.stream_impl.products.halves) == 0
+    assert len(copied.decoder.stream_impl.precise.halves) == 0 and copied.decoder.stream_impl.split_blocks == 99
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="TF32 rounding happens on CUDA tensor cores")
@@ -96,7 +95,7 @@ def test_on_cuda_split_products_beat_plain_tf32(tf32_on):
     outs = {}
     for precise in (True, False):
         fast = copy.deepcopy(model)
-        fast.decoder.compile_stream(precise=precise)
+        fast.decoder.compile_stream(split_blocks=99 if precise else 0)
         state = fast.new_decoder_state(2)
         with torch.no_grad():
             outs[precise] = torch.cat([fast.decode_chunk(z[..., a: a + 4], state) for a in (0, 4, 8)], dim=-1)
@@ -104,3 +103,23 @@ def test_on_cuda_split_products_beat_plain_tf32(tf32_on):
     with torch.no_grad():
         whole = model.decode(z)
     assert rel_err(outs[True], whole) < 1e-5 < rel_err(outs[False], whole)
+
+
+def test_split_blocks_choose_which_layers_split(tf32_on, monkeypatch):
+    """split_blocks=1: the head's product and the first block's (its transposed convolution and its
+    three residual units) are split, the five later blocks' are plain."""
+    model = randomized(TINY).to(DEVICE)
+    model.decoder.compile_stream(split_blocks=1)
+    stream = model.decoder.stream_impl
+    calls = {"precise": [], "plain": []}
+    for name in calls:
+        products = getattr(stream, name)
+        real_mm, real_dot = products.mm, products.dot_precision
+        monkeypatch.setattr(products, "mm", lambda *a, real=real_mm, n=name, **k: (calls[n].append("mm"), real(*a, **k))[1])
+        monkeypatch.setattr(products, "dot_precision",
+                            lambda dtype, real=real_dot, n=name: (calls[n].append("dot"), real(dtype))[1])
+    with torch.no_grad():
+        model.decode_chunk(latents(1, 4, 9).to(DEVICE), model.new_decoder_state(1))
+    assert sorted(calls["precise"]) == ["dot"] * 3 + ["mm"] * 2
+    assert sorted(calls["plain"]) == ["dot"] * 15 + ["mm"] * 5
+    assert stream.precise.dot_precision(torch.float32) == "tf32x3" and stream.plain.dot_precision(torch.float32) == "tf32"

@@ -204,13 +204,13 @@ class Decoder(nn.Module):
         # decode_chunk's `stream`, eager or fast: unbound, so that a deep copy uses its own weights.
         self.stream_impl = Decoder.stream
 
-    def compile_stream(self, enabled: bool = True, kernels: bool = True, precise: bool = True) -> None:
+    def compile_stream(self, enabled: bool = True, kernels: bool = True, split_blocks: int | None = None) -> None:
         """The fast `stream` for CUDA, which the engine turns on: the Triton kernels (depthwise decoders;
-        precise: split products), else (or kernels=False) torch.compile of `stream`; enabled=False: eager."""
+        split_blocks: see KernelStream), else (or kernels=False) torch.compile of `stream`; enabled=False: eager."""
         self.stream_impl = compiled(Decoder.stream) if enabled else Decoder.stream
         if enabled and kernels and self.depthwise:
             from . import vae_kernel_stream  # imports Triton, which a CPU-only install may lack
-            self.stream_impl = vae_kernel_stream.KernelStream(precise)
+            self.stream_impl = vae_kernel_stream.KernelStream(split_blocks)
 
     def _add_sample_rate_condition(self, boundaries: tuple[int, ...], out_rate: int) -> None:
         self.register_buffer("sr_bin_boundaries", torch.tensor(boundaries, dtype=torch.int32))

@@ -10,9 +10,10 @@ the reference and the CPU path); what changes is where the work happens:
   adds (`shifts`, at most three: one block's units);
 - the transposed convolution is one GEMM of every input frame against the weight in its stored
   layout, then `overlap_add`;
-- with `precise` (the engine's default), every product is three TF32 products of split operands
-  (vae_stream.tf32_split, tl.dot's tf32x3): plain TF32 products lost 2.6 dB against the float32
-  whole decode beside the reference layers (bench/RESULTS.md); split ones give float32's accuracy.
+- the head and the first `split_blocks` blocks split every product into three TF32 products
+  (vae_stream.tf32_split, tl.dot's tf32x3), float32's accuracy: an error made early is carried
+  through every later layer, and cuDNN runs the reference's first transposed convolution in plain
+  float32 (bench/RESULTS.md has what each choice costs and its SNR).
 Only the depthwise decoder (the published one: `VAEConfig.depthwise`) has this path.
 """
 from __future__ import annotations
@@ -66,8 +67,8 @@ class KernelChunk:
     """One chunk's view of the state: the root [all rows, N], the chunk's row indices and each
     slot's offset into a row. Builds convolution inputs and writes their next contexts back."""
 
-    def __init__(self, root: Tensor, rows: Tensor, shapes: list[tuple[int, int]], products: Products):
-        self.root, self.rows, self.shapes, self.products = root, rows, shapes, products
+    def __init__(self, root: Tensor, rows: Tensor, shapes: list[tuple[int, int]]):
+        self.root, self.rows, self.shapes = root, rows, shapes
         self.offsets = slot_offsets(shapes)
 
     def input(self, x: Tensor, slot: int, shifts: list[Tensor] = (), cond=None, alpha: Tensor | None = None) -> Tensor:
@@ -101,9 +102,9 @@ def upsample(full: Tensor, conv, products: Products) -> Tensor:
     """The transposed convolution of full [rows, 1 + T, Cin] (context frame first): [rows, T s, Cout]."""
     rows, length, _ = full.shape
     cout, stride, frames = conv.weight.shape[1], conv.stride[0], length - 1
-    products = per_frame_products(full, conv.weight, products.mm)
+    per_frame = per_frame_products(full, conv.weight, products.mm)
     out = torch.empty(rows, frames * stride, cout, device=full.device, dtype=full.dtype)
-    K.overlap_add_kernel[K.grid(frames * stride, cout, rows)](products, conv.bias, out, frames, cout,
+    K.overlap_add_kernel[K.grid(frames * stride, cout, rows)](per_frame, conv.bias, out, frames, cout,
                                                              K.row_class(rows), STRIDE=stride)
     return out
 
@@ -120,7 +121,8 @@ def output(full: Tensor, conv) -> Tensor:
     return out
 
 
-def residual_unit(unit, x: Tensor, shifts: list[Tensor], chunk: KernelChunk) -> tuple[Tensor, list[Tensor]]:
+def residual_unit(unit, x: Tensor, shifts: list[Tensor], chunk: KernelChunk,
+                  products: Products) -> tuple[Tensor, list[Tensor]]:
     """x + pw(snake(dw(snake(x)))): returned as (x + the product, shifts + [pw's bias])."""
     snake_in, dw, snake_out, pw = unit.block
     full, (rows, frames, channels) = chunk.input(x, dw.slot, shifts, alpha=snake_in.alpha), x.shape
@@ -128,42 +130,50 @@ def residual_unit(unit, x: Tensor, shifts: list[Tensor], chunk: KernelChunk) -> 
         K.residual_kernel[lambda meta: (triton.cdiv(frames, meta["BT"]), 1, rows)](
             full, dw.weight, dw.bias, snake_out.alpha, pw.weight, x, frames, channels, K.row_class(rows),
             CTX=dw.left_pad, K=dw.kernel_size[0], DILATION=dw.dilation[0],
-            CP=max(16, triton.next_power_of_2(channels)), PRECISION=chunk.products.dot_precision(x.dtype))
+            CP=max(16, triton.next_power_of_2(channels)), PRECISION=products.dot_precision(x.dtype))
         return x, [*shifts, pw.bias]
     h = depthwise(full, dw, snake_out.alpha)
     # In place: x is this chunk's own activation, already read into the unit's input (cuBLAS adds
     # it in its epilogue; an out-of-place addmm first copies it, 0.4 ms at 64 rows on an H200).
-    chunk.products.mm(h.view(-1, channels), pw.weight, lambda w: w.view(channels, channels).t(), out=x.view(-1, channels))
+    products.mm(h.view(-1, channels), pw.weight, lambda w: w.view(channels, channels).t(), out=x.view(-1, channels))
     return x, [*shifts, pw.bias]
 
 
-def decoder_block(block, cond, x: Tensor, shifts: list[Tensor], chunk: KernelChunk) -> tuple[Tensor, list[Tensor]]:
+def decoder_block(block, cond, x: Tensor, shifts: list[Tensor], chunk: KernelChunk,
+                  products: Products) -> tuple[Tensor, list[Tensor]]:
     snake, up, *units = block.block
-    x, shifts = upsample(chunk.input(x, up.slot, shifts, cond, snake.alpha), up, chunk.products), []
+    x, shifts = upsample(chunk.input(x, up.slot, shifts, cond, snake.alpha), up, products), []
     for unit in units:
-        x, shifts = residual_unit(unit, x, shifts, chunk)
+        x, shifts = residual_unit(unit, x, shifts, chunk, products)
     return x, shifts
+
+
+SPLIT_BLOCKS = 1  # the engine's default (bench/RESULTS.md, "split products")
 
 
 class KernelStream:
     """Decoder.stream's contract through the kernels: z [B, F, latent] channels-last -> [B, F * hop];
-    rows `rows` of root updated. Holds the product policy (and its weight splits) of one decoder."""
+    rows `rows` of root updated. The head and the first `split_blocks` decoder blocks (None: the
+    default, SPLIT_BLOCKS) take split products, the rest plain ones; holds both policies."""
 
-    def __init__(self, precise: bool = True):
-        self.products = Products(precise)
+    def __init__(self, split_blocks: int | None = None):
+        self.split_blocks = SPLIT_BLOCKS if split_blocks is None else split_blocks
+        self.precise, self.plain = Products(precise=True), Products(precise=False)
 
     def __deepcopy__(self, memo) -> "KernelStream":  # a copied decoder has weights of its own
-        return KernelStream(self.products.precise)
+        return KernelStream(self.split_blocks)
 
     def __call__(self, decoder, z: Tensor, root: Tensor, rows: Tensor) -> Tensor:
-        chunk = KernelChunk(root, rows, decoder.state_shapes, self.products)
+        chunk = KernelChunk(root, rows, decoder.state_shapes)
         head_dw, head_pw, *blocks, snake, last, _tanh = decoder.model
         x = depthwise(chunk.input(z, head_dw.slot), head_dw, None)
         frames, latent = x.shape[1:]
-        x = self.products.mm(x.reshape(-1, latent), head_pw.weight, lambda w: w[:, :, 0].t(),
-                             out=head_pw.bias.expand(x.shape[0] * frames, -1).clone())
+        head = self.precise if self.split_blocks > 0 else self.plain
+        x = head.mm(x.reshape(-1, latent), head_pw.weight, lambda w: w[:, :, 0].t(),
+                    out=head_pw.bias.expand(x.shape[0] * frames, -1).clone())
         x, shifts = x.view(z.shape[0], frames, -1), []
         conditions = decoder.sr_cond_model or [None] * len(decoder.model)
-        for i, block in enumerate(blocks, start=2):
-            x, shifts = decoder_block(block, conditions[i], x, shifts, chunk)
+        for i, block in enumerate(blocks):
+            products = self.precise if i < self.split_blocks else self.plain
+            x, shifts = decoder_block(block, conditions[i + 2], x, shifts, chunk, products)
         return output(chunk.input(x, last.slot, shifts, alpha=snake.alpha), last)
