@@ -37,3 +37,16 @@ def test_padded_batched_prefill_equals_each_prompt_alone():
             torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(model.base_cache.k[:, join.row, :, :n], exp_k, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(model.residual_cache.v[:, join.row, :, :n], exp_v, rtol=1e-5, atol=1e-6)
+
+
+def test_large_batches_pad_to_the_nearer_of_a_power_of_two_and_one_and_a_half_times_it():
+    from inference.runtime.runner import PREFILL_TOKENS, prefill_keys
+
+    keys = prefill_keys([1, 8, 16, 64, 128], capacity=8192)
+    assert all(k * length <= PREFILL_TOKENS for k, length in keys)
+    assert [length for k, length in keys if k == 8] == [32, 64, 128, 256, 512, 1024]  # launch-bound: powers of two
+    assert [length for k, length in keys if k == 64] == [32, 48, 64, 96, 128]
+    assert [length for k, length in keys if k == 128] == [32, 48, 64]
+    engine = Engine.from_pretrained(str(CKPT), device="cpu", dtype="float32", warmup=False, max_streams=64)
+    assert engine.runner.prefill_key(64, 80) == (64, 96)  # was (64, 128): 37% of it padding
+    assert engine.runner.prefill_key(40, 60) == (64, 64) and engine.runner.prefill_key(4, 40) == (4, 64)

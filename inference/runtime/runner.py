@@ -43,16 +43,24 @@ def batch_buckets(rows: int) -> list[int]:
 
 # Prompt positions one prefill graph may hold (batch x padded length): bounds its activations.
 PREFILL_TOKENS = 8192
+# From this many prompts on a prefill is compute-bound, and padding costs what it holds: those
+# batches also get the lengths halfway between powers of two (48, 96, ...), so an 80-position
+# prompt pads to 96, not 128. Smaller batches are launch-bound: one graph per power of two.
+FINE_PROMPTS = 16
 
 
 def prefill_keys(buckets: list[int], capacity: int, smallest: int = 32) -> list[tuple[int, int]]:
     """(prompts, padded length) pairs with a prefill graph: every batch bucket, lengths in powers
-    of two from `smallest` up to half the cache, within PREFILL_TOKENS."""
+    of two from `smallest` up to half the cache (and 1.5 x those from FINE_PROMPTS prompts on),
+    within PREFILL_TOKENS."""
     keys = []
     for k in buckets:
         length = smallest
         while length <= capacity // 2 and k * length <= PREFILL_TOKENS:
             keys.append((k, length))
+            middle = length * 3 // 2
+            if k >= FINE_PROMPTS and middle <= capacity // 2 and k * middle <= PREFILL_TOKENS:
+                keys.append((k, middle))
             length *= 2
     return keys
 
