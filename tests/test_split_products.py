@@ -66,6 +66,10 @@ def test_products_keep_one_split_per_weight_until_it_changes(tf32_on):
     torch.testing.assert_close(products.mm(a, w, lambda v: v), a @ w, rtol=1e-6, atol=1e-6)
     out = torch.ones(3, 4)
     torch.testing.assert_close(products.mm(a, w, lambda v: v, out=out), 1 + a @ w, rtol=1e-6, atol=1e-6)
+    with torch.inference_mode():  # weights made under inference mode have no version counter
+        frozen = torch.randn(8, 4)
+    torch.testing.assert_close(products.mm(a, frozen, lambda v: v), a @ frozen, rtol=1e-6, atol=1e-6)
+    assert products.weight_halves(frozen)[0] is products.weight_halves(frozen)[0]
     assert Products(precise=False).dot_precision(torch.float32) == "tf32"
     assert products.dot_precision(torch.float32) == "tf32x3" and not products.split(torch.bfloat16)
 

@@ -48,9 +48,11 @@ class Products:
         return "tf32x3" if self.split(dtype) else "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
 
     def weight_halves(self, weight: Tensor) -> tuple[Tensor, Tensor]:
+        # Inference tensors (weights loaded under torch.inference_mode) keep no version counter.
+        version = None if weight.is_inference() else weight._version
         known = self.halves.get(id(weight))
-        if known is None or known[0]() is not weight or known[1] != weight._version:
-            known = (weakref.ref(weight), weight._version, *tf32_split(weight.detach()))
+        if known is None or known[0]() is not weight or known[1] != version:
+            known = (weakref.ref(weight), version, *tf32_split(weight.detach()))
             self.halves[id(weight)] = known
         return known[2], known[3]
 
