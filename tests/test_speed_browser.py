@@ -51,6 +51,9 @@ def test_the_speed_slider_stretches_the_take_and_its_playback_is_reported():
             set_max_len(page, 8)
             set_speed(page, 0.5)
             page.locator("#vox-tab-design [data-testid='dataset-cell-0-0']").click()
+            # Gradio fills the boxes from the example a task or more later (under load, after
+            # a click on Generate could already have sent an empty text).
+            page.wait_for_function("document.querySelector('#vox-text textarea').value.trim() !== ''")
             click_generate(page)
             page.wait_for_function("['finished', 'failed'].includes(window.player.run.state)", timeout=90_000)
             run = page.evaluate("window.player.snapshot()")
