@@ -33,7 +33,9 @@ FUSED_CHANNELS = 128  # residual units this wide or narrower run as one kernel (
 class Products:
     """The decode's channel-mixing products: TF32 where cuDNN would use it (conv_precision), split
     into three TF32 products when `precise`. Owns the weights' splits, made on a weight's first
-    use (the engine's warm-up, before graphs are captured) and again if the weight is changed."""
+    use (the engine's warm-up, before graphs are captured) and again if the weight is changed;
+    captured graphs hold the splits they were captured with (nothing changes VAE weights after
+    loading: LoRA adapts the language model and the DiT)."""
 
     def __init__(self, precise: bool):
         self.precise = precise
