@@ -171,11 +171,10 @@ class KernelStream:
         chunk = KernelChunk(root, rows, decoder.state_shapes)
         head_dw, head_pw, *blocks, snake, last, _tanh = decoder.model
         x = depthwise(chunk.input(z, head_dw.slot), head_dw, None)
-        frames, latent = x.shape[1:]
+        rows, frames, latent = x.shape
         head = self.precise if self.split_blocks > 0 else self.plain
-        x = head.mm(x.reshape(-1, latent), head_pw.weight, lambda w: w[:, :, 0].t(),
-                    out=head_pw.bias.expand(x.shape[0] * frames, -1).clone())
-        x, shifts = x.view(z.shape[0], frames, -1), []
+        x = head.mm(x.reshape(-1, latent), head_pw.weight, lambda w: w[:, :, 0].t()).view(rows, frames, -1)
+        shifts = [head_pw.bias]  # added where the first block reads x, as the units' biases are
         conditions = decoder.sr_cond_model or [None] * len(decoder.model)
         for i, block in enumerate(blocks):
             products = self.precise if i < self.split_blocks else self.plain
