@@ -33,13 +33,14 @@ FUSED_CHANNELS = 128  # residual units this wide or narrower run as one kernel (
 class Products:
     """The decode's channel-mixing products: TF32 where cuDNN would use it (conv_precision), split
     into three TF32 products when `precise`. Owns the weights' splits, made on a weight's first
-    use (the engine's warm-up, before graphs are captured) and again if the weight is changed;
-    captured graphs hold the splits they were captured with (nothing changes VAE weights after
-    loading: LoRA adapts the language model and the DiT)."""
+    use (the engine's warm-up, before graphs are captured). Like the captured graphs, they are
+    made from the weights as loaded: nothing changes VAE weights afterwards (LoRA adapts the
+    language model and the DiT); a decoder given new weights is compiled again (compile_stream),
+    which starts without splits."""
 
     def __init__(self, precise: bool):
         self.precise = precise
-        self.halves = {}  # id(weight) -> (a weak reference to it, its version, hi, lo)
+        self.halves = {}  # id(weight) -> (a weak reference to it, hi, lo)
 
     def split(self, dtype: torch.dtype) -> bool:
         """Only float32 operands are split (a bfloat16 or float16 decode's products are exact as they are)."""
@@ -50,13 +51,11 @@ class Products:
         return "tf32x3" if self.split(dtype) else "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
 
     def weight_halves(self, weight: Tensor) -> tuple[Tensor, Tensor]:
-        # Inference tensors (weights loaded under torch.inference_mode) keep no version counter.
-        version = None if weight.is_inference() else weight._version
         known = self.halves.get(id(weight))
-        if known is None or known[0]() is not weight or known[1] != version:
-            known = (weakref.ref(weight), version, *tf32_split(weight.detach()))
+        if known is None or known[0]() is not weight:  # new, or another tensor at a freed one's id
+            known = (weakref.ref(weight), *tf32_split(weight.detach()))
             self.halves[id(weight)] = known
-        return known[2], known[3]
+        return known[1], known[2]
 
     def mm(self, a: Tensor, weight: Tensor, view, out: Tensor | None = None) -> Tensor:
         """out + a @ view(weight), in place (out None: a new tensor). view: the weight's 2-D view."""
