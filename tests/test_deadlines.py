@@ -111,3 +111,45 @@ def test_a_lone_joiner_gets_its_first_chunk_within_two_steps(engine):
     patch_s = engine.scheduler.patch_s
     for i, stream in enumerate(running):
         assert_never_dry(timeline.got[stream], patch_s, f"running stream {i}")
+
+
+def test_a_burst_on_an_idle_engine_is_prefilled_in_groups_as_it_starts(engine):
+    """Admission ahead: nothing plays, so each group of `admit_ahead` newcomers is prefilled as
+    soon as it is started; the rest join at the first step, which launches everyone's first patch.
+    The audio is what the same requests make when every prefill waits for the step."""
+    import numpy as np
+
+    engine.scheduler.admit_ahead = 4
+    requests = [SynthesisRequest(TEXT, seed=300 + i, min_len=3, max_len=3) for i in range(11)]
+    streams = [engine.start(r) for r in requests]
+    assert engine.prefilled == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert [s.row for s in engine.scheduler.joining] == [8, 9, 10]
+    engine.step()
+    assert engine.prefilled[2:] == [[8, 9, 10]] and not engine.scheduler.joining
+    engine.step()
+    assert all(len(s.chunks) == 1 for s in streams), "every first chunk comes with the second step"
+    while not all(s.done for s in streams):
+        engine.step()
+    ahead = [np.concatenate([c.audio for c in s.chunks]) for s in streams]
+
+    engine.scheduler.admit_ahead = 0
+    engine.prefilled.clear()
+    streams = [engine.start(r) for r in requests]
+    assert engine.prefilled == []
+    while not all(s.done for s in streams):
+        engine.step()
+    assert engine.prefilled == [list(range(11))]
+    for got, want in zip(ahead, [np.concatenate([c.audio for c in s.chunks]) for s in streams]):
+        np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_no_admission_ahead_while_listeners_play(engine):
+    engine.scheduler.admit_ahead = 2
+    timeline = Timeline(engine)
+    running = [timeline.start(seed) for seed in range(2)]  # prefilled ahead: the engine was idle
+    assert engine.prefilled == [[0, 1]]
+    while not all(timeline.got[s] for s in running):
+        timeline.step()
+    for seed in range(2, 6):
+        timeline.start(seed)
+    assert engine.prefilled == [[0, 1]], "a prefill now would delay the playing streams"

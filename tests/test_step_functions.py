@@ -51,13 +51,14 @@ def recording(calls: collections.Counter) -> StepFunctions:
             calls[name] += 1
             return fn(*args)
         return call
-    ops = LayerOps(**{f.name: counted(f.name, getattr(PLAIN_OPS, f.name)) for f in dataclasses.fields(LayerOps)})
-    return StepFunctions(ops, counted("guided_euler", guided_euler))
+    def bundle(prefix: str) -> LayerOps:
+        return LayerOps(**{f.name: counted(prefix + f.name, getattr(PLAIN_OPS, f.name)) for f in dataclasses.fields(LayerOps)})
+    return StepFunctions(bundle(""), counted("guided_euler", guided_euler), prefill=bundle("prefill."))
 
 
 def test_a_patch_calls_the_model_through_the_functions_its_step_holds(engine):
-    """The engine's parts composed with a counting bundle: the prefill keeps the plain functions,
-    every per-patch model call goes through the bundle, and the audio is the engine's."""
+    """The engine's parts composed with a counting bundle: the prefill goes through its own
+    functions, every per-patch model call through the step's, and the audio is the engine's."""
     req = SynthesisRequest(TEXT, seed=2, min_len=3, max_len=3)
     want = engine.synthesize(req)
     loaded, calls = load_checkpoint(str(CKPT), device="cpu", dtype="float32"), collections.Counter()
@@ -67,8 +68,11 @@ def test_a_patch_calls_the_model_through_the_functions_its_step_holds(engine):
     scheduler.add(stream, preparer.plan(req, stream.chunks))
     cfg = loaded.cfg
     with torch.inference_mode():
-        scheduler.admit()  # voice design: no audio position reaches LocEnc, and the prefill is plain
-        assert sum(calls.values()) == 0
+        scheduler.admit()  # voice design: no audio position reaches LocEnc
+        layers = cfg.base_lm.num_layers + cfg.residual_lm.num_layers
+        assert calls == {"prefill.attention_inputs": layers, "prefill.sequence_attention": layers,
+                         "prefill.layer_output": layers, "prefill.norm": 2}
+        calls.clear()
         scheduler.launch(scheduler.schedule())
         assert calls["decode_attention"] == cfg.base_lm.num_layers + cfg.residual_lm.num_layers
         assert calls["guided_euler"] == stream.iterations

@@ -86,9 +86,9 @@ def decode_attention(q, keys, values, bias):
 @dataclass(frozen=True)
 class LayerOps:
     """The small functions a layer is made of, passed into every call of a transformer. These
-    plain ones are the default; the runtime builds one bundle of compiled versions (fewer, fused
-    kernels: inference/runtime/compiled.py) and passes it to the per-step calls, while prefill,
-    whose shapes vary per request, keeps the plain ones."""
+    plain ones are the default; the runtime builds compiled versions (fewer, fused kernels:
+    inference/runtime/compiled.py), one bundle for the per-step calls and one for the prefill,
+    whose batch and length are symbolic."""
 
     attention_inputs: Callable = attention_inputs
     layer_output: Callable = layer_output

@@ -79,7 +79,7 @@ class DecoderState:
     `root` is allocated once and only ever updated in place, so a CUDA graph that captured
     `decode_chunk` keeps reading and writing the same memory on every replay. `rows(b)` is the
     state of rows 0..b-1 (for a batch bucket), `row(i)` one stream's, both views of the same root;
-    `reset(row)` clears one stream's context with a single kernel.
+    `reset(rows)` clears streams' contexts with a single kernel.
     """
 
     def __init__(self, root: Tensor, shapes: list[tuple[int, int]], start: int = 0, count: int | None = None):
@@ -98,9 +98,13 @@ class DecoderState:
         """The rows' indices into `root`, as `Decoder.stream` takes them."""
         return torch.arange(self.start, self.start + self.count, device=self.root.device)
 
-    def reset(self, row: int | None = None) -> None:
-        """Back to silence (the causal zero padding): one row, or all of them."""
-        (self.flat if row is None else self.flat[row]).zero_()
+    def reset(self, rows: int | Tensor | None = None) -> None:
+        """Back to silence (the causal zero padding), with one kernel: one row, the rows of a
+        [k] long tensor (on the device), or all of them."""
+        if isinstance(rows, Tensor):
+            self.flat.index_fill_(0, rows, 0)
+        else:
+            (self.flat if rows is None else self.flat[rows]).zero_()
 
     def extend(self, slot: int, x: Tensor) -> Tensor:
         """For the reference layers: [rows, C, T] -> [rows, C, context + T], the context updated in place."""

@@ -94,21 +94,21 @@ class VoxCPM2(nn.Module):
         return self.base_lm, self.residual_lm, self.feat_encoder.encoder, self.dit.decoder
 
     def prefill(self, tokens, text_mask, audio_mask, patch_embeds, last_patch, last: torch.Tensor,
-                rows: torch.Tensor) -> StepState:
+                rows: torch.Tensor, ops: LayerOps = PLAIN_OPS) -> StepState:
         """Run B prompts through both LMs, filling cache `rows` ([B] long). Masks are [B, T] in 0/1;
         patch_embeds [B, T, H] are the LocEnc embeddings at audio positions (anything finite at
         text positions: the mask removes them), last_patch [B, P, D] each prompt's final patch.
         Prompts shorter than T are padded at the end and `last` ([B] long) marks each one's final
-        position: causal attention keeps the padding from reaching the real positions. Its shapes
-        vary per request, so it runs the plain (uncompiled) ops."""
+        position: causal attention keeps the padding from reaching the real positions. `ops`: the
+        layers' functions (the runtime passes ones compiled for any batch and length)."""
         dtype = patch_embeds.dtype
         text_mask, audio_mask = text_mask.to(dtype).unsqueeze(-1), audio_mask.to(dtype).unsqueeze(-1)
         text_embed = self.base_lm.embed_tokens(tokens) * self.cfg.base_lm.embed_scale
         lm_in = text_mask * text_embed + audio_mask * patch_embeds
-        lm_out = self.base_lm(lm_in, causal=True, cache=self.base_cache, rows=rows)
+        lm_out = self.base_lm(lm_in, causal=True, cache=self.base_cache, rows=rows, ops=ops)
         lm_out = self.fsq_layer(lm_out) * audio_mask + lm_out * text_mask
         res_in = self.fusion_concat_proj(torch.cat((lm_out, audio_mask * patch_embeds), dim=-1))
-        res_out = self.residual_lm(res_in, causal=True, cache=self.residual_cache, rows=rows)
+        res_out = self.residual_lm(res_in, causal=True, cache=self.residual_cache, rows=rows, ops=ops)
         batch = torch.arange(tokens.shape[0], device=tokens.device)
         return StepState(lm_out[batch, last], res_out[batch, last], last_patch)
 

@@ -67,7 +67,7 @@ class Tokens:
 
 
 class DecoderStart(enum.Enum):
-    """How a row's VAE decoder starts an attempt at a segment (DecodeStep.load_row)."""
+    """How a row's VAE decoder starts an attempt at a segment (DecodeStep.load_rows)."""
 
     FRESH = "fresh"  # a new stream: reset, warmed on the prompt's last patches in ultimate cloning
     CARRY = "carry"  # the next segment: the state after the last one's final patch, kept as its start

@@ -2,7 +2,7 @@
 
 Every stream owns one row of these buffers (and of the KV caches and the VAE decoder state). A
 patch of rows 0..B-1 is `prologue(B)`, `euler(B)` once per Euler step, then `finish(B, span)`;
-a stream enters its row through `prefill(...)` and `load_row(...)`. On the CPU, or with graphs
+streams enter their rows through `prefill(...)` and `load_rows(...)`. On the CPU, or with graphs
 off, the runner calls these functions directly; on CUDA it replays graphs captured from the very
 same calls (inference/runtime/cuda_graphs.py), so the tests on the CPU exercise the code the GPU replays.
 The model functions a step calls come from one StepFunctions bundle (inference/runtime/compiled.py),
@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+from dataclasses import dataclass
 
 import torch
 
@@ -25,6 +26,22 @@ from ..model.voxcpm2 import VoxCPM2
 from ..request.continuation import DecoderStart
 from ..request.prompt import Prompt
 from .compiled import PLAIN, StepFunctions
+
+
+@dataclass(frozen=True)
+class Join:
+    """A stream entering `row`: its prompt, starting noise [n, P, D], sampler settings, and how
+    the row's VAE decoder starts (DecoderStart). overrun: a patch launched after the segment's
+    last collected one has already run through the decoder (the runner keeps one patch in
+    flight); carried into the next segment, its decoding is undone."""
+
+    row: int
+    prompt: Prompt
+    noise: torch.Tensor
+    steps: int
+    cfg_value: float
+    decoder: DecoderStart = DecoderStart.FRESH
+    overrun: bool = False
 
 
 def patches_to_frames(patches: torch.Tensor) -> torch.Tensor:
@@ -99,9 +116,11 @@ class DecodeStep:
         """LocEnc of prompt patches [B, T, P, D] with the step's ops (see BatchRunner.admit)."""
         return self.model.embed_patches(patches, self.fns.ops)
 
+    @in_scope
     def prefill(self, tokens, text_mask, audio_mask, patch_embeds, last_patch, last, rows):
         """Prompts [B, T] (padded at the end; `last` [B] marks each one's end) into cache `rows` [B]."""
-        state = self.model.prefill(tokens, text_mask, audio_mask, patch_embeds, last_patch, last, rows)
+        state = self.model.prefill(tokens, text_mask, audio_mask, patch_embeds, last_patch, last, rows,
+                                   self.fns.prefill)
         self.lm_hidden.index_copy_(0, rows, state.lm_hidden)
         self.residual_hidden.index_copy_(0, rows, state.residual_hidden)
         self.prev_patch.index_copy_(0, rows, state.prev_patch)
@@ -109,24 +128,29 @@ class DecodeStep:
         self.patch_index.index_fill_(0, rows, 0)
 
     @in_scope
-    def load_row(self, row: int, prompt: Prompt, noise: torch.Tensor, steps: int, cfg_value: float,
-                 decoder: DecoderStart = DecoderStart.FRESH, overrun: bool = False):
-        """The rest of a stream's state: its noise, Euler schedule, guidance and VAE decoder.
-        noise [n, P, D]. decoder: how the row's VAE decoder starts (DecoderStart). overrun: a
-        patch launched after the last collected one has already run through the decoder (the
-        runner keeps one patch in flight); carried into the next segment, its decoding is undone."""
-        self.noise[row, : len(noise)].copy_(self.upload(noise.to(self.dtype)), non_blocking=True)
-        time, dt = self.schedule(steps)
-        self.time_rows[row].copy_(time)
-        self.dt_rows[row].copy_(dt)
-        self.cfg_value[row].fill_(cfg_value)
-        if decoder is not DecoderStart.FRESH:
-            self._carry_decoder(row, decoder, overrun)
-            return
-        self.decoder.reset(row)
-        if len(prompt.decode_context):
-            context = self.upload(prompt.decode_context).to(self.device, non_blocking=True)
-            self._decode_context(row, context.to(self.dtype).to(self.vae_dtype))
+    def load_rows(self, joins: list[Join]):
+        """The rest of entering streams' state: noise, Euler schedule and guidance (a few batched
+        copies however many join), then each row's VAE decoder as its Join says."""
+        rows = self.upload_rows([j.row for j in joins])
+        longest = max(len(j.noise) for j in joins)
+        noise = torch.zeros(len(joins), longest, *self.patch_shape, dtype=self.dtype)
+        for i, j in enumerate(joins):  # a row's noise past its own length is never read
+            noise[i, : len(j.noise)] = j.noise
+        self.noise[:, :longest].index_copy_(0, rows, self.upload(noise).to(self.device, non_blocking=True))
+        schedules = [self.schedule(j.steps) for j in joins]
+        self.time_rows.index_copy_(0, rows, torch.stack([time for time, _ in schedules]))
+        self.dt_rows.index_copy_(0, rows, torch.stack([dt for _, dt in schedules]))
+        guidance = self.upload(torch.tensor([float(j.cfg_value) for j in joins], dtype=torch.float32))
+        self.cfg_value.index_copy_(0, rows, guidance.to(self.device, non_blocking=True))
+        fresh = [j.row for j in joins if j.decoder is DecoderStart.FRESH]
+        if fresh:
+            self.decoder.reset(rows if len(fresh) == len(joins) else self.upload_rows(fresh))
+        for j in joins:
+            if j.decoder is not DecoderStart.FRESH:
+                self._carry_decoder(j.row, j.decoder, j.overrun)
+            elif len(j.prompt.decode_context):
+                context = self.upload(j.prompt.decode_context).to(self.device, non_blocking=True)
+                self._decode_context(j.row, context.to(self.dtype).to(self.vae_dtype))
 
     def warm_context_decodes(self, row: int, patches: int):
         """Decode zero contexts of 1..patches patches into `row`, then reset it: each shape a
@@ -150,6 +174,11 @@ class DecodeStep:
             # the state before it is the segment's end.
             live.copy_(self.decoder_before[row])
         self.decoder_at_segment[row].copy_(live)
+
+    def upload_rows(self, rows: list[int]) -> torch.Tensor:
+        """Row indices on the device (a list indexing a CUDA tensor would copy from pageable memory,
+        which waits for the queued steps)."""
+        return self.upload(torch.tensor(rows)).to(self.device, non_blocking=True)
 
     def upload(self, host: torch.Tensor) -> torch.Tensor:
         """Pinned, so the copy to the GPU does not wait for the steps already queued."""

@@ -166,9 +166,9 @@ class Engine:
         return self.preparer.prepare(req)
 
     def start(self, req: Prepared | SynthesisRequest) -> Stream:
-        """Gives a prepared request a row (its clips encoded now); it joins at the next step. A
-        SynthesisRequest is prepared first, on this thread. Raises EngineFull when every row is
-        taken."""
+        """Gives a prepared request a row (its clips encoded now); it joins at the next step (its
+        prefill may be queued now: Scheduler.add). A SynthesisRequest is prepared first, on this
+        thread. Raises EngineFull when every row is taken."""
         prepared = req if isinstance(req, Prepared) else self.prepare(req)
         r = prepared.request
         stream = Stream(0, r.min_len, 1, DecodeStep.iterations(r.inference_timesteps))

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import collections
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from ..model.audio_vae import AudioVAE
 from ..model.voxcpm2 import VoxCPM2
-from ..request.continuation import DecoderStart
-from ..request.prompt import DECODE_CONTEXT_PATCHES, Prompt
+from ..request.prompt import DECODE_CONTEXT_PATCHES
 from .compiled import PLAIN, StepFunctions
 from .cuda_graphs import CUDAGraphed
-from .decode_step import DecodeStep
+from .decode_step import DecodeStep, Join
 
 
 def span_buckets(capacity: int, smallest: int = 256) -> list[int]:
@@ -63,20 +61,6 @@ def prefill_keys(buckets: list[int], capacity: int, smallest: int = 32) -> list[
                 keys.append((k, middle))
             length *= 2
     return keys
-
-
-@dataclass(frozen=True)
-class Join:
-    """A stream entering `row`: its prompt, starting noise [n, P, D], sampler settings, and how
-    the row's VAE decoder starts (DecodeStep.load_row)."""
-
-    row: int
-    prompt: Prompt
-    noise: torch.Tensor
-    steps: int
-    cfg_value: float
-    decoder: DecoderStart = DecoderStart.FRESH
-    overrun: bool = False  # a patch launched past the segment's end has already been decoded
 
 
 class BatchRunner:
@@ -153,6 +137,7 @@ class BatchRunner:
         return sum(f.captured for f in (self.prologue, self.euler, self.finish, self.padded_prefill))
 
     # -- streams in ---------------------------------------------------------------------------------
+    @torch.inference_mode()  # the scheduler may admit from Engine.start, outside a step
     def admit(self, joins: list[Join]):
         """Prefill the joining streams and load their rows; queued behind any patch in flight."""
         key = self.prefill_key(len(joins), max(len(j.prompt) for j in joins))
@@ -167,8 +152,7 @@ class BatchRunner:
             for buf, src in zip(self.prompt_in[key], self._batch_inputs(joins, *key)):
                 buf.copy_(src)
             self.padded_prefill(*key)
-        for j in joins:
-            self.step.load_row(j.row, j.prompt, j.noise, j.steps, j.cfg_value, j.decoder, j.overrun)
+        self.step.load_rows(joins)
 
     def prefill_key(self, prompts: int, length: int) -> tuple[int, int] | None:
         """The smallest (batch, padded length) that holds the prompts, if any."""
