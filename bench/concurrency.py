@@ -75,7 +75,7 @@ def sweep(engine, concurrencies=(1, 8, 32, 64), rounds: int = 3, patches: int = 
         row.update(label=f"c = {c}", c=c, peak_gb=torch.cuda.max_memory_allocated() / 1e9)
         rows.append(row)
     # Little's law: arrivals at rate streams / duration keep about `streams` running.
-    if open_loop_streams <= engine.rows:
+    if 0 < open_loop_streams <= engine.rows:
         at = next((r for r in rows if r["c"] >= open_loop_streams), rows[-1])
         duration = at["rtf_med"] * patches * engine.cfg.patch_samples / engine.sample_rate
         rate = open_loop_streams / duration

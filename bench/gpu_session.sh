@@ -6,6 +6,8 @@
 #   bash bench/gpu_session.sh tests sweep profile     # GPU tests, in-process sweep, step profile
 #   bash bench/gpu_session.sh vae dit                 # the VAE decoder alone (VAE_ARGS), the LocDiT alone
 #   bash bench/gpu_session.sh vae-snr                 # the streamed decode's SNR table of bench.bench (--vae-only)
+#   bash bench/gpu_session.sh admission               # a burst of 64 to its first chunks; prefill graphs
+#   SWEEP_ARGS=--ahead-off-too bash bench/gpu_session.sh sweep   # also the big loads without admission ahead
 #   bash bench/gpu_session.sh serve                   # the whole app over HTTP (bench/serve.py)
 #   bash bench/gpu_session.sh serve:4                 # the same, its loads sent from 4 client processes
 #
@@ -33,10 +35,11 @@ fi
 for phase in "$@"; do
   echo "== $phase ($(date +%T))"
   case "$phase" in
-    tests) python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_short_attention.py tests/test_vae_kernels.py tests/test_vae_stream.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
+    tests) python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_short_attention.py tests/test_vae_kernels.py tests/test_vae_stream.py tests/test_split_products.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
     sweep) python3 -m bench.bench --checkpoint "$CKPT" --sweep-only --concurrency 1 8 32 64 128 --rounds 2 \
-             --max-streams 128 2>&1 | grep -v "^20..-" | tee "$OUT/sweep.md" ;;
+             --max-streams 128 ${SWEEP_ARGS:-} 2>&1 | grep -v "^20..-" | tee "$OUT/sweep.md" ;;
     profile) python3 -m bench.profile_step --buckets 1 8 32 64 128 2>&1 | tee "$OUT/profile.txt" | tail -60 ;;
+    admission) python3 -m bench.profile_step --admission 64 --prefill 2>&1 | tee "$OUT/admission.txt" | tail -30 ;;
     vae-snr) python3 -m bench.bench --checkpoint "$CKPT" --vae-only 2>&1 | grep -v "^20..-" | tee "$OUT/vae_snr.md" ;;
     vae) python3 -m bench.vae_decode --config bench/voxcpm2_config.json ${VAE_ARGS:-} 2>&1 | tee "$OUT/vae.txt" | tail -80 ;;
     dit) python3 -m bench.dit_rate ${DIT_ARGS:-} 2>&1 | tee "$OUT/dit.txt" | tail -60 ;;

@@ -3,6 +3,7 @@
 (prologue, one Euler step, finish) at each batch bucket, and decode-attention variants.
 
     python bench/profile_step.py [--buckets 1 8 64] [--top N]
+    python bench/profile_step.py --admission 64 [--prefill]   # a burst's way to its first chunks
 
 (Earlier one-off experiments, whole-body compiles, SDPA backends for LocEnc/LocDiT and a fused
 Snake, are recorded in bench/RESULTS.md; git history has their code.)
@@ -120,35 +121,56 @@ def attention_variants():
 
 
 def admission(engine, k: int):
-    """Where a batch of k requests arriving together spends its time before its first chunks."""
+    """Where a batch of k requests arriving together spends its time before its first chunks,
+    with admission ahead (Scheduler.admit_ahead) off and on."""
     sync = torch.cuda.synchronize
     reqs = [SynthesisRequest(text="The quick brown fox jumps over the lazy dog while the morning sun rises.",
                              seed=i, min_len=80, max_len=80) for i in range(k)]
-    for _ in range(3):
+    key = engine.runner.prefill_key(k, len(engine.first_prompt(reqs[0])))
+    ahead = engine.scheduler.admit_ahead
+    for mode in (0, ahead, 0, ahead):
+        engine.scheduler.admit_ahead = mode
         sync()
         t0 = time.perf_counter()
         streams = [engine.start(r) for r in reqs]
         t1 = time.perf_counter()
-        joins = [s.join for s in streams]
-        key = engine.runner.prefill_key(k, max(len(j.prompt) for j in joins))
         engine.step()  # admit and launch the first patch
         t2 = time.perf_counter()
         sync()
         t3 = time.perf_counter()
         engine.step()  # launch the second, collect the first
         t4 = time.perf_counter()
-        prefill = replay_ms(lambda: engine.runner.padded_prefill(*key), 5)
-        rows = time.perf_counter()
-        for j in joins:
-            engine.runner.step.load_row(j.row, j.prompt, j.noise, j.steps, j.cfg_value)
-        sync()
-        rows = time.perf_counter() - rows
         for s in streams:
             engine.stop(s)
         engine.step()
-        print(f"k={k}: starts {1e3 * (t1 - t0):.1f} ms, admit+launch on the host {1e3 * (t2 - t1):.1f} ms, "
-              f"GPU done {1e3 * (t3 - t1):.1f} ms, first chunks {1e3 * (t4 - t0):.1f} ms after arrival; "
-              f"prefill graph {key} {prefill:.2f} ms, {k} load_row {1e3 * rows:.1f} ms")
+        print(f"k={k}, admission ahead {mode}: starts {1e3 * (t1 - t0):.1f} ms, admit+launch on the host "
+              f"{1e3 * (t2 - t1):.1f} ms, GPU done {1e3 * (t3 - t0):.1f} ms, first chunks {1e3 * (t4 - t0):.1f} ms "
+              f"after arrival")
+    prefill = replay_ms(lambda: engine.runner.padded_prefill(*key), 5)
+    print(f"k={k}: prefill graph {key} {prefill:.2f} ms")
+
+
+def prefill_rates(engine, keys):
+    """Each prefill key's graph with the plain functions and with the compiled ones the engine
+    uses (StepFunctions.prefill), with the FLOP rate of the matrix products (2 x weights x positions)."""
+    from inference.model.transformer import PLAIN_OPS
+
+    r, step = engine.runner, engine.runner.step
+    weights = sum(p.numel() for lm in (step.model.base_lm, step.model.residual_lm) for p in lm.layers.parameters())
+    for key in keys:
+        if key not in r.prompt_in:
+            continue
+        inputs = r.prompt_in[key]
+        inputs[-1].fill_(r.scratch_row)  # every entry writes the scratch row's cache
+        times = {}
+        for name, ops in (("plain", PLAIN_OPS), ("compiled", step.fns.prefill)):
+            def run(ops=ops):
+                with step.fns.scope:
+                    step.model.prefill(*inputs, ops)
+            times[name] = replay_ms(capture(run).replay, 10)
+        tflops = 2 * weights * key[0] * key[1] / (times["compiled"] * 1e-3) / 1e12
+        print(f"prefill {key}: plain {times['plain']:.2f} ms, compiled {times['compiled']:.2f} ms "
+              f"({times['plain'] / times['compiled']:.2f}x), {tflops:.0f} TFLOP/s in the products")
 
 
 def profile_bucket(engine, b: int, span: int, top: int):
@@ -178,6 +200,7 @@ def main():
     ap.add_argument("--buckets", type=int, nargs="*", default=[1, 8, 32, 64])
     ap.add_argument("--top", type=int, default=0, help="print the N most frequent kernels of each part")
     ap.add_argument("--admission", type=int, nargs="*", default=[], help="only time batches of K arrivals")
+    ap.add_argument("--prefill", action="store_true", help="with --admission: also each prefill key, plain and compiled")
     args = ap.parse_args()
     attention_variants()
     engine = random_engine(torch.float32, max_streams=max(args.buckets + args.admission))
@@ -187,6 +210,8 @@ def main():
     print(f"capture {time.perf_counter() - t:.1f} s, {r.graphs} graphs")
     for k in args.admission:
         admission(engine, k)
+    if args.prefill:
+        prefill_rates(engine, [(1, 32), (1, 128), (16, 96), (64, 64), (64, 96), (64, 128), (128, 64)])
     if args.admission:
         return
     streams = [engine.start(SynthesisRequest(text="Hello world, profiling the step.", seed=i, min_len=300, max_len=300))
