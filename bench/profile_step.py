@@ -162,6 +162,7 @@ def prefill_rates(engine, keys):
             continue
         inputs = r.prompt_in[key]
         inputs[-1].fill_(r.scratch_row)  # every entry writes the scratch row's cache
+        inputs[-2].fill_(key[1] - 1)  # each prompt's last position: within this key's length
         times = {}
         for name, ops in (("plain", PLAIN_OPS), ("compiled", step.fns.prefill)):
             def run(ops=ops):
