@@ -3,7 +3,7 @@
 (prologue, one Euler step, finish) at each batch bucket, and decode-attention variants.
 
     python bench/profile_step.py [--buckets 1 8 64] [--top N]
-    python bench/profile_step.py --admission 64 [--prefill]   # a burst's way to its first chunks
+    python bench/profile_step.py --admission 64 [--prefill] [--buckets ...]   # a burst's way to its first chunks
 
 (Earlier one-off experiments, whole-body compiles, SDPA backends for LocEnc/LocDiT and a fused
 Snake, are recorded in bench/RESULTS.md; git history has their code.)
@@ -198,11 +198,14 @@ def profile_bucket(engine, b: int, span: int, top: int):
 @torch.inference_mode()
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--buckets", type=int, nargs="*", default=[1, 8, 32, 64])
+    ap.add_argument("--buckets", type=int, nargs="*", default=None,
+                    help="buckets to profile (default 1 8 32 64; none when --admission is given alone)")
     ap.add_argument("--top", type=int, default=0, help="print the N most frequent kernels of each part")
-    ap.add_argument("--admission", type=int, nargs="*", default=[], help="only time batches of K arrivals")
+    ap.add_argument("--admission", type=int, nargs="*", default=[], help="time batches of K arrivals (admission ahead off and on)")
     ap.add_argument("--prefill", action="store_true", help="with --admission: also each prefill key, plain and compiled")
     args = ap.parse_args()
+    if args.buckets is None:
+        args.buckets = [] if args.admission else [1, 8, 32, 64]
     attention_variants()
     engine = random_engine(torch.float32, max_streams=max(args.buckets + args.admission))
     r, step = engine.runner, engine.runner.step
@@ -213,7 +216,7 @@ def main():
         admission(engine, k)
     if args.prefill:
         prefill_rates(engine, [(1, 32), (1, 128), (16, 96), (64, 64), (64, 96), (64, 128), (128, 64)])
-    if args.admission:
+    if not args.buckets:
         return
     streams = [engine.start(SynthesisRequest(text="Hello world, profiling the step.", seed=i, min_len=300, max_len=300))
                for i in range(max(args.buckets))]
