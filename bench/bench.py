@@ -65,13 +65,14 @@ def ours_phase(source, args, reference: str):
     sweep = concurrency.table(concurrency.sweep(engine, args.concurrency, args.rounds, args.patches, args.timesteps),
                               engine)
     print(sweep, flush=True)
-    if args.ahead_off_too:  # the same loads, each burst's prefill waiting for its first step
-        ahead, engine.scheduler.admit_ahead = engine.scheduler.admit_ahead, 0
-        loads = [c for c in args.concurrency if c >= ahead]
-        print("Admission ahead off:\n" + concurrency.table(
+    ahead = engine.scheduler.admit_ahead
+    loads = [c for c in args.concurrency if c >= min([ahead] + [size for size in args.ahead_sizes if size])]
+    for size in args.ahead_sizes:  # the big loads again with another group size of admission ahead
+        engine.scheduler.admit_ahead = size
+        print(f"Admission ahead {size or 'off'}:\n" + concurrency.table(
             concurrency.sweep(engine, loads, args.rounds, args.patches, args.timesteps, open_loop_streams=0), engine),
             flush=True)
-        engine.scheduler.admit_ahead = ahead
+    engine.scheduler.admit_ahead = ahead
     if args.sweep_only:
         return [], None, [], None, sweep
     # The very first requests after warm-up: nothing may still be compiling or loading then.
@@ -107,8 +108,8 @@ def main():
     ap.add_argument("--concurrency", type=int, nargs="*", default=[1, 8, 32, 64], help="closed-loop loads")
     ap.add_argument("--rounds", type=int, default=3, help="closed-loop rounds per load")
     ap.add_argument("--sweep-only", action="store_true", help="only the concurrency sweep")
-    ap.add_argument("--ahead-off-too", action="store_true",
-                    help="then the loads of at least Scheduler.admit_ahead again with admission ahead off")
+    ap.add_argument("--ahead-sizes", type=int, nargs="*", default=[],
+                    help="then the big loads again with each group size of admission ahead (0: off)")
     ap.add_argument("--vae-only", action="store_true", help="only the streamed VAE decode's SNR table (eager engine)")
     ap.add_argument("--results", help="write the markdown table here")
     args = ap.parse_args()

@@ -7,7 +7,7 @@
 #   bash bench/gpu_session.sh vae dit                 # the VAE decoder alone (VAE_ARGS), the LocDiT alone
 #   bash bench/gpu_session.sh vae-snr                 # the streamed decode's SNR table of bench.bench (--vae-only)
 #   bash bench/gpu_session.sh admission               # a burst of 64 to its first chunks; prefill graphs
-#   SWEEP_ARGS=--ahead-off-too bash bench/gpu_session.sh sweep   # also the big loads without admission ahead
+#   SWEEP_ARGS="--ahead-sizes 0 32" bash bench/gpu_session.sh sweep   # the big loads again, admission ahead off, in 32s
 #   bash bench/gpu_session.sh serve                   # the whole app over HTTP (bench/serve.py)
 #   bash bench/gpu_session.sh serve:4                 # the same, its loads sent from 4 client processes
 #
