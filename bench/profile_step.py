@@ -156,7 +156,9 @@ def prefill_rates(engine, keys):
     from inference.model.transformer import PLAIN_OPS
 
     r, step = engine.runner, engine.runner.step
-    weights = sum(p.numel() for lm in (step.model.base_lm, step.model.residual_lm) for p in lm.layers.parameters())
+    # The matrices: fuse_projections keeps the fused q/k/v and gate/up weights as buffers.
+    weights = sum(t.numel() for lm in (step.model.base_lm, step.model.residual_lm)
+                  for t in (*lm.layers.parameters(), *lm.layers.buffers()) if t.dim() == 2)
     for key in keys:
         if key not in r.prompt_in:
             continue
