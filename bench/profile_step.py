@@ -120,9 +120,45 @@ def attention_variants():
         print(f"{name}: {kernels(fn)} kernels, {replay_ms(fn, 100) * 1e3:.1f} us eager, err {err:.1e}")
 
 
+class HostTimes:
+    """Host time spent in some methods of the engine's parts (instance attributes shadow them
+    while it is entered), to split a burst's host work: preparation, the rest of start(), the
+    prefill inputs, the pinned uploads, the graph launch, the row loads."""
+
+    def __init__(self, engine):
+        r = engine.runner
+        self.parts = [("prepare", engine, "prepare"), ("plan", engine, "plan"), ("prefill inputs", r, "_batch_inputs"),
+                      ("pinned uploads", r.step, "upload"), ("prefill launch", r, "padded_prefill"),
+                      ("row loads", r.step, "load_rows"), ("patch launch", r, "launch")]
+        self.spent = collections.Counter()
+        self.calls = collections.Counter()
+
+    def __enter__(self):
+        for name, owner, attr in self.parts:
+            setattr(owner, attr, self.timed(name, getattr(owner, attr)))
+        return self
+
+    def __exit__(self, *exc):
+        for _, owner, attr in self.parts:
+            delattr(owner, attr)  # the class's method shows through again
+
+    def timed(self, name, fn):
+        def call(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.spent[name] += time.perf_counter() - start
+                self.calls[name] += 1
+        return call
+
+    def line(self) -> str:
+        return ", ".join(f"{name} {1e3 * self.spent[name]:.1f} ms/{self.calls[name]}" for name, *_ in self.parts)
+
+
 def admission(engine, k: int):
     """Where a batch of k requests arriving together spends its time before its first chunks,
-    with admission ahead (Scheduler.admit_ahead) off and on."""
+    with admission ahead (Scheduler.admit_ahead) off and on; then where the host's time went."""
     sync = torch.cuda.synchronize
     reqs = [SynthesisRequest(text="The quick brown fox jumps over the lazy dog while the morning sun rises.",
                              seed=i, min_len=80, max_len=80) for i in range(k)]
@@ -131,11 +167,12 @@ def admission(engine, k: int):
     for mode in (0, ahead, 0, ahead):
         engine.scheduler.admit_ahead = mode
         sync()
-        t0 = time.perf_counter()
-        streams = [engine.start(r) for r in reqs]
-        t1 = time.perf_counter()
-        engine.step()  # admit and launch the first patch
-        t2 = time.perf_counter()
+        with HostTimes(engine) as host:
+            t0 = time.perf_counter()
+            streams = [engine.start(r) for r in reqs]
+            t1 = time.perf_counter()
+            engine.step()  # admit and launch the first patch
+            t2 = time.perf_counter()
         sync()
         t3 = time.perf_counter()
         engine.step()  # launch the second, collect the first
@@ -145,7 +182,7 @@ def admission(engine, k: int):
         engine.step()
         print(f"k={k}, admission ahead {mode}: starts {1e3 * (t1 - t0):.1f} ms, admit+launch on the host "
               f"{1e3 * (t2 - t1):.1f} ms, GPU done {1e3 * (t3 - t0):.1f} ms, first chunks {1e3 * (t4 - t0):.1f} ms "
-              f"after arrival")
+              f"after arrival\n    host, calls: {host.line()}")
     prefill = replay_ms(lambda: engine.runner.padded_prefill(*key), 5)
     print(f"k={k}: prefill graph {key} {prefill:.2f} ms")
 
