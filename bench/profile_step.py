@@ -134,13 +134,17 @@ class HostTimes:
         self.calls = collections.Counter()
 
     def __enter__(self):
+        self.shadowed = [(owner, attr, vars(owner).get(attr)) for _, owner, attr in self.parts]
         for name, owner, attr in self.parts:
             setattr(owner, attr, self.timed(name, getattr(owner, attr)))
         return self
 
     def __exit__(self, *exc):
-        for _, owner, attr in self.parts:
-            delattr(owner, attr)  # the class's method shows through again
+        for owner, attr, own in self.shadowed:
+            if own is None:
+                delattr(owner, attr)  # the class's method shows through again
+            else:
+                setattr(owner, attr, own)  # an instance attribute (the runner's CUDAGraphed prefill)
 
     def timed(self, name, fn):
         def call(*args, **kwargs):
