@@ -121,14 +121,14 @@ def attention_variants():
 
 
 class HostTimes:
-    """Host time spent in some methods of the engine's parts (instance attributes shadow them
-    while it is entered), to split a burst's host work: preparation, the rest of start(), the
-    prefill inputs, the pinned uploads, the graph launch, the row loads."""
+    """Host time spent in some public methods of the engine's parts (instance attributes shadow
+    them while it is entered), to split a burst's host work: preparation, the rest of start(),
+    admission (its inputs, pinned uploads, prefill launch and row loads), the patch launch."""
 
     def __init__(self, engine):
         r = engine.runner
-        self.parts = [("prepare", engine, "prepare"), ("plan", engine, "plan"), ("prefill inputs", r, "_batch_inputs"),
-                      ("pinned uploads", r.step, "upload"), ("prefill launch", r, "padded_prefill"),
+        self.parts = [("prepare", engine, "prepare"), ("plan", engine, "plan"), ("admission", r, "admit"),
+                      ("of which pinned uploads", r.step, "upload"), ("prefill launch", r, "padded_prefill"),
                       ("row loads", r.step, "load_rows"), ("patch launch", r, "launch")]
         self.spent = collections.Counter()
         self.calls = collections.Counter()
