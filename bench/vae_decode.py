@@ -21,7 +21,7 @@ import traceback
 import torch
 from torch import nn
 
-from bench.kernel_times import by_kernel, print_top
+from bench.kernel_times import by_kernel, in_order, print_top
 from inference.model import audio_vae
 from inference.model.audio_vae import AudioVAE
 from inference.model.config import ModelConfig
@@ -130,8 +130,9 @@ def kernel_count(decode, z, state) -> int:
     return sum(calls for calls, _ in by_kernel(lambda: decode(z, state)).values())
 
 
-def kernel_times(vae: AudioVAE, name: str, rows: int, frames: int, top: int) -> None:
-    """The `top` kernels of one call at `rows` rows by GPU time (summed over their calls)."""
+def kernel_times(vae: AudioVAE, name: str, rows: int, frames: int, top: int, launches: bool) -> None:
+    """The `top` kernels of one call at `rows` rows by GPU time (summed over their calls); with
+    `launches`, every launch in order too."""
     decode, context = variant(vae, name)
     state = vae.new_decoder_state(rows)
     z = torch.randn(rows, vae.cfg.latent_dim, frames, device="cuda")
@@ -142,6 +143,12 @@ def kernel_times(vae: AudioVAE, name: str, rows: int, frames: int, top: int) -> 
     total = sum(ms for _, ms in spent.values())
     print(f"\n{name} at {rows} rows: kernels by GPU time (eager call, {total:.3f} ms in kernels)")
     print_top(spent, top, indent="  ")
+    if launches:
+        with context, torch.inference_mode():
+            order = in_order(lambda: decode(z, state))
+        print(f"  every launch in order ({len(order)}):")
+        for i, (kernel, ms) in enumerate(order):
+            print(f"  {i:4d} {ms:7.3f} ms  {kernel}")
 
 
 def timings(vae: AudioVAE, name: str, rows: list[int], frames: int, iters: int) -> tuple[list[float], float, int]:
@@ -240,6 +247,8 @@ def main():
     ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     ap.add_argument("--profile", type=int, default=64, help="rows of the per-kernel table (0: none)")
     ap.add_argument("--top", type=int, default=12, help="kernels listed per variant")
+    ap.add_argument("--no-accuracy", action="store_true", help="skip the accuracy table")
+    ap.add_argument("--launches", action="store_true", help="with --profile: also list every launch in order")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("bench/vae_decode.py needs a CUDA GPU")
@@ -253,8 +262,9 @@ def main():
         print(f"  {name:18s} {VARIANTS[name]}")
     timing_table(vae, args.variants, sorted(args.rows), cfg.patch_size, args.iters)
     for name in args.variants if args.profile else []:
-        kernel_times(vae, name, args.profile, cfg.patch_size, args.top)
-    accuracy_table(vae, args.variants, cfg.patch_size)
+        kernel_times(vae, name, args.profile, cfg.patch_size, args.top, args.launches)
+    if not args.no_accuracy:
+        accuracy_table(vae, args.variants, cfg.patch_size)
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
 
 
