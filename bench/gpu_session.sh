@@ -12,7 +12,7 @@
 #   bash bench/gpu_session.sh serve:4                 # the same, its loads sent from 4 client processes
 #
 # Results go to $OUT (default /tmp/voxcpm-gpu-session); SERVE_ARGS adds bench/serve.py options
-# (e.g. --rates 20 40); the random checkpoint of the published
+# (e.g. --rates 20 40), APP_ARGS app.py options (default none: 128 rows); the random checkpoint of the published
 # architecture is written once to $CKPT and shared by the sweep and the served run, so both
 # measure the same weights.
 set -uo pipefail
@@ -45,7 +45,7 @@ for phase in "$@"; do
     dit) python3 -m bench.dit_rate ${DIT_ARGS:-} 2>&1 | tee "$OUT/dit.txt" | tail -60 ;;
     serve|serve:*) clients=${phase#serve}; clients=${clients#:}
              python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/serve${clients:+-c$clients}" \
-               --app-args "--max-streams 64" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;
+               --app-args "${APP_ARGS:-}" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;
     *) echo "unknown phase $phase" ;;
   esac
 done

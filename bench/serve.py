@@ -154,7 +154,7 @@ def parse_args(argv=None):
     ap.add_argument("--url", help="an app already running (default: start one)")
     ap.add_argument("--checkpoint", help="a checkpoint folder (default: random published weights)")
     ap.add_argument("--config", default=str(ROOT / "bench" / "voxcpm2_config.json"))
-    ap.add_argument("--app-args", default="--max-streams 64", help="extra app.py arguments")
+    ap.add_argument("--app-args", default="", help="extra app.py arguments (default: none, the app as shipped)")
     ap.add_argument("--concurrency", type=int, nargs="*", default=[1, 8, 32, 64, 128])
     ap.add_argument("--rounds", type=int, default=2, help="rounds per burst")
     ap.add_argument("--rates", type=float, nargs="*", default=[20.0], help="Poisson arrivals per second")
