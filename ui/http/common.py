@@ -23,6 +23,7 @@ from inference.request import modes
 from inference.serving.job import Job
 from inference.serving.worker import QueueFullError
 
+from .doorbell import doorbell
 from .metrics import observe_refusal
 from .schema import parse_body, to_request
 from ..guard.limits import too_large
@@ -110,17 +111,14 @@ async def read_json(request: Request):
 async def next_event(job: Job, request: Request | None):
     """The job's next event, or None once the client has gone (the job is then cancelled).
 
-    No thread waits for it: the worker's thread wakes this coroutine through the loop after each
-    event it puts (Job.watch), so any number of streams wait without taking a worker thread from
+    No thread waits for it: the worker's thread wakes this coroutine through the loop's doorbell
+    after each event it puts (Job.watch), so any number of streams wait without taking a worker thread from
     anyio's limiter. `request`: looked at every POLL_S for a closed connection; None where
     Starlette itself cancels the waiting body when its client goes."""
-    loop, arrived = asyncio.get_running_loop(), asyncio.Event()
+    bell, arrived = doorbell(asyncio.get_running_loop()), asyncio.Event()
 
     def wake():  # on the worker's thread
-        try:
-            loop.call_soon_threadsafe(arrived.set)
-        except RuntimeError:  # the loop has closed: the app is shutting down, nobody waits
-            pass
+        bell.ring(arrived)
     job.watch(wake)
     try:
         while True:
