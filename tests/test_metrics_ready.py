@@ -2,6 +2,7 @@
 made) and GET /ready (503 until the engine has warmed up), on the app served by uvicorn."""
 from __future__ import annotations
 
+import gc
 import threading
 
 import httpx
@@ -54,6 +55,15 @@ def test_metrics_count_what_was_served_and_refused(app):
     assert total(found, "voxcpm_gpu_rows_in_use", **gpu) == 0 and total(found, "voxcpm_gpu_waiting", **gpu) == 0
     assert total(found, "voxcpm_gpu_rows", **gpu) == app.worker.gpus()[0]["rows"] > 0
     assert total(found, "voxcpm_gpu_alive", **gpu) == 1
+
+
+def test_metrics_show_the_garbage_collectors_pauses(app):
+    gc.collect(2)  # the app runs in this process: its watch saw this one
+    found = samples(app.url)
+    assert total(found, "voxcpm_gc_collections_total", generation="2") >= 1
+    assert total(found, "voxcpm_gc_pause_seconds_total", generation="2") > 0
+    longest = total(found, "voxcpm_gc_pause_longest_seconds", generation="2")
+    assert 0 < longest <= total(found, "voxcpm_gc_pause_seconds_total", generation="2")
 
 
 def test_ready_answers_503_until_the_engine_has_warmed_up():

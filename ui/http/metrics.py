@@ -21,8 +21,9 @@ import threading
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from inference.serving import gc_pauses
 from inference.serving.job import Job
 
 metrics_router = APIRouter()
@@ -55,6 +56,7 @@ class Metrics:
         self._reported: collections.OrderedDict[str, None] = collections.OrderedDict()  # job ids, newest last
         self._lock = threading.Lock()
         r.register(_GpuCollector(worker))
+        r.register(_GcCollector(gc_pauses.watch()))
 
     def job_ended(self, job: Job):
         status = job.status()
@@ -95,6 +97,26 @@ class _GpuCollector:
             family = GaugeMetricFamily(f"voxcpm_gpu_{key}", f"Per GPU: {help_text}", labels=["gpu", "device"])
             for index, gpu in enumerate(gpus):
                 family.add_metric([str(index), str(gpu["device"])], float(gpu[key]))
+            yield family
+
+
+class _GcCollector:
+    """The process's garbage-collection pauses (inference/serving/gc_pauses.py), per generation."""
+
+    def __init__(self, watch: gc_pauses.PauseWatch):
+        self.watch = watch
+
+    def collect(self):
+        seen = self.watch.snapshot()
+        families = (CounterMetricFamily("voxcpm_gc_collections", "Garbage collections, by generation",
+                                        labels=["generation"]),
+                    CounterMetricFamily("voxcpm_gc_pause_seconds", "Time every thread stood still in "
+                                        "garbage collection, by generation", labels=["generation"]),
+                    GaugeMetricFamily("voxcpm_gc_pause_longest_seconds", "The longest garbage collection "
+                                      "so far, by generation", labels=["generation"]))
+        for family, key in zip(families, ("count", "seconds", "longest")):
+            for generation, value in enumerate(seen[key]):
+                family.add_metric([str(generation)], float(value))
             yield family
 
 
