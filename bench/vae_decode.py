@@ -36,6 +36,7 @@ VARIANTS = {
     "kernels-split2": "the same, the first two blocks split",
     "kernels-split-all": "the same, every product split into 3 TF32 products",
     "kernels-tf32": "the same with plain TF32 products (the engine before)",
+    "kernels-unfused128": "the default, its 128-channel residual units as depthwise kernel + cuBLAS",
     "kernels-fp32": "the same with TF32 off (every product in plain float32)",
 }
 ACCURACY_ROWS, ACCURACY_PATCHES = 8, 6
@@ -95,6 +96,10 @@ def variant(vae: AudioVAE, name: str):
         context = fused_snake() if name == "old-fused-snake" else contextlib.nullcontext()
         return (lambda z, state: vae.decoder(z, state).squeeze(1)), context
     split = {"kernels-split2": 2, "kernels-split-all": 99, "kernels-tf32": 0}.get(name)  # None: the default
+    from inference.model import vae_kernel_stream  # Triton: imported where a GPU runs this, not by CPU tests
+
+    # Read when a decode is traced: each variant sets it before its graphs are captured.
+    vae_kernel_stream.FUSED_CHANNELS = 64 if name == "kernels-unfused128" else 128
     vae.decoder.compile_stream(name != "new-eager", kernels=name.startswith("kernels"), split_blocks=split)
     return vae.decode_chunk, tf32_off() if name == "kernels-fp32" else contextlib.nullcontext()
 

@@ -73,6 +73,19 @@ def test_products_keep_one_split_per_weight(tf32_on):
     assert products.dot_precision(torch.float32) == "tf32x3" and not products.split(torch.bfloat16)
 
 
+@pytest.mark.parametrize("frames", [2, 50], ids=["weight-bound-stacked", "three-products"])
+def test_both_orders_of_the_split_products_equal_one_float32_product(tf32_on, frames):
+    """Few frames against a bigger weight take w_hi's two products as one stacked product."""
+    products, w, a = Products(precise=True), torch.randn(16, 24), torch.randn(frames, 16)
+    assert (w.numel() > a.numel()) == (frames == 2)
+    torch.testing.assert_close(products.mm(a, w, lambda v: v), a @ w, rtol=1e-6, atol=1e-6)
+    out = torch.randn(frames, 24)
+    want = out + a @ w
+    got = products.mm(a, w, lambda v: v, out=out)
+    assert got.data_ptr() == out.data_ptr()
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
 def test_the_split_decode_equals_the_reference_layers(tf32_on):
     """Every product split (cuBLAS and tl.dot); on CUDA the reference runs with TF32 off."""
     model = randomized(TINY).to(DEVICE)

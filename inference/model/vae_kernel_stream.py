@@ -62,8 +62,19 @@ class Products:
         if not self.split(a.dtype):
             return a @ view(weight) if out is None else out.addmm_(a, view(weight))
         (a_hi, a_lo), (w_hi, w_lo) = tf32_split(a), map(view, self.weight_halves(weight))
+        if w_hi.numel() > a.numel():  # few frames, a big weight (the first transposed convolution):
+            return self._stacked(a_hi, a_lo, w_hi, w_lo, out)  # reading the weight is the cost
         out = a_lo @ w_hi if out is None else out.addmm_(a_lo, w_hi)  # the small terms first
         return out.addmm_(a_hi, w_lo).addmm_(a_hi, w_hi)
+
+    @staticmethod
+    def _stacked(a_hi: Tensor, a_lo: Tensor, w_hi: Tensor, w_lo: Tensor, out: Tensor | None) -> Tensor:
+        """The same three terms in the same order, w_hi read once for both of its products: two
+        weight reads instead of three (at 64 rows the first block's weight, 134 MB, is read in
+        0.11 ms, its product's whole time)."""
+        lo_hi, hi_hi = (torch.cat([a_lo, a_hi]) @ w_hi).chunk(2)
+        out = lo_hi if out is None else out.add_(lo_hi)
+        return out.addmm_(a_hi, w_lo).add_(hi_hi)
 
 
 class KernelChunk:
