@@ -36,7 +36,7 @@ VARIANTS = {
     "kernels-split2": "the same, the first two blocks split",
     "kernels-split-all": "the same, every product split into 3 TF32 products",
     "kernels-tf32": "the same with plain TF32 products (the engine before)",
-    "kernels-unfused128": "the default, its 128-channel residual units as depthwise kernel + cuBLAS",
+    "kernels-fused128": "the default, its 128-channel residual units as one kernel each (the engine before)",
     "kernels-fp32": "the same with TF32 off (every product in plain float32)",
 }
 ACCURACY_ROWS, ACCURACY_PATCHES = 8, 6
@@ -99,7 +99,7 @@ def variant(vae: AudioVAE, name: str):
     from inference.model import vae_kernel_stream  # Triton: imported where a GPU runs this, not by CPU tests
 
     # Read when a decode is traced: each variant sets it before its graphs are captured.
-    vae_kernel_stream.FUSED_CHANNELS = 64 if name == "kernels-unfused128" else 128
+    vae_kernel_stream.FUSED_CHANNELS = 128 if name == "kernels-fused128" else 64
     vae.decoder.compile_stream(name != "new-eager", kernels=name.startswith("kernels"), split_blocks=split)
     return vae.decode_chunk, tf32_off() if name == "kernels-fp32" else contextlib.nullcontext()
 

@@ -13,7 +13,7 @@ written out, over [rows, frames, channels] tiles; the wider channel-mixing produ
   condition) and passed through the Snake.
 - `depthwise`: the dilated depthwise convolution of `full` (seven shifted reads of a tile the
   cache holds), then optionally the Snake.
-- `residual`: a whole residual unit of at most 128 channels in one kernel (depthwise convolution,
+- `residual`: a whole narrow residual unit in one kernel (depthwise convolution,
   Snake, the 1x1 product on tensor cores, added to x in place).
 - `overlap_add`: the transposed convolution's output from its GEMM's per-frame products.
 - `output_conv`: the last convolution (C channels to 1, kernel 7) and the tanh.
@@ -161,12 +161,10 @@ def residual_kernel(full, weight, bias, alpha, pointwise, x, T, C, ROW_CLASS, CT
     cmask = c < C
     acc = _depthwise(full, weight, bias, t, c, mask, r, T, C, CTX, K, DILATION, BT, CP)
     h = tl.where(mask, _snake(acc, tl.load(alpha + c, mask=cmask, other=1.0)), 0.0)
-    # pointwise [Cout, Cin, 1], read as stored (consecutive lanes on consecutive input channels:
-    # read along Cout, every lane's load was a separate 32-byte sector, and at 128 channels the
-    # weight's 16 K sectors a program cost more than its activations); the product takes its transpose.
-    cout, cin = tl.arange(0, CP)[:, None], tl.arange(0, CP)[None, :]
-    w = tl.load(pointwise + cout * C + cin, mask=(cout < C) & (cin < C), other=0.0)
-    y = tl.dot(h, tl.trans(w), input_precision=PRECISION)
+    cin = tl.arange(0, CP)[:, None]
+    # pointwise [Cout, Cin, 1]: the [Cin, Cout] operand is its transpose.
+    w = tl.load(pointwise + c * C + cin, mask=(cin < C) & cmask, other=0.0)
+    y = tl.dot(h, w, input_precision=PRECISION)
     at = x + (r * T + t).to(tl.int64) * C + c
     tl.store(at, tl.load(at, mask=mask, other=0.0) + y, mask=mask)
 
