@@ -23,9 +23,11 @@ LONG_S = 0.05  # a pause longer than this is logged: it is a visible stall in ev
 
 
 def settle() -> int:
-    """Collects, then freezes every object alive now; the number frozen."""
+    """Collects, then freezes every object alive now; the number frozen. Pauses are logged from
+    here on (before, while the app loads, nobody is listening)."""
     gc.collect()
     gc.freeze()
+    _WATCH.serving = True
     return gc.get_freeze_count()
 
 
@@ -37,6 +39,7 @@ class PauseWatch:
         self.seconds = [0.0, 0.0, 0.0]
         self.longest = [0.0, 0.0, 0.0]
         self._started: float | None = None
+        self.serving = False  # log long pauses (settle() sets it)
         self._lock = threading.Lock()
 
     def __call__(self, phase: str, info: dict):
@@ -53,7 +56,7 @@ class PauseWatch:
             self.count[generation] += 1
             self.seconds[generation] += spent
             self.longest[generation] = max(self.longest[generation], spent)
-        if spent > LONG_S:
+        if spent > LONG_S and self.serving:
             log.warning("garbage collection of generation %d held every thread for %.0f ms (%d objects freed)",
                         generation, spent * 1e3, info["collected"])
 
