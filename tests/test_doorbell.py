@@ -3,7 +3,9 @@ coroutines after a step with one call into the loop, and no wake is lost."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import weakref
 
 from ui.http.doorbell import Doorbell, doorbell
 
@@ -67,6 +69,20 @@ def test_a_ring_after_the_loop_closed_is_dropped():
     loop = asyncio.new_event_loop()
     bell = Doorbell(loop)
     loop.close()
-    event = asyncio.Event()
-    bell.ring(event)  # the app shutting down: nobody waits, nothing raises
-    assert not event.is_set()
+    events = [asyncio.Event() for _ in range(3)]
+    for event in events:
+        bell.ring(event)  # the app shutting down: nobody waits, nothing raises
+    assert not any(e.is_set() for e in events)
+    assert not bell.pending, "rings nobody will answer must not pile up"
+
+
+def test_a_bell_does_not_keep_its_loop_alive():
+    loop = asyncio.new_event_loop()
+    bell = doorbell(loop)
+    gone = weakref.ref(loop)
+    loop.close()
+    del loop
+    gc.collect()
+    assert gone() is None
+    bell.ring(asyncio.Event())
+    assert not bell.pending

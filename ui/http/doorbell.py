@@ -20,21 +20,25 @@ _BELLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> its D
 
 class Doorbell:
     def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop = loop
+        self.loop = weakref.ref(loop)  # not a strong one: _BELLS would then keep every loop alive
         self.pending: collections.deque[asyncio.Event] = collections.deque()
         self.asked = False
 
     def ring(self, event: asyncio.Event):
-        """From any thread: `event` is set on the loop soon. A closed loop (the app shutting down)
-        has nobody waiting: the ring is dropped."""
+        """From any thread: `event` is set on the loop soon. A closed or collected loop (the app
+        shutting down) has nobody waiting: the ring is dropped, and nothing piles up."""
         self.pending.append(event)
         if self.asked:  # the loop has not run the call below yet: it will take this event too
             return
         self.asked = True
         try:
-            self.loop.call_soon_threadsafe(self._answer)
+            loop = self.loop()
+            if loop is None:
+                raise RuntimeError("the loop is gone")
+            loop.call_soon_threadsafe(self._answer)
         except RuntimeError:
-            pass
+            self.pending.clear()
+            self.asked = False
 
     def _answer(self):  # on the loop
         # Cleared before the events are taken: a ring after this line asks again, one before it
