@@ -1,6 +1,7 @@
 """Shared by the web-app tests: the tiny random model, and the app served on a free loopback port."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import socket
 import tempfile
@@ -109,6 +110,19 @@ def wait_healthy(base: str, proc, timeout: float = 120.0):
             pass
         time.sleep(0.3)
     raise AssertionError("app.py did not become healthy in time")
+
+
+@contextlib.contextmanager
+def state_swapped(state, name: str, value):
+    """Sets one attribute of a Starlette app's `state` for a block and puts the old one back, both
+    through State's own attribute interface. (monkeypatch.setattr cannot undo it: State keeps its
+    values in a private dict, and pytest 9's undo deletes the attribute instead of restoring it.)"""
+    old = getattr(state, name)
+    setattr(state, name, value)
+    try:
+        yield value
+    finally:
+        setattr(state, name, old)
 
 
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02):

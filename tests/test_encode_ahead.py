@@ -50,10 +50,13 @@ def test_batched_patches_equal_each_clip_encoded_alone(engine):
 def test_joiners_clips_take_one_encoder_call_and_give_the_solo_audio(engine):
     requests = [cloning(c, seed) for seed, c in enumerate(clips(3), start=1)]
     worker = EngineWorker(engine)
-    gate = threading.Event()
+    inside, gate = threading.Event(), threading.Event()
     try:
         # The worker's thread waits in a call until all three are in line, so they join in one step.
-        held = worker.call(lambda _: gate.wait(30))
+        # Submitting only once it is inside the call: a thread slow to wake would otherwise take the
+        # call and the first joiners from the line together, and the last one a step later.
+        held = worker.call(lambda _: (inside.set(), gate.wait(30)))
+        assert inside.wait(30), "the worker never ran the call"
         before = len(engine.counter.rows)
         jobs = [worker.submit(r) for r in requests]
         gate.set()

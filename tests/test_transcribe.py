@@ -17,7 +17,7 @@ import soundfile as sf
 from inference.serving.asr import Transcriber
 from ui import AppSettings
 
-from .app_helpers import load_engine, serve
+from .app_helpers import load_engine, serve, state_swapped
 from .fixtures.tiny_whisper import write_tiny_whisper
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "voices"
@@ -162,7 +162,11 @@ def test_no_model_gets_a_503_saying_how_to_fix_it_and_the_rest_serves(app, clien
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(app.app.state, "asr", Transcriber(model))
+    with state_swapped(app.app.state, "asr", Transcriber(model)):
+        check_the_503_and_the_rest(client, model, says)
+
+
+def check_the_503_and_the_rest(client, model, says):
     clip_id = upload(client, GUIDE)
     response = client.post("/voxcpm/transcribe", json={"reference_id": clip_id})
     assert response.status_code == 503, response.text

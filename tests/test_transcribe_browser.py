@@ -18,7 +18,7 @@ import soundfile as sf
 from inference.serving.asr import Transcriber
 from ui import AppSettings
 
-from .app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, serve, set_max_len
+from .app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, serve, set_max_len, state_swapped
 from .fixtures.tiny_whisper import write_tiny_whisper
 from .page_handles import click_generate, take_handles
 
@@ -110,10 +110,10 @@ def test_typed_text_is_kept_and_the_automatic_transcript_offered(page, whisper):
     page.wait_for_function("([box, want]) => document.querySelector(box).value === want", arg=[BOX, want])
 
 
-def test_with_transcripts_off_the_note_says_so(app, page, monkeypatch):
-    monkeypatch.setattr(app.app.state, "asr", Transcriber(None))
-    upload(page, ASSETS / "speaker_zh.wav")
-    note = note_state(page, "error")
+def test_with_transcripts_off_the_note_says_so(app, page):
+    with state_swapped(app.app.state, "asr", Transcriber(None)):
+        upload(page, ASSETS / "speaker_zh.wav")
+        note = note_state(page, "error")
     assert "switched off" in note and "Type the transcript" in note
     assert page.locator(BOX).input_value() == ""
 
