@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One measuring session on a GPU machine that has PyTorch but not the app's other packages (the
 # device machine: Python 3.12, no network). Wheels for Gradio and the rest travel in .whl/
-# (bench/README.md, "The served path", says how to fetch them). Phases, each optional:
+# (bench/README.md, "A session on a GPU machine", says how to fetch them). Phases, each optional:
 #
 #   bash bench/gpu_session.sh tests sweep profile     # GPU tests, in-process sweep, step profile
 #   bash bench/gpu_session.sh vae dit                 # the VAE decoder alone (VAE_ARGS), the LocDiT alone
