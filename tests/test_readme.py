@@ -88,3 +88,26 @@ def test_the_cpu_blocks_start_command_serves_as_written(tmp_path):
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
     assert "VoxCPM2 demo ready at" in out
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor for a markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_the_readme_and_docs_resolves():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "bench").rglob("README.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target):
+                continue  # a web address
+            path, _, fragment = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            if not file.exists():
+                broken.append(f"{page.name}: {target}")
+            elif fragment:
+                headings = re.findall(r"^#+ (.+)$", file.read_text(encoding="utf-8"), re.M)
+                if fragment not in {anchor(h) for h in headings}:
+                    broken.append(f"{page.name}: {target}")
+    assert broken == []
