@@ -3,7 +3,7 @@
 
     python bench/bench.py                      # published architecture, random weights
     python bench/bench.py --checkpoint DIR     # a real checkpoint folder
-    python bench/bench.py --results bench/RESULTS.md
+    python bench/bench.py --results OUT.md        # the table also written to a file
     python bench/bench.py --sweep-only             # only the concurrency sweep (many listeners)
 
 Random weights stop at random, so every timed request runs a fixed number of patches
@@ -101,7 +101,7 @@ def main():
     ap.add_argument("--patches", type=int, default=80, help="patches per timed request (>= 60)")
     ap.add_argument("--timesteps", type=int, default=10)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--vae-dtype", default="float32", help="the engine default; see RESULTS.md")
+    ap.add_argument("--vae-dtype", default="float32", help="the engine default; see docs/benchmarks.md")
     ap.add_argument("--skip-official", action="store_true")
     ap.add_argument("--skip-eager", action="store_true")
     ap.add_argument("--max-streams", type=int, default=64, help="rows of our engine (the largest batch)")

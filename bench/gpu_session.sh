@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One measuring session on a GPU machine that has PyTorch but not the app's other packages (the
 # device machine: Python 3.12, no network). Wheels for Gradio and the rest travel in .whl/
-# (bench/README.md, "The served path", says how to fetch them). Phases, each optional:
+# (bench/README.md, "A session on a GPU machine", says how to fetch them). Phases, each optional:
 #
 #   bash bench/gpu_session.sh tests sweep profile     # GPU tests, in-process sweep, step profile
 #   bash bench/gpu_session.sh vae dit                 # the VAE decoder alone (VAE_ARGS), the LocDiT alone
@@ -38,11 +38,11 @@ for phase in "$@"; do
     tests) python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_short_attention.py tests/test_vae_kernels.py tests/test_vae_stream.py tests/test_split_products.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
     sweep) python3 -m bench.bench --checkpoint "$CKPT" --sweep-only --concurrency 1 8 32 64 128 --rounds 2 \
              --max-streams 128 ${SWEEP_ARGS:-} 2>&1 | grep -v "^20..-" | tee "$OUT/sweep.md" ;;
-    profile) python3 -m bench.profile_step --buckets 1 8 32 64 128 ${PROFILE_ARGS:-} 2>&1 | tee "$OUT/profile.txt" | tail -60 ;;
-    admission) python3 -m bench.profile_step --admission 64 --prefill 2>&1 | tee "$OUT/admission.txt" | tail -30 ;;
+    profile) python3 -m bench.lab.profile_step --buckets 1 8 32 64 128 ${PROFILE_ARGS:-} 2>&1 | tee "$OUT/profile.txt" | tail -60 ;;
+    admission) python3 -m bench.lab.profile_step --admission 64 --prefill 2>&1 | tee "$OUT/admission.txt" | tail -30 ;;
     vae-snr) python3 -m bench.bench --checkpoint "$CKPT" --vae-only 2>&1 | grep -v "^20..-" | tee "$OUT/vae_snr.md" ;;
-    vae) python3 -m bench.vae_decode --config bench/voxcpm2_config.json ${VAE_ARGS:-} 2>&1 | tee "$OUT/vae.txt" | tail -80 ;;
-    dit) python3 -m bench.dit_rate ${DIT_ARGS:-} 2>&1 | tee "$OUT/dit.txt" | tail -60 ;;
+    vae) python3 -m bench.lab.vae_decode --config bench/voxcpm2_config.json ${VAE_ARGS:-} 2>&1 | tee "$OUT/vae.txt" | tail -80 ;;
+    dit) python3 -m bench.lab.dit_rate ${DIT_ARGS:-} 2>&1 | tee "$OUT/dit.txt" | tail -60 ;;
     serve|serve:*) clients=${phase#serve}; clients=${clients#:}
              python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/serve${clients:+-c$clients}" \
                --app-args "${APP_ARGS:-}" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;

@@ -1,7 +1,7 @@
 """Load generation against the app's stream route over real HTTP, in the manner of vLLM's serving
 benchmark: closed-loop bursts and open-loop Poisson arrivals, some clients leaving early.
 
-Each request reads the framed stream (`?format=frames`, README "Framed stream") and timestamps every
+Each request reads the framed stream (`?format=frames`, docs/api.md, "The framed stream") and timestamps every
 audio frame as it arrives, so time to first audio and the gaps between chunks are what a listener's
 player sees, not what the engine reports. The server's own figures for the request (its wait for a
 row and its time from the GPU's start to the first patch) come in the final status frame; beside the
@@ -10,6 +10,8 @@ client's TTFB they say where a slow first audio was spent: in the line, on the G
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import json
 import random
 import struct
@@ -171,3 +173,35 @@ def summarize(results: list[Result], wall_s: float, sample_rate: int, patch_s: f
 
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1e3
+
+
+# Several client processes. One Python process reading 64 streams parses every frame of all of them
+# on one event loop, so a slow client can pass for a slow server. Here each of N processes sends its
+# share (every N-th request of a burst, or a Poisson stream at rate / N: together still Poisson at the
+# full rate) from one shared start time on the perf_counter clock, which on Linux is the system's
+# monotonic clock and so the same in every process.
+START_MARGIN_S = 5.0  # every process started and connected before the load begins
+
+
+def shifted(i: int, fn, k: int, n: int):
+    """fn of the request's index in the whole load, from its index in process k's share."""
+    return fn(k + n * i)
+
+
+def _part(kind: str, k: int, n: int, url: str, size: float, duration: float, body, leave, start_at: float):
+    body, leave = functools.partial(shifted, fn=body, k=k, n=n), functools.partial(shifted, fn=leave, k=k, n=n)
+    if kind == "burst":
+        share = len(range(k, int(size), n))
+        return asyncio.run(burst(url, share, body, leave, start_at=start_at))
+    return asyncio.run(poisson(url, size / n, duration, body, leave, seed=k, start_at=start_at))
+
+
+def in_processes(kind: str, processes: int, url: str, size: float, body, leave, duration: float = 0.0):
+    """(results, wall seconds) of a burst of `size` requests or Poisson arrivals at `size` per second
+    for `duration` seconds, split over `processes` client processes. body and leave: picklable."""
+    start_at = time.perf_counter() + START_MARGIN_S
+    with concurrent.futures.ProcessPoolExecutor(processes) as pool:
+        futures = [pool.submit(_part, kind, k, processes, url, size, duration, body, leave, start_at)
+                   for k in range(processes)]
+        parts = [f.result() for f in futures]
+    return [r for results, _ in parts for r in results], max(wall for _, wall in parts)

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from bench import http_load, load_processes  # noqa: E402
+from bench import http_load  # noqa: E402
 
 TEXT = ("The quick brown fox jumps over the lazy dog while the morning sun rises slowly "
         "above the quiet green hills today.")
@@ -111,7 +111,7 @@ def scenarios(args) -> list[tuple[str, object]]:
 
 def _load(args, kind: str, size: float, body, leave):
     if args.clients > 1:
-        return load_processes.run(kind, args.clients, args.url, size, body, leave, args.duration)
+        return http_load.in_processes(kind, args.clients, args.url, size, body, leave, args.duration)
     if kind == "burst":
         return asyncio.run(http_load.burst(args.url, int(size), body, leave))
     return asyncio.run(http_load.poisson(args.url, size, args.duration, body, leave))
@@ -164,7 +164,7 @@ def parse_args(argv=None):
     ap.add_argument("--patches", type=int, default=80)
     ap.add_argument("--timesteps", type=int, default=10)
     ap.add_argument("--clients", type=int, default=1,
-                    help="client processes sharing each load (bench/load_processes.py; default: one)")
+                    help="client processes sharing each load (bench/http_load.py in_processes; default: one)")
     ap.add_argument("--out", default=None, help="folder for serve.json, serve.md and the app's log")
     return ap.parse_args(argv)
 

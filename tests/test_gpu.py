@@ -1,5 +1,5 @@
 """GPU behaviour of the fast path. Skipped without CUDA (CI); run on the device machine, outcome
-recorded in bench/RESULTS.md."""
+recorded in docs/benchmarks.md ("Exactness on the GPU")."""
 import numpy as np
 import pytest
 import torch

@@ -1,6 +1,7 @@
-"""The README's Quick start as a newcomer copies it (issue 23 item 4): on a CPU-only machine the CPU
+"""The README's Quick start as a newcomer copies it: on a CPU-only machine the CPU
 build of torch goes in before requirements.txt (else pip pulls the 2.7 GB CUDA build), named as the
-pin and .ci/run name it; the tests' script is not run in the app's environment; and the CPU
+pin and .ci/run name it; the tests' script is not run in the app's environment, and its test
+command is the one CI runs; and the CPU
 block's start command, run as written (the port from GRADIO_SERVER_PORT, which it honours), serves
 until GET /ready answers 200. Installing is not repeated here: this environment is what .ci/run
 installed, from the same files."""
@@ -55,6 +56,14 @@ def test_the_tests_script_runs_only_in_an_environment_of_its_own():
     assert not any(".ci/run" in line for block in quick_start_blocks()[:2] for line in block)
 
 
+def test_the_test_command_is_the_one_ci_runs():
+    lines = [line for block in quick_start_blocks() for line in block]
+    assert any(".ci/run" in line for line in lines)
+    command = next(line for line in lines if line.startswith("python3 -m pytest"))
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert command in ci_lines, command
+
+
 def test_the_cpu_blocks_start_command_serves_as_written(tmp_path):
     command = quick_start_blocks()[1][-1]
     argv = shlex.split(command)
@@ -79,3 +88,26 @@ def test_the_cpu_blocks_start_command_serves_as_written(tmp_path):
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
     assert "VoxCPM2 demo ready at" in out
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor for a markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_the_readme_and_docs_resolves():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "bench").rglob("README.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target):
+                continue  # a web address
+            path, _, fragment = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            if not file.exists():
+                broken.append(f"{page.name}: {target}")
+            elif fragment:
+                headings = re.findall(r"^#+ (.+)$", file.read_text(encoding="utf-8"), re.M)
+                if fragment not in {anchor(h) for h in headings}:
+                    broken.append(f"{page.name}: {target}")
+    assert broken == []

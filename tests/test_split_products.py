@@ -65,7 +65,7 @@ def test_products_keep_one_split_per_weight(tf32_on):
     torch.testing.assert_close(products.mm(a, w, lambda v: v), a @ w, rtol=1e-6, atol=1e-6)
     out = torch.ones(3, 4)
     torch.testing.assert_close(products.mm(a, w, lambda v: v, out=out), 1 + a @ w, rtol=1e-6, atol=1e-6)
-    with torch.inference_mode():  # weights loaded under inference mode (bench.profile_step's)
+    with torch.inference_mode():  # weights loaded under inference mode (bench.lab.profile_step's)
         frozen = torch.randn(8, 4)
     torch.testing.assert_close(products.mm(a, frozen, lambda v: v), a @ frozen, rtol=1e-6, atol=1e-6)
     assert products.weight_halves(frozen)[0] is products.weight_halves(frozen)[0]

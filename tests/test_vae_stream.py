@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bench.vae_decode import random_weights
+from bench.lab.vae_decode import random_weights
 from inference.model.audio_vae import AudioVAE, Decoder
 from inference.model.config import VAEConfig
 from inference.model.vae_stream import ChunkContext, dense, depthwise, upsample

@@ -1,6 +1,6 @@
 """Attention for LocEnc's and LocDiT's short non-causal sequences on CUDA, in place of flash.
 
-Why: at 64 rows a LocDiT call spent 29% of its time in the flash kernel (bench/RESULTS.md, H100,
+Why: at 64 rows a LocDiT call spent 29% of its time in the flash kernel (docs/benchmarks.md, H100,
 2026-11-25), whose 128-position tiles hold 11 positions. Here one program takes one (sequence,
 query head): q, k and v of at most 16 positions sit in registers, both products run on tensor cores
 in the inputs' dtype with float32 accumulation and the softmax in float32, as flash does. The

@@ -13,7 +13,7 @@ the reference and the CPU path); what changes is where the work happens:
 - the head and the first `split_blocks` blocks split every product into three TF32 products
   (vae_stream.tf32_split, tl.dot's tf32x3), float32's accuracy: an error made early is carried
   through every later layer, and cuDNN runs the reference's first transposed convolution in plain
-  float32 (bench/RESULTS.md has what each choice costs and its SNR).
+  float32 (docs/benchmarks.md, "The VAE decode", has what each choice costs and its SNR).
 Only the depthwise decoder (the published one: `VAEConfig.depthwise`) has this path.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from . import vae_kernels as K
 from .vae_stream import per_frame_products, slot_offsets, tf32_split
 
 # Residual units this wide or narrower run as one kernel (residual_kernel). At 128 channels the
-# kernel took 0.173 ms at 64 rows where depthwise kernel + cuBLAS take less (bench/RESULTS.md).
+# kernel took 0.173 ms at 64 rows where depthwise kernel + cuBLAS take less (docs/benchmarks.md).
 FUSED_CHANNELS = 64
 
 
@@ -164,7 +164,7 @@ def decoder_block(block, cond, x: Tensor, shifts: list[Tensor], chunk: KernelChu
     return x, shifts
 
 
-SPLIT_BLOCKS = 1  # the engine's default (bench/RESULTS.md, "split products")
+SPLIT_BLOCKS = 1  # the engine's default (docs/benchmarks.md, "The VAE decode")
 
 
 class KernelStream:

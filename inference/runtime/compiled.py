@@ -82,7 +82,7 @@ def compiled_ops(short_kernel: bool = True, sequence_backends=FLASH_FIRST) -> La
     short sequences (5 and 11 positions) take model/short_attention.py's kernel, which fits them
     (`short_kernel=False` is the off switch); longer ones, and all of them without it, take SDPA
     pinned to `sequence_backends`: cuDNN's kernel adds a memset per layer, and on an H200 the flash
-    kernel made a DiT call 6% faster (bench/RESULTS.md). SDPA takes the first allowed backend that
+    kernel made a DiT call 6% faster (docs/benchmarks.md). SDPA takes the first allowed backend that
     the GPU supports."""
     static = dict(fullgraph=True, dynamic=False)
     attend = pinned_attention(sequence_backends)

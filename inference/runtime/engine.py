@@ -35,7 +35,7 @@ log = logging.getLogger("voxcpm.engine")
 # One warm-up at a time in the process, each on its own worker thread. torch.compile is not
 # thread-safe: while one thread traces a function, a compiled function called on another thread
 # raises ("Detected that you are using FX to symbolically trace a dynamo-optimized function"), which
-# failed the second GPU's warm-up when two ran at once (2 x H200, bench/RESULTS.md). Dynamo
+# failed the second GPU's warm-up when two ran at once (2 x H200, docs/benchmarks.md). Dynamo
 # compiles one function at a time anyway, so little is lost.
 WARMUP_LOCK = threading.Lock()
 

@@ -51,7 +51,7 @@ Launched = list[tuple[Stream, int, int]]
 # about 10 ms on an H100: the device works through one group while the host starts the next. On
 # an H100 128 requests arriving together heard their first audio after 151-167 ms with it against
 # 182-205 ms without; at 64 the two were within the machines' spread (80-94 against 89-93 ms), and
-# groups of 32 did worse than 16 (bench/RESULTS.md).
+# groups of 32 did worse than 16 (docs/benchmarks.md, "Admission ahead").
 ADMIT_AHEAD = 16
 
 

@@ -3,7 +3,7 @@
 A full (generation 2) collection walks every object the collector tracks, holding the GIL. Once
 torch, Gradio and the model are loaded that is about half a million objects and 100-200 ms: every
 stream stalls together, the engine's thread and the event loop alike (a 184 ms collection stalled
-a stand-in engine's step from 40 to 225 ms, bench/RESULTS.md). The allocations of streaming
+a stand-in engine's step from 40 to 225 ms, docs/benchmarks.md). The allocations of streaming
 (frames, chunks, dicts per patch) trigger such collections every few seconds under load.
 
 `settle()`, once the app is warm, collects what is garbage then and moves every object still

@@ -1,4 +1,4 @@
-// Reader of the framed stream body (format: ui/http/frames.py, README "Streaming"). Network reads split
+// Reader of the framed stream body (format: ui/http/frames.py, docs/api.md "The framed stream"). Network reads split
 // the body anywhere, so bytes are buffered until a whole frame is in; each frame comes out as
 // { kind: 'audio', pcm: Int16Array } | { kind: 'meta' | 'status', data: object }.
 

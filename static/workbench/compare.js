@@ -7,7 +7,7 @@ import { DiffView } from './diffview.js';
 import { route } from '../player/http.js';
 import { readWav } from '../player/pcm.js';
 
-const SNR_BOUND_DB = 50; // stream == offline up to float rounding (float32 VAE: 56.7 dB on an H200, >100 dB on CPU; bench/RESULTS.md)
+const SNR_BOUND_DB = 50; // stream == offline up to float rounding (float32 VAE: 56.7 dB on an H200, >100 dB on CPU; docs/benchmarks.md)
 
 export class Compare {
   constructor(wb) {

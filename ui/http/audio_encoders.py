@@ -23,8 +23,8 @@ from .common import to_pcm
 from .speed import Stretcher
 
 FORMATS = ("wav", "pcm", "flac", "mp3", "opus")
-# OpenAI's formats not offered here, with the reason the refusal gives (README, "OpenAI-compatible
-# routes"). No library here encodes AAC; the one wheel that would (PyAV, FFmpeg inside) is 36 MB,
+# OpenAI's formats not offered here, with the reason the refusal gives (docs/api.md, "The OpenAI-compatible
+# API"). No library here encodes AAC; the one wheel that would (PyAV, FFmpeg inside) is 36 MB,
 # 106 MB installed, mostly video codecs: too much for a format that any of the five replaces.
 NOT_OFFERED = {"aac": "aac would need an FFmpeg encoder, which this server does not ship"}
 MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm", "flac": "audio/flac", "mp3": "audio/mpeg", "opus": "audio/ogg"}

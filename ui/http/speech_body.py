@@ -57,7 +57,7 @@ class SpeechBody(BaseModel):
     response_format: str = "mp3"
     speed: float | None = None  # None (or absent): 1.0
     stream_format: str = "audio"
-    # Our extensions, documented in the README (the page's advanced settings).
+    # Our extensions, documented in docs/api.md (the page's advanced settings).
     seed: int | None = None
     cfg_value: float = modes.default("cfg_value")
     inference_timesteps: int = modes.default("inference_timesteps")

@@ -18,5 +18,5 @@ def voice_panel_html() -> str:
   <ul class="vox-voices-list"></ul>
   <div class="vox-voices-api">From scripts and OpenAI clients: <code>POST /v1/audio/speech</code> with
     <code>voice</code> set to a saved voice's name, or <code>"design"</code> with <code>instructions</code>
-    (base URL <code>/v1</code>, model <code>voxcpm2</code>; see the README).</div>
+    (base URL <code>/v1</code>, model <code>voxcpm2</code>; see docs/api.md).</div>
 </div>"""

@@ -5,7 +5,7 @@ inference/model/vae_stream.py ("new"), eager and compiled, each call captured in
 replayed (torch.cuda.Event timing); then each one's accuracy against the float32 whole-sequence
 decode, and new against old.
 
-    python -m bench.vae_decode --config bench/voxcpm2_config.json [--rows 1 8 32 64 128]
+    python -m bench.lab.vae_decode --config bench/voxcpm2_config.json [--rows 1 8 32 64 128]
 
 Published architecture, random weights (scaled so that activations stay O(1) and the output is
 not saturated). One CUDA GPU; TF32 as the engine runs it (cuDNN's default, which the new GEMMs follow).
@@ -21,7 +21,7 @@ import traceback
 import torch
 from torch import nn
 
-from bench.kernel_times import by_kernel, in_order, print_top
+from bench.lab.kernel_times import by_kernel, in_order, print_top
 from inference.model import audio_vae
 from inference.model.audio_vae import AudioVAE
 from inference.model.config import ModelConfig

@@ -5,8 +5,8 @@ Each mode streams one request through the engine (CUDA graphs, the streaming VAE
 decodes the same latents whole (Engine.decode_whole, as GET /voxcpm/jobs/ID/offline.wav does);
 both are rounded to int16 as the stream route and the offline WAV round them.
 
-    python -m bench.ab_offline --out DIR            # GPU, published architecture, random weights
-    python -m bench.ab_offline --out DIR --tiny     # the tests' tiny model on the CPU (a smoke test)
+    python -m bench.lab.ab_offline --out DIR            # GPU, published architecture, random weights
+    python -m bench.lab.ab_offline --out DIR --tiny     # the tests' tiny model on the CPU (a smoke test)
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import torch
 
 from inference import SynthesisRequest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VOICE = ROOT / "assets" / "voices" / "guide_en.wav"
 VOICE_TEXT = "Welcome to the museum. Please keep your ticket with you while you visit the galleries."
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs back home again."

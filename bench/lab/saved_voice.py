@@ -2,8 +2,8 @@
 """TTFP of a saved voice (patches encoded once) against voice design and against clips encoded on
 every request, for clips of 5, 20 and 50 s, in controllable and ultimate cloning.
 
-    python -m bench.saved_voice --out DIR            # published architecture, random weights, GPU
-    python -m bench.saved_voice --out DIR --tiny     # the tiny test checkpoint on the CPU (a smoke run)
+    python -m bench.lab.saved_voice --out DIR            # published architecture, random weights, GPU
+    python -m bench.lab.saved_voice --out DIR --tiny     # the tiny test checkpoint on the CPU (a smoke run)
 
 Writes DIR/saved_voice.json and DIR/saved_voice.md (medians and p90 over --runs). "saved - design"
 is what is left once encoding is gone: the prefill of the reference positions, i.e. the most a
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import soundfile as sf  # noqa: E402

@@ -2,11 +2,11 @@
 """Where a patch's time goes: kernel counts and replay times of the three graphs of a patch
 (prologue, one Euler step, finish) at each batch bucket, and decode-attention variants.
 
-    python bench/profile_step.py [--buckets 1 8 64] [--top N]
-    python bench/profile_step.py --admission 64 [--prefill] [--buckets ...]   # a burst's way to its first chunks
+    python -m bench.lab.profile_step [--buckets 1 8 64] [--top N]
+    python -m bench.lab.profile_step --admission 64 [--prefill] [--buckets ...]   # a burst's way to its first chunks
 
 (Earlier one-off experiments, whole-body compiles, SDPA backends for LocEnc/LocDiT and a fused
-Snake, are recorded in bench/RESULTS.md; git history has their code.)
+Snake, are recorded in docs/benchmarks.md; git history has their code.)
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

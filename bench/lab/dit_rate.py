@@ -2,7 +2,7 @@
 """The LocDiT alone at 32 to 128 rows (2 x rows sequences of 11 tokens: the guided pair): graph
 replay time and achieved TFLOP/s of one call per variant, and where one call's GPU time goes.
 
-    python -m bench.dit_rate [--rows 32 64 128] [--autotune]
+    python -m bench.lab.dit_rate [--rows 32 64 128] [--autotune]
 
 Variants: the engine's compiled layer functions with flash attention over every position (the
 engine before), the same with the last layer on the patch's positions only (Transformer.forward's
@@ -11,7 +11,7 @@ with --autotune that one compiled with inductor's max-autotune (Triton GEMM temp
 against cuBLAS per shape). Published architecture, random bf16 weights; each variant's first row
 also gives its relative error against the plain functions.
 (Tried and dropped: LocDiT's 11-position attention as compiled plain float32 products instead of
-the flash kernel: 23% slower at 64 rows on an H100, figures in bench/RESULTS.md.)
+the flash kernel: 23% slower at 64 rows on an H100, figures in docs/benchmarks.md.)
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from bench.kernel_times import by_kernel, print_top
-from bench.profile_step import capture, replay_ms
+from bench.lab.kernel_times import by_kernel, print_top
+from bench.lab.profile_step import capture, replay_ms
 from inference.model import transformer as T
 from inference.model.config import ModelConfig
 from inference.model.locdit import LocDiT
