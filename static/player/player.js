@@ -21,19 +21,23 @@ export class Player {
     this.output = new Output((msg) => this.onWorklet(msg));
     this.run = null;
     this.panel = new Panel('vox-panel');
-    this.rate = 48000;
-    this.prebufferMs = 80;
+    this.prebufferOverride = null;
   }
 
-  // rate: the model's; prebufferMs: the audio the worklet holds before it starts to play.
-  async start({ rate, prebufferMs }) {
-    Object.assign(this, { rate, prebufferMs });
-    spec().catch(() => {}); // read now, so Generate does not wait for it
+  // prebufferMs: the page's own choice (?prebuffer_ms=, for listening tests), else the server's.
+  async start({ prebufferMs = null } = {}) {
+    this.prebufferOverride = prebufferMs;
     try {
-      await this.output.open(rate, prebufferMs, false);
+      await this.output.open(...(await this.playback()), false); // read now, so Generate does not wait for it
     } catch (err) {
       console.warn('voxcpm: audio will be set up on the first click', err);
     }
+  }
+
+  // [the model's rate, the audio the worklet holds before it starts to play], as GET /voxcpm/spec states them.
+  async playback() {
+    const served = await spec();
+    return [served.sample_rate, this.prebufferOverride ?? served.prebuffer_ms];
   }
 
   onWorklet(msg) {
@@ -59,7 +63,7 @@ export class Player {
   async begin(form) {
     const before = this.run;
     if (this.abort('replaced') || before?.state === 'received') this.replaced(before);
-    const run = new Run(this.rate);
+    const run = new Run();
     this.run = run;
     this.panel.clear();
     this.panel.status('Sending the request…');
@@ -80,12 +84,13 @@ export class Player {
       const modes = await spec();
       run.body = requestBody(form, modes, run.id);
       run.clip = clipName(form, modes);
+      run.sampleRate = modes.sample_rate;
     } catch (err) {
       this.fail(run, `The page could not read the server's settings: ${err.message || err}`);
       return false;
     }
     try {
-      await this.output.open(this.rate, this.prebufferMs);
+      await this.output.open(...(await this.playback()));
       return true;
     } catch (err) {
       const hint = window.isSecureContext ? '' : ' Browsers allow audio worklets only on https:// or '

@@ -47,7 +47,7 @@ export class WaveView {
     addSpectrogram(this.a, { container: this.el('spectrogram'), height: 128 });
     this.b = surface(this.el('wave-b'), { height: 64, waveColor: '#7b8794', progressColor: '#3e4c59', fillParent: false });
     this.active = 'A';
-    this.rate = 48000;
+    this.rate = null; // the shown take's (show())
     this.selection = null;
     this.shown = null;
     this.urls = [];

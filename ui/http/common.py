@@ -72,11 +72,6 @@ def errors_as(respond):
 guarded = errors_as(error_response)
 
 
-def app_state(request: Request):
-    """What create_app (ui/server.py) put on the app: the worker, the clip store, the limits..."""
-    return request.app.state
-
-
 def to_pcm(audio: np.ndarray) -> bytes:
     """float32 [-1, 1] -> int16 little-endian, rounded to nearest (clipping only what overflows)."""
     return np.clip(np.rint(audio * 32767.0), -32768, 32767).astype("<i2").tobytes()
@@ -190,7 +185,7 @@ async def submit(request: Request, state, parse=None, describe=page_asked):
         def prepare():
             nonlocal body
             body = (parse or parse_body)(data)
-            req = to_request(body, state.clips, state.max_text_chars, state.voice_lookup)
+            req = to_request(body, state.clips, state.limits.max_text_chars, state.voice_lookup)
             return state.worker.submit(req, job_id=body.request_id), req
         # Off the event loop: a saved voice is looked up (its patches may be read from the disk), and
         # submit prepares the request (text, tokens, clips' samples) on this thread.

@@ -26,6 +26,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from inference.serving import gc_pauses
 from inference.serving.job import Job
 
+from ..context import app_context
+
 metrics_router = APIRouter()
 TTFP_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 RTF_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 5.0)
@@ -136,13 +138,13 @@ def observe_refusal(state, status: int, outcome: str):
 
 @metrics_router.get("/metrics")
 async def metrics(request: Request):
-    return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(app_context(request).metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
 @metrics_router.get("/ready")
 async def ready(request: Request):
     """200 only once every engine has warmed up and every GPU's worker serves; else 503."""
-    worker = request.app.state.worker
+    worker = app_context(request).worker
     gpus = worker.gpus()
     warm = worker.ready.is_set() and worker.warmup_error is None
     serving = bool(gpus) and all(g["alive"] and not g["failing"] for g in gpus)

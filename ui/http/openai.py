@@ -36,6 +36,7 @@ from .metrics import observe_stream
 from .common import errors_as, first_audio, next_event, submit
 from .speech_body import DESIGN, MODEL_ID, OPENAI_MODELS, ParamError, openai_asked, parse_speech
 from ..guard.answers import OPENAI_PREFIX, openai_error_body
+from ..context import app_context
 
 openai_router = APIRouter()
 
@@ -59,7 +60,7 @@ def openai_guarded(handler):
 @openai_router.post("/audio/speech")
 @openai_guarded
 async def speech(request: Request):
-    state = request.app.state
+    state = app_context(request)
     parsed = {}
 
     def parse(raw):
@@ -117,7 +118,7 @@ def _event(payload: dict) -> bytes:
 async def models(request: Request):
     """VoxCPM2 under its own name and OpenAI's: every one is served by the same model, and `lora`
     names the LoRA merged into it (--lora; null without one)."""
-    lora = request.app.state.build["lora"]
+    lora = app_context(request).build["lora"]
     return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "openbmb",
                                         "lora": lora} for name in (MODEL_ID,) + OPENAI_MODELS]}
 
@@ -125,7 +126,7 @@ async def models(request: Request):
 @openai_router.get("/audio/voices")
 @openai_guarded
 async def voices(request: Request):
-    library = request.app.state.voices
+    library = app_context(request).voices
     saved = [] if library is None else await anyio.to_thread.run_sync(library.list)
     data = [{"id": v.name, "name": v.name, "object": "voice", "seconds": round(v.seconds, 2),
              "has_transcript": bool(v.transcript)} for v in saved]

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from inference.errors import InputError
 
 from .common import guarded, read_json
+from ..context import app_context
 
 playback_router = APIRouter()
 
@@ -34,4 +35,4 @@ async def playback(request: Request):
         err = exc.errors(include_url=False, include_input=False)[0]
         where = ".".join(str(p) for p in err.get("loc", ())) or "body"
         raise InputError(f"a playback report is {{job, underruns, gap_ms}}: {where[:40]}: {err['msg']}") from None
-    return JSONResponse({"counted": request.app.state.metrics.played(report)})
+    return JSONResponse({"counted": app_context(request).metrics.played(report)})

@@ -14,9 +14,10 @@ from fastapi.responses import StreamingResponse
 from inference.serving.job import Job
 
 from . import frames
-from .common import HTTPError, app_state, first_audio, guarded, next_event, page_asked, submit, to_pcm
+from .common import HTTPError, first_audio, guarded, next_event, page_asked, submit, to_pcm
 from .metrics import observe_stream
 from .speed import Stretcher
+from ..context import app_context
 
 stream_router = APIRouter()
 
@@ -69,7 +70,7 @@ def wants_frames(request: Request) -> bool:
 @stream_router.post("/stream")
 @guarded
 async def stream(request: Request):
-    entered, state = time.perf_counter(), app_state(request)
+    entered, state = time.perf_counter(), app_context(request)
     framed = wants_frames(request)
     asked = functools.partial(page_asked, fmt="frames" if framed else "pcm")
     job, req, body = await submit(request, state, describe=asked)

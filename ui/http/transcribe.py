@@ -27,11 +27,12 @@ from inference.errors import InputError
 from inference.serving.asr import AsrUnavailable, NotLoaded, Transcriber, check_length
 from inference.serving.failures import QueueFullError
 
-from .common import HTTPError, app_state, guarded, read_json
+from .common import HTTPError, guarded, read_json
 from .schema import blank, describe_validation
 from .voices import READ_ONLY
 from ..library.transcripts import content_hash
 from ..library.uploads import decode_audio
+from ..context import app_context
 
 transcribe_router = APIRouter()
 LOAD_ATTEMPTS = 3  # a pool may send each call to another GPU, which loads its own copy
@@ -58,7 +59,7 @@ class Source:
 @transcribe_router.post("/transcribe")
 @guarded
 async def transcribe(request: Request):
-    state = app_state(request)
+    state = app_context(request)
     asr: Transcriber = state.asr
     try:
         asr.check_available()  # before reading anything: off, or a model that just failed to load
@@ -115,7 +116,7 @@ def voice_source(state, name: str, save: bool, model: str) -> Source:
     """A saved voice's clip (on a thread: it reads the disk)."""
     if state.voices is None:
         raise HTTPError(404, "this server keeps no voice library (start it with --data-dir)")
-    if save and not state.library_writable:
+    if save and not state.settings.library_writable:
         raise HTTPError(403, READ_ONLY)
     voice, cached = state.voices.automatic_transcript(name, model)
     if save and voice.transcript is not None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import anyio
 from fastapi import APIRouter, Request
 
-from .common import HTTPError, app_state, guarded, read_limited
+from .common import HTTPError, guarded, read_limited
 from ..library.uploads import StoreFull, client_key
+from ..context import app_context
 
 upload_router = APIRouter()
 
@@ -14,7 +15,7 @@ upload_router = APIRouter()
 @upload_router.post("/upload")
 @guarded
 async def upload(request: Request):
-    clips = app_state(request).clips
+    clips = app_context(request).clips
     data = await read_limited(request, clips.max_bytes, "upload")
     client = client_key(request.client.host if request.client else None)
     try:

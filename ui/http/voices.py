@@ -27,6 +27,7 @@ from inference.serving.worker import QueueFullError
 from .common import HTTPError, guarded, read_json
 from .schema import blank, check_text, describe_validation
 from ..library.voice_names import RULE
+from ..context import app_context
 
 voice_router = APIRouter()
 READ_ONLY = ("this server's voice library is read-only: the server is reachable by others without a token. "
@@ -45,20 +46,20 @@ class RenameBody(BaseModel):
     name: str
 
 
-def voice_lookup(state):
+def voice_lookup(voices, encoder_identity: str):
     """name -> (Voice, ReferenceClip) for ui/schema.to_request, or None without a library."""
-    if state.voices is None:
+    if voices is None:
         return None
-    return lambda name: state.voices.clip(name, state.encoder_identity)
+    return lambda name: voices.clip(name, encoder_identity)
 
 
 def library(request: Request, change: bool = False):
-    state = request.app.state
-    if state.voices is None:
+    ctx = app_context(request)
+    if ctx.voices is None:
         raise HTTPError(404, "this server keeps no voice library (start it with --data-dir)")
-    if change and not state.library_writable:
+    if change and not ctx.settings.library_writable:
         raise HTTPError(403, READ_ONLY)
-    return state.voices
+    return ctx.voices
 
 
 async def body_of(request: Request, model: type[BaseModel]):
@@ -74,17 +75,17 @@ async def body_of(request: Request, model: type[BaseModel]):
 async def list_voices(request: Request):
     voices = library(request)
     listed = await anyio.to_thread.run_sync(voices.list)
-    return {"voices": [v.public() for v in listed], "writable": bool(request.app.state.library_writable),
+    return {"voices": [v.public() for v in listed], "writable": bool(app_context(request).settings.library_writable),
             "max_voices": voices.max_voices, "max_mb": voices.max_bytes / 2**20, "name_rule": RULE}
 
 
 @voice_router.post("")
 @guarded
 async def save_voice(request: Request):
-    voices, state = library(request, change=True), request.app.state
+    voices, state = library(request, change=True), app_context(request)
     body = await body_of(request, SaveBody)
     transcript = None if blank(body.transcript) else body.transcript.strip()
-    check_text("transcript", transcript, state.max_text_chars)
+    check_text("transcript", transcript, state.limits.max_text_chars)
     clip = state.clips.get(body.clip_id)
     await anyio.to_thread.run_sync(voices.check_room, body.name, clip.audio)  # before any work
     reference = clip.as_engine_input()
