@@ -44,7 +44,7 @@ def resolve_token(args) -> str | None:
     token = args.token or os.environ.get("VOXCPM_TOKEN") or None
     if token is None:
         return None
-    from ui.guard.auth import TOKEN_PATTERN  # only now: importing ui loads Gradio, which takes seconds
+    from ui.guard.auth import TOKEN_PATTERN  # only when a token is given: Starlette, a third of a second
 
     if not re.fullmatch(TOKEN_PATTERN, token):
         raise StartupError("the token needs 8 to 256 characters from A-Z a-z 0-9 . _ ~ - "

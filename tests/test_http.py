@@ -80,6 +80,22 @@ def test_cloning_by_upload_id_equals_synthesize(client):
     assert_same_audio(pcm, want)
 
 
+def test_upload_takes_a_multipart_file_field_as_transcribe_does(app, client):
+    """The form the transcribe example teaches works on /voxcpm/upload too (it was a misleading
+    400 "could not be read as audio"), and stores the very clip the raw body does."""
+    raw = upload(client, VOICE.read_bytes()).json()
+    form = client.post("/voxcpm/upload", files={"file": ("voice.wav", VOICE.read_bytes(), "audio/wav")})
+    assert form.status_code == 200, form.text
+    got = form.json()
+    assert {k: got[k] for k in ("seconds", "sample_rate", "channels")} == \
+        {k: raw[k] for k in ("seconds", "sample_rate", "channels")}
+    clips = app.app.state.ctx.clips
+    assert np.array_equal(clips.get(got["id"]).audio, clips.get(raw["id"]).audio)
+    no_file = client.post("/voxcpm/upload", files={"clip": ("voice.wav", VOICE.read_bytes(), "audio/wav")})
+    assert no_file.status_code == 400 and "no file field" in no_file.json()["error"]
+    assert "raw body" in no_file.json()["error"]
+
+
 def test_trim_silence_trims_the_uploaded_clip(client):
     rate, voice = clip_input()
     padded = np.concatenate([np.zeros(rate, np.float32), voice, np.zeros(rate // 2, np.float32)])

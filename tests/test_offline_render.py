@@ -18,7 +18,8 @@ from inference.runtime.decode_step import patches_to_frames
 from inference.runtime.offline import OfflineDecode
 from inference.config import Limits
 from ui import AppSettings
-from ui.http.offline import PIECE_PATCHES, pcm16
+from ui.services.audio import pcm16
+from ui.services.renders import PIECE_PATCHES
 
 from .app_helpers import load_engine, reference_engine, serve, wait_until
 

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from inference.config import LIMITS
 from inference.serving.worker import EngineWorker
 from ui import AppContext, AppSettings
-from ui.http.metrics import Metrics
+from ui.services.metrics import Metrics
 from ui.http.stream import stream_router
 
 from .app_helpers import free_port, wait_until

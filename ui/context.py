@@ -3,7 +3,8 @@
 `AppSettings`: frozen, read by create_app (ui/server.py) and by app.py's command line (options.py
 takes its defaults and help from these fields). The engine's and the serving layer's limits live in
 `inference.config.Limits`, held here as `limits`. `AppContext`: everything the routes read, built by
-create_app and stored as the one attribute `app.state.ctx` (ui/http/common.app_context).
+create_app and stored as the one attribute `app.state.ctx`, which every route reads through
+`app_context` (below).
 
 Deliberately free of Gradio, so that app.py's command line answers in about a second.
 """
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
 
     from starlette.requests import Request
 
-    from .http.metrics import Metrics
-    from .http.offline import OfflineRenders
+    from .services.metrics import Metrics
+    from .services.renders import OfflineRenders
     from .library.uploads import UploadStore
     from .library.voice_store import VoiceLibrary
 

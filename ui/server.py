@@ -1,5 +1,18 @@
 """Puts the pieces together: the engine's worker, the HTTP routes, the player's files and the
-Gradio page, all on one FastAPI app so the stream is same-origin with the page."""
+Gradio page, all on one FastAPI app so the stream is same-origin with the page.
+
+Every HTTP route besides the Gradio page, by job and prefix (ui/http/):
+
+    /voxcpm/stream                   a request's audio as it is made (stream.py)
+    /voxcpm/upload                   a reference clip, kept by id (clips.py)
+    /voxcpm/transcribe               a clip's automatic transcript, for ultimate cloning (clips.py)
+    /voxcpm/jobs/{id}[...]           a job's status, cancellation and offline render (stream.py)
+    /voxcpm/voices[...]              the voice library (voices.py)
+    /voxcpm/health, /voxcpm/spec     the probe, and the modes' spec the page reads (status.py)
+    /v1/...                          OpenAI-compatible speech (openai.py)
+    /metrics, /ready                 Prometheus' metrics and the readiness probe (status.py)
+    /voxcpm/playback                 a page's report of a take's underruns, for /metrics (status.py)
+"""
 from __future__ import annotations
 
 import contextlib
@@ -21,17 +34,22 @@ from .guard.auth import TokenGate
 from .guard.events import KnownEvents
 from .guard.hosts import HostGuard
 from .guard.limits import RequestLimits
-from .http.offline import OfflineRenders
-from .http.routes import include_routes
-from .http.metrics import Metrics
-from .http.voices import voice_lookup
+from .http.clips import clips_router
+from .http.openai import openai_router
+from .http.status import status_router
+from .http.stream import stream_router
+from .http.voices import voice_lookup, voice_router
 from .library.uploads import UploadStore
 from .library.voice_store import VoiceLibrary
 from .page.layout import build_blocks, served_line
+from .services.metrics import Metrics
+from .services.renders import OfflineRenders
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "static"
 ASSETS = ROOT / "assets"
+ROUTERS = ((stream_router, "/voxcpm"), (clips_router, "/voxcpm"), (voice_router, "/voxcpm/voices"),
+           (openai_router, "/v1"), (status_router, ""))
 
 
 def _asset_version() -> str:
@@ -66,7 +84,8 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.ctx = ctx = _context(engines[0], settings, worker, latents, voices)
-    include_routes(app)
+    for router, prefix in ROUTERS:
+        app.include_router(router, prefix=prefix)
     app.mount("/voxcpm/static", StaticFiles(directory=STATIC), name="voxcpm-static")
     demo = _mount_page(app, ctx)
     _guard(app, settings, demo)

@@ -11,10 +11,10 @@ OpenAI's (every error under /v1, an unknown path or method included):
   a transcript and no `instructions` are given (ultimate cloning), else as a reference with
   `instructions` as the style. `voice: "design"` designs a voice from `instructions`. OpenAI's
   voice names (alloy, ash, ...) are built-in designed voices (ui/http/builtin_voices.py).
-- `response_format`: wav, pcm (16-bit mono at 48 kHz), flac, mp3 or opus (ui/http/audio_encoders.py).
+- `response_format`: wav, pcm (16-bit mono at 48 kHz), flac, mp3 or opus (ui/services/audio.py).
 - `stream_format`: "audio" (the file, sent as it is encoded) or "sse" (events
   `speech.audio.delta` with base64 audio, then `speech.audio.done` with usage).
-- `speed`: 0.25 to 4.0, by pitch-preserving time-stretching as the audio streams (ui/http/speed.py).
+- `speed`: 0.25 to 4.0, by pitch-preserving time-stretching as the audio streams (ui/services/audio.py).
 - Extensions: seed, cfg_value, inference_timesteps, max_len, normalize, trim_silence.
 """
 from __future__ import annotations
@@ -30,13 +30,13 @@ from fastapi.routing import APIRoute
 
 from inference.serving.job import Job
 
-from .audio_encoders import MEDIA_TYPES, Encoder
 from .builtin_voices import listed
-from .metrics import observe_stream
 from .common import errors_as, first_audio, next_event, submit
 from .speech_body import DESIGN, MODEL_ID, OPENAI_MODELS, ParamError, openai_asked, parse_speech
-from ..guard.answers import OPENAI_PREFIX, openai_error_body
 from ..context import app_context
+from ..guard.answers import OPENAI_PREFIX, openai_error_body
+from ..services.audio import MEDIA_TYPES, Encoder
+from ..services.metrics import observe_stream
 
 openai_router = APIRouter()
 

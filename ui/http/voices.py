@@ -22,12 +22,13 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from inference.errors import InputError
+from inference.serving.services import encode_voice
 from inference.serving.worker import QueueFullError
 
 from .common import HTTPError, guarded, read_json
 from .schema import blank, check_text, describe_validation
-from ..library.voice_names import RULE
 from ..context import app_context
+from ..library.voice_names import RULE
 
 voice_router = APIRouter()
 READ_ONLY = ("this server's voice library is read-only: the server is reachable by others without a token. "
@@ -88,28 +89,17 @@ async def save_voice(request: Request):
     check_text("transcript", transcript, state.limits.max_text_chars)
     clip = state.clips.get(body.clip_id)
     await anyio.to_thread.run_sync(voices.check_room, body.name, clip.audio)  # before any work
-    reference = clip.as_engine_input()
-    await encode(state.worker, reference, transcript)
-    latents = {state.encoder_identity: reference.known(state.encoder_identity)}
+    sides = await encode(state.worker, clip.as_engine_input(), transcript, state.encoder_identity)
+    latents = {state.encoder_identity: sides}
     voice = await anyio.to_thread.run_sync(voices.save, body.name, clip.audio, transcript, latents)
     return JSONResponse(voice.public(), status_code=201)
 
 
-def encoding(reference, transcript: str | None):
-    """fn(engine) that encodes the clip on each side a request with the voice will want, as the
-    request would (inference/request/prompt.encode_voice): padded on the right as a reference, and on
-    the left as a continuation prompt when there is a transcript. The ReferenceClip keeps the patches."""
-    def encode_sides(engine):
-        engine.encode_audio(reference, "right", "reference audio")
-        if transcript:
-            engine.encode_audio(reference, "left", "prompt audio")
-    return encode_sides
-
-
-async def encode(worker, reference, transcript: str | None):
-    """Runs `encoding` on an engine's thread (any GPU's: they hold the same weights) and awaits it."""
+async def encode(worker, reference, transcript: str | None, identity: str) -> dict:
+    """The clip's patches, {side: array}, encoded on an engine's thread (any GPU's: they hold the
+    same weights) as a request with the voice would encode them (serving/services.encode_voice)."""
     try:
-        await asyncio.wrap_future(worker.call(encoding(reference, transcript)))
+        return await asyncio.wrap_future(encode_voice(worker, reference, transcript, identity))
     except QueueFullError as exc:
         raise HTTPError(503, f"the voice was not saved: {exc}", {"Retry-After": "5"}) from None
     except InputError as exc:  # anything else: guarded() answers 500 and logs the traceback
