@@ -99,7 +99,7 @@ def _worker(engines: list, settings: AppSettings, latents: LatentStore) -> Engin
 
 
 def _context(engine, settings: AppSettings, worker, latents: LatentStore, voices: VoiceLibrary | None) -> AppContext:
-    """What the routes read (ui/http/common.app_context). `engine`: the first one; the limits and
+    """What the routes read (ui/context.app_context). `engine`: the first one; the limits and
     rates are the same on every GPU, and are the engine's own (a test may build it apart)."""
     limits = replace(settings.limits, max_text_chars=int(engine.max_text_chars),
                      max_audio_seconds=float(engine.max_audio_seconds))
