@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -43,7 +44,7 @@ def resolve_token(args) -> str | None:
     token = args.token or os.environ.get("VOXCPM_TOKEN") or None
     if token is None:
         return None
-    from ui.guard.auth import TOKEN_PATTERN  # only now: importing ui loads Gradio, which takes seconds
+    from ui.guard.auth import TOKEN_PATTERN  # only when a token is given: Starlette, a third of a second
 
     if not re.fullmatch(TOKEN_PATTERN, token):
         raise StartupError("the token needs 8 to 256 characters from A-Z a-z 0-9 . _ ~ - "
@@ -100,12 +101,12 @@ def load(args, settings, source: str, is_hub: bool, devices: list[str], dtype: s
     """On the loading thread: fetch, load (one engine per device), build the app, warm up; the app,
     ready to serve."""
     source = fetch_checkpoint(args, source, is_hub, phases)
-    describe_model(settings, args, source)
+    settings = describe_model(settings, args, source)
     engines = []
     for device in devices:  # one after the other: reading the checkpoint is the slow part
         logging.getLogger("voxcpm.app").info("loading %s on %s in %s", source, device, dtype)
         phases.begin("loading weights" + (f" on {device}" if len(devices) > 1 else ""))
-        engines.append(load_engine(args, source, device, dtype))
+        engines.append(load_engine(args, settings, source, device, dtype))
         phases.end()
     return warm_up(engines, settings, phases)
 
@@ -134,15 +135,18 @@ def fetch_checkpoint(args, source: str, is_hub: bool, phases) -> str:
 
 
 def describe_model(settings, args, source: str):
-    """What each take records as its model: the name, and the revision of a hub download."""
-    settings.model_id = "tiny random model" if args.random_weights else args.model
+    """The settings with what each take records as its model: the name, and the revision of a hub
+    download (known only once it is fetched, so the settings are completed here, before the app)."""
+    lora = None
     if args.lora is not None:
         from inference.model.lora import lora_label
 
-        settings.lora = lora_label(args.lora)
+        lora = lora_label(args.lora)
     # A hub download sits in .../snapshots/<commit>/: that commit is the checkpoint's revision.
     parts = os.path.normpath(source).split(os.sep)
-    settings.model_revision = parts[-1] if len(parts) > 1 and parts[-2] == "snapshots" else None
+    revision = parts[-1] if len(parts) > 1 and parts[-2] == "snapshots" else None
+    return dataclasses.replace(settings, model_id="tiny random model" if args.random_weights else args.model,
+                               lora=lora, model_revision=revision)
 
 
 def warm_up(engines: list, settings, phases):
@@ -167,12 +171,11 @@ def warm_up(engines: list, settings, phases):
     return app
 
 
-def load_engine(args, source: str, device: str, dtype: str):
+def load_engine(args, settings, source: str, device: str, dtype: str):
     from inference import Engine
 
-    return Engine.from_pretrained(source, device=device, dtype=dtype, warmup=False, max_streams=args.max_streams,
-                                  max_text_chars=args.max_text_chars, max_audio_seconds=args.max_audio_seconds,
-                                  lora=args.lora)
+    return Engine.from_pretrained(source, device=device, dtype=dtype, warmup=False, lora=args.lora,
+                                  **settings.limits.engine_options())
 
 
 def serve(args, cleanup: contextlib.ExitStack):
@@ -212,6 +215,7 @@ def serve(args, cleanup: contextlib.ExitStack):
 
 def app_settings(args, host: str):
     """The app's settings from the command line (and a warning when anyone may use the GPU)."""
+    from inference.config import Limits
     from ui import AppSettings
     from ui.guard.hosts import allowed_hosts_for, is_loopback
 
@@ -219,7 +223,9 @@ def app_settings(args, host: str):
     if args.token is None and not is_loopback(host):
         log.warning("bound to %s without a token: anyone who can reach this port can use the GPU "
                     "(set --token or VOXCPM_TOKEN to require one)", host)
-    return AppSettings(max_queue=args.max_queue, prebuffer_ms=args.prebuffer_ms, warm_up=True,
+    limits = Limits(max_streams=args.max_streams, max_queue=args.max_queue, max_text_chars=args.max_text_chars,
+                    max_audio_seconds=args.max_audio_seconds)
+    return AppSettings(limits=limits, prebuffer_ms=args.prebuffer_ms, warm_up=True,
                        notice=RANDOM_NOTICE if args.random_weights else None, token=args.token,
                        allowed_hosts=allowed_hosts_for(host, args.allowed_hosts.split(",")),
                        max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60,

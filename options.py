@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from inference.config import LIMITS
+from ui.context import AppSettings
+
+SETTINGS = AppSettings()  # the defaults; every number below is read from these two
 EXIT_CODE = 2  # as argparse uses for a bad command line
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -22,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     _network_options(p)
     _limit_options(p)
     _library_options(p)
-    p.add_argument("--prebuffer-ms", type=float, default=80.0,
+    p.add_argument("--prebuffer-ms", type=float, default=SETTINGS.prebuffer_ms,
                    help="audio the player holds before it starts (default: %(default)s)")
     p.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS,
                    help="DEBUG also logs the traceback of a failed start (default: %(default)s)")
@@ -65,17 +69,17 @@ def _network_options(p: argparse.ArgumentParser):
 
 
 def _limit_options(p: argparse.ArgumentParser):
-    p.add_argument("--max-streams", type=int, default=128,
+    p.add_argument("--max-streams", type=int, default=LIMITS.max_streams,
                    help="most streams generated at once, one batch row each; fewer if GPU memory holds "
                         "fewer (default: %(default)s)")
-    p.add_argument("--max-queue", type=int, default=16,
+    p.add_argument("--max-queue", type=int, default=LIMITS.max_queue,
                    help="requests allowed to wait for a free stream (default: %(default)s)")
-    p.add_argument("--max-text-chars", type=int, default=20000,
+    p.add_argument("--max-text-chars", type=int, default=LIMITS.max_text_chars,
                    help="longest text, description or transcript (default: %(default)s)")
-    p.add_argument("--max-audio-seconds", type=float, default=60.0,
+    p.add_argument("--max-audio-seconds", type=float, default=LIMITS.max_audio_seconds,
                    help="longest reference clip (default: %(default)s)")
-    p.add_argument("--max-upload-mb", type=int, default=25, help="largest uploaded file (default: %(default)s)")
-    p.add_argument("--upload-ttl-min", type=float, default=30.0,
+    p.add_argument("--max-upload-mb", type=int, default=SETTINGS.max_upload_mb, help="largest uploaded file (default: %(default)s)")
+    p.add_argument("--upload-ttl-min", type=float, default=SETTINGS.upload_ttl_s / 60,
                    help="minutes an uploaded clip is kept (default: %(default)s)")
 
 
@@ -83,6 +87,6 @@ def _library_options(p: argparse.ArgumentParser):
     p.add_argument("--data-dir", default=None,
                    help="folder for the voice library (default: $VOXCPM_DATA_DIR, else a Space's persistent /data, "
                         "else the user's data folder, e.g. ~/.local/share/voxcpm2-demo)")
-    p.add_argument("--max-voices", type=int, default=100, help="most voices the library holds (default: %(default)s)")
-    p.add_argument("--max-library-mb", type=int, default=500,
+    p.add_argument("--max-voices", type=int, default=SETTINGS.max_voices, help="most voices the library holds (default: %(default)s)")
+    p.add_argument("--max-library-mb", type=int, default=SETTINGS.max_library_mb,
                    help="most disk space the library may use (default: %(default)s)")

@@ -44,7 +44,7 @@ def check_limits(args) -> None:
             raise StartupError(f"{flag} is {value:g}; it must be a number above 0.\n{_fix_limit(flag)}")
     if not (math.isfinite(args.prebuffer_ms) and 0 <= args.prebuffer_ms <= 10_000):
         raise StartupError(f"--prebuffer-ms is {args.prebuffer_ms:g}; it must be between 0 and 10000.\n"
-                           f"{_fix_limit('--prebuffer-ms')} (80 suits most connections)")
+                           f"{_fix_limit('--prebuffer-ms')}, which suits most connections")
     if args.port is not None and not 1 <= args.port <= 65535:
         raise StartupError(f"--port is {args.port}; it must be between 1 and 65535.\n"
                            "To fix: pass a free port above 1023, e.g. --port 7860, or leave it out.")

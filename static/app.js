@@ -1,5 +1,5 @@
-// The page's one module script (ui/server.py writes its tag, with the model's rate and the
-// prebuffer in its query): starts the player, the listening-QA workbench, the voice library and the
+// The page's one module script (ui/server.py writes its tag; the model's rate and the prebuffer
+// come from GET /voxcpm/spec): starts the player, the listening-QA workbench, the voice library and the
 // automatic transcripts of ultimate cloning, and hands the form's buttons to the player through the
 // adapter to Gradio (static/page/gradio.js).
 // No module is imported for its side effects, and none puts anything on window.
@@ -12,12 +12,8 @@ import { workbench } from './workbench/workbench.js';
 
 // ?prebuffer_ms= on the page overrides the server's prebuffer, for listening tests.
 function config() {
-  const own = new URL(import.meta.url).searchParams;
-  const page = new URLSearchParams(location.search);
-  return {
-    rate: Number(own.get('rate') || 48000),
-    prebufferMs: Number(page.get('prebuffer_ms') ?? own.get('prebuffer_ms') ?? 80),
-  };
+  const asked = new URLSearchParams(location.search).get('prebuffer_ms');
+  return { prebufferMs: asked === null ? null : Number(asked) };
 }
 
 handle({

@@ -83,7 +83,7 @@ def serve(settings=None, engine: Engine | None = None) -> RunningApp:
 
     app, worker = create_app(engine or load_engine(), settings)
     port = free_port()
-    server = uvicorn.Server(server_config(app, app.state.settings, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(server_config(app, app.state.ctx.settings, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -113,16 +113,15 @@ def wait_healthy(base: str, proc, timeout: float = 120.0):
 
 
 @contextlib.contextmanager
-def state_swapped(state, name: str, value):
-    """Sets one attribute of a Starlette app's `state` for a block and puts the old one back, both
-    through State's own attribute interface. (monkeypatch.setattr cannot undo it: State keeps its
-    values in a private dict, and pytest 9's undo deletes the attribute instead of restoring it.)"""
-    old = getattr(state, name)
-    setattr(state, name, value)
+def state_swapped(ctx, name: str, value):
+    """Sets one field of the app's context (`app.state.ctx`, ui/context.AppContext) for a block and
+    puts the old one back, however the block ends."""
+    old = getattr(ctx, name)
+    setattr(ctx, name, value)
     try:
         yield value
     finally:
-        setattr(state, name, old)
+        setattr(ctx, name, old)
 
 
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02):
@@ -159,7 +158,7 @@ def resources(app: RunningApp | None = None) -> dict:
         out["cuda_mb"] = torch.cuda.memory_allocated() / 2**20
     if app is not None:
         out["jobs"] = len(app.worker._jobs)
-        out["clips"] = len(app.app.state.clips)
+        out["clips"] = len(app.app.state.ctx.clips)
     return out
 
 

@@ -12,7 +12,7 @@ PRODUCT = ["app.py", "options.py", "startup.py", "inference", "ui", "bench"]
 # Lower layers first: a module may import its own layer and those before it, never one after it.
 LAYERS = {
     "inference": ["errors", "text", "model", "request", "runtime", "serving"],
-    "ui": ["guard", "library", "http", "page", "server"],
+    "ui": ["guard", "library", "services", "http", "page", "server"],
 }
 MAX_FILE_LINES = 300
 MAX_FUNCTION_LINES = 40

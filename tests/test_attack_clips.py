@@ -53,7 +53,7 @@ def test_ipv6_clients_share_by_64_prefix(app):
 
 
 def test_a_full_server_refuses_instead_of_evicting(app):
-    clips = app.app.state.clips
+    clips = app.app.state.ctx.clips
     held = len(clips)
     clips.max_clips = held + 1
     try:

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from inference.config import Limits
 from ui import AppSettings
 
 from .app_helpers import record_figure, serve, wait_until
@@ -40,7 +41,7 @@ def silent_reader(app, request_id: str, patches: int = 300) -> socket.socket:
 
 @pytest.fixture(scope="module")
 def budget_app():
-    running = serve(AppSettings(max_queue=8, max_backlog_s=3.0, max_unread_s=4.0, stall_timeout_s=120,
+    running = serve(AppSettings(limits=Limits(max_queue=8, max_backlog_s=3.0, max_unread_s=4.0), stall_timeout_s=120,
                                 send_buffer_bytes=16 * 1024))
     yield running
     running.stop()

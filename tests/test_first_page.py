@@ -56,6 +56,20 @@ def app_url():
         proc.communicate(timeout=30)
 
 
+def test_the_form_holds_an_example_on_first_load(app_url):
+    """An empty text box made a newcomer's first Generate an error: the page opens with the first
+    design example's text and voice description."""
+    text, description = design_examples()[0]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=BROWSER_FLAGS, headless=True)
+        page = browser.new_page()
+        page.goto(app_url + "/")
+        page.wait_for_selector("#vox-text textarea", timeout=60_000)
+        assert page.locator("#vox-text textarea").input_value() == text
+        assert page.locator("#vox-description textarea").input_value() == description
+        browser.close()
+
+
 def test_chinese_examples_render_as_glyphs(app_url):
     row, (text, _) = next((i, r) for i, r in enumerate(design_examples()) if not r[0].isascii())
     cell = f"#vox-tab-design [data-testid='dataset-cell-{row}-0']"

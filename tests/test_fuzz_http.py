@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from inference import SynthesisRequest
+from inference.config import Limits
 from ui import AppSettings
 from ui.page.layout import register_clip
 
@@ -90,8 +91,8 @@ raw_bodies = st.one_of(valid(), valid(), near_valid, extra, anything).map(lambda
 
 @pytest.fixture(scope="module")
 def app():
-    running = serve(AppSettings(max_queue=4, max_upload_mb=2, clips_per_client=100_000))  # uploads in a loop
-    running.app.state.clips.max_clips = 100_000  # a full store refuses (issue 9); these tests are not about that
+    running = serve(AppSettings(limits=Limits(max_queue=4), max_upload_mb=2, clips_per_client=100_000))  # uploads in a loop
+    running.app.state.ctx.clips.max_clips = 100_000  # a full store refuses (issue 9); these tests are not about that
     yield running
     running.stop()
 
@@ -209,7 +210,7 @@ def test_fuzz_audio_files(app, client, clip_id, gradio_folder):
         response = client.post("/voxcpm/upload", content=data)
         path = gradio_folder / "fuzz.bin"
         path.write_bytes(data)
-        got_id, note = register_clip(app.app.state.clips, str(path))
+        got_id, note = register_clip(app.app.state.ctx.clips, str(path))
         if response.status_code == 200:
             assert response.json()["seconds"] > 0 and got_id and note.startswith("Reference ready")
         else:

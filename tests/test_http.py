@@ -13,6 +13,7 @@ import soundfile as sf
 
 from inference import SynthesisRequest
 from inference.request import modes
+from inference.config import LIMITS, Limits
 from ui import AppSettings
 from ui.library.uploads import decode_audio
 
@@ -25,7 +26,7 @@ TEXT = "Hello world, this is a test."
 
 @pytest.fixture(scope="module")
 def app():
-    running = serve(AppSettings(max_queue=2))
+    running = serve(AppSettings(limits=Limits(max_queue=2)))
     yield running
     running.stop()
 
@@ -79,6 +80,22 @@ def test_cloning_by_upload_id_equals_synthesize(client):
     assert_same_audio(pcm, want)
 
 
+def test_upload_takes_a_multipart_file_field_as_transcribe_does(app, client):
+    """The form the transcribe example teaches works on /voxcpm/upload too (it was a misleading
+    400 "could not be read as audio"), and stores the very clip the raw body does."""
+    raw = upload(client, VOICE.read_bytes()).json()
+    form = client.post("/voxcpm/upload", files={"file": ("voice.wav", VOICE.read_bytes(), "audio/wav")})
+    assert form.status_code == 200, form.text
+    got = form.json()
+    assert {k: got[k] for k in ("seconds", "sample_rate", "channels")} == \
+        {k: raw[k] for k in ("seconds", "sample_rate", "channels")}
+    clips = app.app.state.ctx.clips
+    assert np.array_equal(clips.get(got["id"]).audio, clips.get(raw["id"]).audio)
+    no_file = client.post("/voxcpm/upload", files={"clip": ("voice.wav", VOICE.read_bytes(), "audio/wav")})
+    assert no_file.status_code == 400 and "no file field" in no_file.json()["error"]
+    assert "raw body" in no_file.json()["error"]
+
+
 def test_trim_silence_trims_the_uploaded_clip(client):
     rate, voice = clip_input()
     padded = np.concatenate([np.zeros(rate, np.float32), voice, np.zeros(rate // 2, np.float32)])
@@ -107,7 +124,7 @@ def test_an_uploaded_clip_expires_after_its_time():
             time.sleep(1.6)
             response, _ = stream(own, **body)
             assert response.status_code == 400 and "expired" in response.json()["error"]
-            assert len(short.app.state.clips) == 0  # gone from memory, not only refused
+            assert len(short.app.state.ctx.clips) == 0  # gone from memory, not only refused
     finally:
         short.stop()
 
@@ -258,8 +275,15 @@ def test_health(client):
 
 
 def test_spec_is_the_one_spec_of_the_modes(client):
-    """What the page reads for its modes, sliders and help: modes.spec_json(), as JSON."""
+    """What the page reads for its modes, sliders and help: modes.spec_json(), as JSON, with the
+    served rate, prebuffer and limits (the page writes none of them itself)."""
     response = client.get("/voxcpm/spec")
     assert response.status_code == 200
-    assert response.json() == json.loads(json.dumps(modes.spec_json()))
-    assert set(response.json()["modes"]) == {"design", "cloning", "ultimate"}
+    served = response.json()
+    own = {k: served.pop(k) for k in ("sample_rate", "prebuffer_ms", "limits")}
+    assert served == json.loads(json.dumps(modes.spec_json()))
+    assert set(served["modes"]) == {"design", "cloning", "ultimate"}
+    defaults = AppSettings()
+    assert own == {"sample_rate": SAMPLE_RATE, "prebuffer_ms": defaults.prebuffer_ms,
+                   "limits": {"max_text_chars": LIMITS.max_text_chars, "max_audio_seconds": LIMITS.max_audio_seconds,
+                              "max_upload_mb": defaults.max_upload_mb}}

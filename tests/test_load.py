@@ -15,6 +15,7 @@ import httpx
 import numpy as np
 import pytest
 
+from inference.config import Limits
 from ui import AppSettings
 
 from .app_helpers import assert_same_audio, pcm_of, record_figure, resources, serve, wait_until
@@ -31,7 +32,7 @@ MAX_GROWTH = {"traced_mb": 1.0, "rss_mb": 48.0, "tensors": 4, "tensor_mb": 0.5, 
 
 @pytest.fixture(scope="module")
 def app():
-    running = serve(AppSettings(max_queue=32, keep_finished=KEEP_FINISHED))
+    running = serve(AppSettings(limits=Limits(max_queue=32, keep_finished=KEEP_FINISHED)))
     tracemalloc.start()  # after loading: only what requests allocate is of interest, and tracing is slow
     yield running
     running.stop()

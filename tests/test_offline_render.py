@@ -16,8 +16,10 @@ import torch
 
 from inference.runtime.decode_step import patches_to_frames
 from inference.runtime.offline import OfflineDecode
+from inference.config import Limits
 from ui import AppSettings
-from ui.http.offline import PIECE_PATCHES, pcm16
+from ui.services.audio import pcm16
+from ui.services.renders import PIECE_PATCHES
 
 from .app_helpers import load_engine, reference_engine, serve, wait_until
 
@@ -37,7 +39,7 @@ def app():
         events.append(("stream", z.shape[0]) if kwargs.get("streaming") else ("offline", z.shape[-1]))
 
     engine.vae.decoder.register_forward_pre_hook(seen, with_kwargs=True)
-    running = serve(AppSettings(max_queue=4), engine=engine)
+    running = serve(AppSettings(limits=Limits(max_queue=4)), engine=engine)
     running.events = events
     yield running
     running.stop()
@@ -76,7 +78,7 @@ def test_pieces_equal_the_whole_decode_and_decode_a_few_patches_at_a_time():
 
 
 def test_a_long_render_streams_in_bounded_memory_and_equals_the_whole_decode(app):
-    store = app.app.state.latents
+    store = app.app.state.ctx.latents
     lat = latents(3, 250)  # 40 s of audio: a 3.8 MB WAV, 14 MB as float64 at once
     want = pcm16(whole_decode(lat))
     store.keep("long", list(lat), None)
@@ -116,7 +118,7 @@ def _fetch(app, job_id: str) -> bytes:
 
 
 def test_repeated_gets_of_a_render_decode_it_once(app):
-    store = app.app.state.latents
+    store = app.app.state.ctx.latents
     store.keep("again", list(latents(4, 30)), None)
     before = len(app.events)
     together: list[bytes] = []
@@ -133,7 +135,7 @@ def test_repeated_gets_of_a_render_decode_it_once(app):
 def test_renders_do_not_hold_up_a_live_stream(app):
     """Between two patches of a live stream the engine decodes at most one piece of a render,
     however many renders run; a client beyond its share of renders gets a 429."""
-    store = app.app.state.latents
+    store = app.app.state.ctx.latents
     for k in range(3):
         store.keep(f"busy{k}", list(latents(10 + k, 150)), None)
     streamed: list[httpx.Response] = []
@@ -146,7 +148,7 @@ def test_renders_do_not_hold_up_a_live_stream(app):
     renders = [threading.Thread(target=_fetch, args=(app, f"busy{k}")) for k in range(2)]
     for thread in renders:
         thread.start()
-    slots = app.app.state.renders.slots
+    slots = app.app.state.ctx.renders.slots
     wait_until(lambda: sum(slots.readers.values()) == 2, timeout=60)  # both being read
     refused = httpx.get(f"{app.url}/voxcpm/jobs/busy2/offline.wav", timeout=60)
     stream.join()

@@ -17,7 +17,7 @@ import soundfile as sf
 
 from inference import SynthesisRequest
 from ui import AppSettings
-from ui.http.audio_encoders import FORMATS
+from ui.services.audio import FORMATS
 from ui.http.builtin_voices import BUILTIN_VOICES
 from ui.library.uploads import decode_audio
 

@@ -60,7 +60,7 @@ def test_each_tab_is_titled_as_its_mode(components):
 
 
 def test_the_form_names_each_modes_inputs_as_the_request_builder_reads_them():
-    # static/player/request.js reads <mode>_control, <mode>_ref and <mode>_transcript where the spec
+    # static/player/server.js reads <mode>_control, <mode>_ref and <mode>_transcript where the spec
     # says the mode reads them; the workbench's Re-use settings fills the same names (FILLED).
     for name, mode in modes.MODES.items():
         wanted = {"control": bool(mode.control), "ref": mode.clip, "audio": mode.clip, "transcript": mode.transcript}
@@ -77,7 +77,7 @@ def page_scripts() -> list[Path]:
 def test_the_hooks_import_the_adapter_where_the_page_script_finds_it():
     from ui.server import _head
 
-    entry = re.search(r'src="([^"?]+)', _head(48000, 80)).group(1)
+    entry = re.search(r'src="([^"?]+)', _head()).group(1)
     assert Path(entry).parent.as_posix() == "voxcpm/static" and (STATIC / Path(entry).name).is_file()
     assert ADAPTER == "voxcpm/static/page/gradio.js" and ADAPTER_FILE.is_file()
 

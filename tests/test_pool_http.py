@@ -12,6 +12,7 @@ import startup
 from inference import SynthesisRequest
 from inference.serving.pool import WorkerPool
 from startup import StartupError
+from inference.config import Limits
 from ui import AppSettings
 
 from .app_helpers import assert_same_audio, expected_pcm, load_engine, pcm_of, serve, wait_until
@@ -21,7 +22,7 @@ TEXT = "Hello world, this is a test."
 
 @pytest.fixture(scope="module")
 def app():
-    running = serve(AppSettings(max_queue=2), engine=[load_engine(max_streams=2), load_engine(max_streams=2)])
+    running = serve(AppSettings(limits=Limits(max_queue=2)), engine=[load_engine(max_streams=2), load_engine(max_streams=2)])
     yield running
     running.stop()
 

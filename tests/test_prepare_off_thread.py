@@ -17,6 +17,7 @@ from inference.serving.pool import WorkerPool
 from inference.serving.worker import EngineWorker
 from inference.text import normalize as tn
 from inference.text import spoken as spoken_module
+from inference.config import Limits
 from ui import AppSettings
 
 from .app_helpers import load_engine, serve
@@ -86,7 +87,7 @@ def test_an_input_error_is_raised_by_submit_and_no_job_is_made():
 
 @pytest.fixture(scope="module")
 def app():
-    running = serve(AppSettings(max_queue=2))
+    running = serve(AppSettings(limits=Limits(max_queue=2)))
     yield running
     running.stop()
 

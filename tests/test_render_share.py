@@ -13,8 +13,8 @@ import soundfile as sf
 from inference.serving.calls import EngineCalls, run_calls
 from inference.serving.latent_store import LatentStore
 from ui.http.common import HTTPError
-from ui.http.offline import pcm16, wav_header
-from ui.http.render_share import Lease, Render, RenderSlots
+from ui.services.audio import pcm16, wav_header
+from ui.services.renders import Lease, Render, RenderSlots
 
 
 def test_the_worker_takes_one_call_per_turn_oldest_first():

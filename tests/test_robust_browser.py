@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from inference.config import Limits
 from ui import AppSettings
 from ui.page.layout import FIELDS
 
@@ -38,7 +39,7 @@ DEFAULT = {"mode": "design", "text": "Hello world, this is a test.", "design_con
 
 @pytest.fixture(scope="module")
 def app():
-    running = serve(AppSettings(max_queue=2))
+    running = serve(AppSettings(limits=Limits(max_queue=2)))
     yield running
     running.stop()
 

@@ -15,6 +15,7 @@ import torch
 
 from inference import SynthesisRequest
 from inference.serving.failures import INTERNAL_ERROR, OUT_OF_MEMORY
+from inference.config import Limits
 from ui import AppSettings
 
 from .app_helpers import assert_same_audio, expected_pcm, load_engine, pcm_of, serve, wait_until
@@ -47,7 +48,7 @@ class FailOnce:
 @pytest.fixture(scope="module")
 def app():
     # One stream at a time, so that one running and one waiting request fill the line.
-    running = serve(AppSettings(max_queue=1), engine=load_engine(max_streams=1))
+    running = serve(AppSettings(limits=Limits(max_queue=1)), engine=load_engine(max_streams=1))
     yield running
     running.stop()
 

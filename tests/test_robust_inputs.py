@@ -19,6 +19,7 @@ from gradio.utils import get_upload_folder
 
 from inference import SynthesisRequest
 from inference.request.audio_input import load_audio
+from inference.config import Limits
 from ui import AppSettings
 from ui.page.layout import register_clip
 
@@ -85,9 +86,9 @@ ACCEPTED = [
 
 @pytest.fixture(scope="module")
 def app():
-    running = serve(AppSettings(max_queue=4, max_upload_mb=2, clips_per_client=100_000))  # uploads in a loop
-    running.app.state.clips.max_clips = 100_000  # a full store refuses (issue 9); these tests are not about that
-    running.app.state.clips.max_decoded_bytes = MAX_DECODED
+    running = serve(AppSettings(limits=Limits(max_queue=4), max_upload_mb=2, clips_per_client=100_000))  # uploads in a loop
+    running.app.state.ctx.clips.max_clips = 100_000  # a full store refuses (issue 9); these tests are not about that
+    running.app.state.ctx.clips.max_decoded_bytes = MAX_DECODED
     yield running
     running.stop()
 
@@ -104,7 +105,7 @@ def gradio_folder():
 def through_gradio(app, folder: Path, name: str, data: bytes) -> tuple[str, str]:
     path = folder / (name.replace(" ", "_") + ".wav")
     path.write_bytes(data)
-    return register_clip(app.app.state.clips, str(path))
+    return register_clip(app.app.state.ctx.clips, str(path))
 
 
 def upload(client, data: bytes):
@@ -122,12 +123,12 @@ def assert_clean_refusal(response, words: str):
 
 @pytest.mark.parametrize("name, data, words", REFUSED, ids=[r[0] for r in REFUSED])
 def test_bad_audio_is_refused_through_both_doors(app, client, gradio_folder, name, data, words):
-    held = len(app.app.state.clips)
+    held = len(app.app.state.ctx.clips)
     assert_clean_refusal(upload(client, data), words)
     clip_id, note = through_gradio(app, gradio_folder, name, data)
     assert clip_id == "" and note.startswith("⚠️") and words in note, note
     assert str(gradio_folder) not in note and "Traceback" not in note
-    assert len(app.app.state.clips) == held  # nothing was stored
+    assert len(app.app.state.ctx.clips) == held  # nothing was stored
 
 
 @pytest.mark.parametrize("name, data, rate, channels", ACCEPTED, ids=[a[0] for a in ACCEPTED])
@@ -136,12 +137,12 @@ def test_readable_audio_is_converted_as_the_engine_would(app, client, gradio_fol
     assert response.status_code == 200, response.text
     info = response.json()
     assert (info["sample_rate"], info["channels"]) == (rate, channels)
-    stored = app.app.state.clips.get(info["id"])
+    stored = app.app.state.ctx.clips.get(info["id"])
     want = load_audio(data, target_rate=16000, label="reference audio")  # the engine's path for a file
     assert stored.sample_rate == 16000 and np.array_equal(stored.audio, want)
     clip_id, note = through_gradio(app, gradio_folder, name, data)
     assert len(clip_id) > 10 and note.startswith("Reference ready") and f"{rate} Hz × {channels}" in note
-    assert np.array_equal(app.app.state.clips.get(clip_id).audio, want)
+    assert np.array_equal(app.app.state.ctx.clips.get(clip_id).audio, want)
 
 
 def test_a_converted_clip_clones_like_the_original_file(client):
@@ -159,12 +160,12 @@ def test_the_clip_handler_reads_only_gradio_uploads(app, gradio_folder, tmp_path
     elsewhere.write_bytes(VOICE.read_bytes())
     escape = gradio_folder / ".." / ".." / VOICE.relative_to("/")
     for path in ("/etc/passwd", str(VOICE), str(elsewhere), str(escape), str(gradio_folder)):
-        clip_id, note = register_clip(app.app.state.clips, path)
+        clip_id, note = register_clip(app.app.state.ctx.clips, path)
         assert clip_id == "" and "only clips uploaded or recorded through this page" in note
         assert path not in note
     link = gradio_folder / "link.wav"
     link.symlink_to(VOICE)  # inside the folder by name, outside it in fact
-    assert register_clip(app.app.state.clips, str(link))[0] == ""
+    assert register_clip(app.app.state.ctx.clips, str(link))[0] == ""
     assert through_gradio(app, gradio_folder, "voice", VOICE.read_bytes())[1].startswith("Reference ready")
 
 

@@ -14,8 +14,10 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from inference.config import LIMITS
 from inference.serving.worker import EngineWorker
-from ui.http.metrics import Metrics
+from ui import AppContext, AppSettings
+from ui.services.metrics import Metrics
 from ui.http.stream import stream_router
 
 from .app_helpers import free_port, wait_until
@@ -42,10 +44,10 @@ def stream_app(engine, max_queue: int) -> FastAPI:
     """Only the stream route, on a worker of the stand-in (no Gradio page, no clip store)."""
     app = FastAPI()
     app.include_router(stream_router, prefix="/voxcpm")
-    state = app.state
-    state.worker = EngineWorker(engine, max_queue=max_queue)
-    state.clips, state.max_text_chars, state.voice_lookup, state.build = None, 20000, None, {}
-    state.metrics = Metrics(state.worker)
+    worker = EngineWorker(engine, max_queue=max_queue)
+    app.state.ctx = AppContext(settings=AppSettings(), worker=worker, limits=LIMITS, clips=None, latents=None,
+                               renders=None, metrics=Metrics(worker), asr=None, voices=None, voice_lookup=None,
+                               encoder_identity="stand-in")
     return app
 
 
@@ -57,7 +59,7 @@ async def burst_beside_quiet(app: FastAPI, quiet: int, n: int, patches: int) -> 
     """`quiet` streams that make no audio yet, then n streams at once, with anyio's thread limiter
     down to one token: each of the n's seconds to its end."""
     anyio.to_thread.current_default_thread_limiter().total_tokens = 1
-    worker = app.state.worker
+    worker = app.state.ctx.worker
 
     async def one(client, i, text="Request"):
         start = time.perf_counter()
@@ -88,7 +90,7 @@ def test_many_waiting_streams_take_no_thread_each():
     try:
         took = asyncio.run(asyncio.wait_for(burst_beside_quiet(app, 48, 48, patches=8), timeout=120))
     finally:
-        app.state.worker.close()
+        app.state.ctx.worker.close()
     assert len(took) == 48
     assert max(took) < 5.0, f"48 streams of 8 patches beside 48 waiting ones: the slowest took {max(took):.1f} s"
 
@@ -115,7 +117,7 @@ def test_a_client_that_goes_cancels_its_job_before_and_after_its_first_audio():
     engine = QuietEngine(rows=4)
     app = stream_app(engine, max_queue=4)
     address, server, thread = serve_app(app)
-    worker = app.state.worker
+    worker = app.state.ctx.worker
     try:
         # Before any audio: the route looks for the closed connection while it waits.
         quiet = raw_post(address, body(1, 50, text="Quiet"))

@@ -1,4 +1,4 @@
-"""`speed` (issue 23 item 2): the stream time-stretched as it is made, pitch kept (ui/http/speed.py).
+"""`speed` (issue 23 item 2): the stream time-stretched as it is made, pitch kept (ui/services/audio.py).
 The stretcher alone (patch by patch equals all at once; no gap or click at any speed of the range;
 durations exact; the pitch unchanged), and the page's route with it, bare and framed."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from scipy.signal import lfilter
 
 from inference.request import modes
 from ui import AppSettings
-from ui.http.speed import Stretcher, hops
+from ui.services.audio import Stretcher, hops
 
 from .app_helpers import SAMPLE_RATE, serve
 from .fixtures.frames import read_frames

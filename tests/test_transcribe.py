@@ -162,7 +162,7 @@ def test_no_model_gets_a_503_saying_how_to_fix_it_and_the_rest_serves(app, clien
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with state_swapped(app.app.state, "asr", Transcriber(model)):
+    with state_swapped(app.app.state.ctx, "asr", Transcriber(model)):
         check_the_503_and_the_rest(client, model, says)
 
 

@@ -111,7 +111,7 @@ def test_typed_text_is_kept_and_the_automatic_transcript_offered(page, whisper):
 
 
 def test_with_transcripts_off_the_note_says_so(app, page):
-    with state_swapped(app.app.state, "asr", Transcriber(None)):
+    with state_swapped(app.app.state.ctx, "asr", Transcriber(None)):
         upload(page, ASSETS / "speaker_zh.wav")
         note = note_state(page, "error")
     assert "switched off" in note and "Type the transcript" in note

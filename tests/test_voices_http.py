@@ -56,10 +56,10 @@ def first_run(data_dir):
         saved = client.post("/voxcpm/voices", json={"name": "Guide", "clip_id": clip_id, "transcript": TRANSCRIPT})
         assert saved.status_code == 201, saved.text
         assert saved.json()["transcript"] == TRANSCRIPT and "id" not in saved.json()
-        calls = app.app.state.worker.engine.counter.calls
+        calls = app.app.state.ctx.worker.engine.counter.calls
         heard["ultimate"] = stream(client, mode="ultimate", text=TEXT, voice="guide", seed=5, max_len=4)
         heard["cloning"] = stream(client, mode="cloning", text=TEXT, voice="Guide", control="Calm", seed=5, max_len=4)
-        heard["encoder_calls"] = app.app.state.worker.engine.counter.calls - calls
+        heard["encoder_calls"] = app.app.state.ctx.worker.engine.counter.calls - calls
         heard["uploaded"] = stream(client, mode="ultimate", text=TEXT, reference_id=clip_id, prompt_text=TRANSCRIPT,
                                    seed=5, max_len=4)
         take = stream(client, text=TEXT, control="A deep voice", seed=9, max_len=6)
@@ -90,10 +90,10 @@ def test_voices_are_found_after_a_restart_and_still_skip_the_encoder(first_run, 
             deep = listed["voices"][0]
             assert deep["transcript"] == TEXT and deep["seconds"] == pytest.approx(first_run["take_seconds"], abs=0.01)
             assert listed["writable"] is True
-            before = app.app.state.worker.engine.counter.calls
+            before = app.app.state.ctx.worker.engine.counter.calls
             again = stream(client, mode="ultimate", text=TEXT, voice="Guide", seed=5, max_len=4)
             stream(client, mode="ultimate", text=TEXT, voice="Deep", seed=1, max_len=3)
-            assert app.app.state.worker.engine.counter.calls == before
+            assert app.app.state.ctx.worker.engine.counter.calls == before
             np.testing.assert_array_equal(again, first_run["ultimate"])
             audio = client.get("/voxcpm/voices/Guide/audio")
             assert audio.status_code == 200 and audio.headers["content-type"] == "audio/flac"

@@ -116,3 +116,18 @@ def test_frame_reader_refuses_malformed_frames_as_python_does(body, problem):
         read_frames(body)
     # The same refusal at the same byte; the page names frame types in words (M: meta, S: status).
     assert re.search(problem.replace("M frame", "meta frame").replace("S frame", "status frame"), result["error"])
+
+
+# -- the page's counts read in the singular for one (static/player/panel.js counted) ---------------------------
+
+def test_counts_on_the_page_agree_with_their_number():
+    script = ("const { counted } = await import(process.argv[1]);"
+              "console.log(JSON.stringify([counted(0, 'underrun'), counted(1, 'underrun'), counted(2, 'underrun'),"
+              " counted(1, 'patch', 'patches'), counted(3, 'patch', 'patches')]));")
+    module = (ROOT / "static" / "player" / "panel.js").as_uri()
+    done = subprocess.run([NODE, "--input-type=module", "-e", script, module], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert json.loads(done.stdout) == ["0 underruns", "1 underrun", "2 underruns", "1 patch", "3 patches"]
+    for path in ("static/player/panel.js", "static/workbench/listing.js", "static/workbench/workbench.js"):
+        source = (ROOT / path).read_text(encoding="utf-8")
+        assert not re.search(r"\$\{[^}]*\} (underruns|patches|takes|gaps|network reads)\b", source), path

@@ -20,6 +20,7 @@ import numpy as np
 import soundfile as sf
 import soxr
 
+from ..config import LIMITS
 from ..errors import AudioInputError
 
 MIN_RATE, MAX_RATE = 8_000, 192_000
@@ -42,7 +43,8 @@ ACCEPTED = f"give {ACCEPTED_FILES}, its bytes, or {ACCEPTED_ARRAYS}"
 _INT_SCALE = {np.dtype(np.int8): 2.0**-7, np.dtype(np.int16): 2.0**-15, np.dtype(np.int32): 2.0**-31}
 
 
-def load_audio(source, *, target_rate: int, max_seconds: float = 60.0, label: str = "audio") -> np.ndarray:
+def load_audio(source, *, target_rate: int, max_seconds: float = LIMITS.max_audio_seconds,
+               label: str = "audio") -> np.ndarray:
     """Decode, down-mix and resample `source` to float32 mono at `target_rate`.
 
     `label` names the input in refusals ("reference audio", "prompt audio").

@@ -29,13 +29,14 @@ class ReferenceClip:
     runs on the engine's thread, so it must only hand the work on."""
 
     def __init__(self, rate: int, audio: np.ndarray | None = None, *, load: Callable[[], np.ndarray] | None = None,
-                 latents: dict[Key, torch.Tensor] | None = None,
+                 latents: dict[Key, torch.Tensor | np.ndarray] | None = None,
                  on_encoded: Callable[[Key, torch.Tensor], None] | None = None):
         if audio is None and load is None:
             raise ValueError("a ReferenceClip needs its audio or a way to load it")
         self.rate = int(rate)
         self._audio, self._load = audio, load
-        self._latents: dict[Key, torch.Tensor] = dict(latents or {})
+        # Arrays too (a voice library's files): held as tensors, the engine's own type.
+        self._latents: dict[Key, torch.Tensor] = {k: torch.as_tensor(v) for k, v in (latents or {}).items()}
         self._on_encoded = on_encoded
         self._lock = threading.Lock()
 

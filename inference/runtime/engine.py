@@ -16,6 +16,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from ..config import LIMITS
 from ..model.loader import LoadedModel, load_checkpoint
 from ..request.continuation import Continuation
 from ..request.prompt import Prompt
@@ -56,7 +57,8 @@ class Engine:
     """
 
     def __init__(self, loaded: LoadedModel, *, cuda_graphs: bool = True, compile: bool = True,
-                 max_streams: int = 128, max_audio_seconds: float = 60.0, max_text_chars: int = 20000):
+                 max_streams: int = LIMITS.max_streams, max_audio_seconds: float = LIMITS.max_audio_seconds,
+                 max_text_chars: int = LIMITS.max_text_chars):
         self.cfg, self.model, self.vae, self.tokenizer = loaded.cfg, loaded.model, loaded.vae, loaded.tokenizer
         self.device = loaded.device
         on_gpu = self.device.type == "cuda"

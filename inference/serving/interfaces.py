@@ -1,8 +1,9 @@
-"""The serving layer's two seams, as Protocols.
+"""The serving layer's seams, as Protocols.
 
 `BatchEngine` and `EngineStream`: what a worker needs of an engine and of the streams it starts
 (inference/runtime/engine.Engine and stream.Stream have this shape). `Serving`: what the HTTP
-layer uses of a worker or of a pool of them (EngineWorker, WorkerPool). Tests' stand-ins
+layer uses of a worker or of a pool of them (EngineWorker, WorkerPool). `ServiceEngine`: what the
+services besides streams (services.py: offline render, voice encoding) need of an engine. Tests' stand-ins
 implement these whole (tests/fixtures/), so product code reads every member plainly instead of
 guessing with getattr(x, name, default)."""
 from __future__ import annotations
@@ -12,6 +13,7 @@ import concurrent.futures
 import threading
 from typing import Any, Callable, Protocol, TypeVar, runtime_checkable
 
+import numpy as np
 import torch
 
 from ..request.continuation import Report
@@ -105,6 +107,17 @@ class BatchEngine(Protocol[S]):
 
     def stop(self, stream: S) -> None:
         """Ends a stream now and frees its row."""
+
+
+class ServiceEngine(Protocol):
+    """What the services besides streams (serving/services.py) call on an engine, on its own
+    thread through Serving.call."""
+
+    def encode_audio(self, source: Any, side: str, label: str = "audio", trim: bool = False) -> torch.Tensor:
+        """A clip (or a ReferenceClip, which keeps what it is given) -> latent patches [n, P, D]."""
+
+    def decode_next(self, render: Any) -> np.ndarray:
+        """The next piece of an offline decode (runtime/offline.OfflineDecode), float32 audio."""
 
 
 @runtime_checkable

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..config import LIMITS
+
 
 @dataclass
 class KeptLatents:
@@ -34,8 +36,8 @@ class KeptLatents:
 
 
 class LatentStore:
-    def __init__(self, max_bytes: int = 64 * 2**20, ttl_s: float = 1800.0, clock=time.monotonic,
-                 max_render_bytes: int = 64 * 2**20):
+    def __init__(self, max_bytes: int = LIMITS.latents_mb * 2**20, ttl_s: float = LIMITS.latents_ttl_s,
+                 clock=time.monotonic, max_render_bytes: int = 64 * 2**20):
         """max_render_bytes: the cap on cached renders (one render may take a quarter of it)."""
         self.max_bytes, self.ttl_s, self._clock = max_bytes, ttl_s, clock
         self.max_render_bytes = max_render_bytes

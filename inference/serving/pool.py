@@ -18,6 +18,7 @@ import threading
 import time
 import uuid
 
+from ..config import LIMITS
 from ..errors import InputError
 from ..request.request import SynthesisRequest
 from .failures import QueueFullError
@@ -71,7 +72,7 @@ class _Member:
 class WorkerPool:
     """One EngineWorker per engine; requests go to the least loaded one that is serving."""
 
-    def __init__(self, engines: list[BatchEngine], max_queue: int = 16, warm_up: bool = False,
+    def __init__(self, engines: list[BatchEngine], max_queue: int = LIMITS.max_queue, warm_up: bool = False,
                  serial_warm_up: bool = False, **worker_options):
         """max_queue: requests allowed to wait on each GPU once its rows are taken. serial_warm_up:
         start each worker only once the previous one is ready (its warm-up done); by default all

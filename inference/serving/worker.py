@@ -22,6 +22,7 @@ import uuid
 
 import torch
 
+from ..config import LIMITS
 from ..errors import InputError
 from ..request.request import SynthesisRequest
 from .backlog import UnreadBudget, patches_waiting
@@ -38,8 +39,10 @@ log = logging.getLogger("voxcpm.worker")
 class EngineWorker:
     """Runs jobs, many at once, on a daemon thread that alone calls the engine."""
 
-    def __init__(self, engine: BatchEngine, max_queue: int = 16, keep_finished: int = 256, warm_up: bool = False,
-                 max_backlog_s: float = 120.0, max_unread_s: float = 240.0, latents: LatentStore | None = None):
+    def __init__(self, engine: BatchEngine, max_queue: int = LIMITS.max_queue,
+                 keep_finished: int = LIMITS.keep_finished, warm_up: bool = False,
+                 max_backlog_s: float = LIMITS.max_backlog_s, max_unread_s: float = LIMITS.max_unread_s,
+                 latents: LatentStore | None = None):
         """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs are
         captured by the thread that replays them. max_queue: jobs allowed to wait once every row is
         taken. max_backlog_s: audio a job may hold unread before it is stopped, so that a client that

@@ -2,7 +2,27 @@
 // The markup (with what each figure includes) is in ui/page/panel.py; this file only fills it in,
 // finding it by its id each time (it is drawn when Gradio draws the page).
 
-import { pauseLabel, pauseSpans, patchCount } from './pauses.js';
+// "1 underrun", "2 underruns": every count the page shows agrees with its number.
+export const counted = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+// Where a stream's pauses fell: the chunks whose metadata frame says `pause` hold the exact silence
+// a pause tag asked for ([pause 500ms], <break time="500ms"/>: inference/text/pauses.py). Runs of
+// them, in samples of the audio received, as the panel and the workbench show them.
+export function pauseSpans(boundaries, rate) {
+  const spans = [];
+  for (const b of boundaries) {
+    if (!b.pause) continue;
+    const last = spans[spans.length - 1];
+    if (last && last.start + last.samples === b.offset) last.samples += b.samples;
+    else spans.push({ start: b.offset, samples: b.samples });
+  }
+  return spans.map((s) => ({ ...s, ms: Math.round((s.samples / rate) * 1000) }));
+}
+
+export const pauseLabel = (span) => `pause ${span.ms} ms`;
+
+// The model's patches among the chunks: a pause's silence is not one.
+export const patchCount = (boundaries) => boundaries.filter((b) => !b.pause).length;
 
 const dash = '–';
 const ms = (v) => (v == null ? dash : `${Math.round(v)} ms`);
@@ -49,12 +69,12 @@ export class Panel {
     this.set('server_rtf', ratio(run.serverRtf()));
     this.set('client_rtf', ratio(run.clientRtf()));
     const patches = patchCount(run.boundaries);
-    const pauses = patches < run.boundaries.length ? `, ${run.boundaries.length} chunks with pauses` : '';
-    this.set('chunks', `${patches} patches${pauses} (${run.reads} network reads)`);
+    const pauses = patches < run.boundaries.length ? `, ${counted(run.boundaries.length, 'chunk')} with pauses` : '';
+    this.set('chunks', `${counted(patches, 'patch', 'patches')}${pauses} (${counted(run.reads, 'network read')})`);
     this.set('audio', `${secs(run.samples, rate)} received, ${secs(run.played, rate)} played ` +
       `(${run.samples} / ${run.played} samples)`);
     this.set('buffer', `${Math.round((run.buffered / rate) * 1000)} ms`);
-    this.set('underruns', run.underruns ? `${run.underruns} (${Math.round(run.gapMs())} ms of gaps)` : '0');
+    this.set('underruns', run.underruns ? `${run.underruns} (${Math.round(run.gapMs())} ms of ${run.underruns === 1 ? 'gap' : 'gaps'})` : '0');
     this.set('seed', run.seed ?? dash);
     this.spoken(run.final || run.server || {}, run);
     this.speed('server', run.serverRtf());

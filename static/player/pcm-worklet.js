@@ -10,8 +10,8 @@ class PcmPlayer extends AudioWorkletProcessor {
   constructor(options) {
     super();
     const opts = (options && options.processorOptions) || {};
-    this.prebuffer = opts.prebufferSamples ?? 3840;
-    this.fadeLen = opts.fadeSamples ?? 240;
+    this.prebuffer = opts.prebufferSamples; // both set by static/player/player.js (Output) from the served spec
+    this.fadeLen = opts.fadeSamples;
     this.reportEvery = opts.reportEveryQuanta ?? 8;
     this.port.onmessage = (event) => this.onMessage(event.data);
     this.reset(null);

@@ -3,37 +3,82 @@
 // workbench, and drives the metrics panel. static/app.js starts it and hands it the form.
 
 import { FrameParser, MEDIA_TYPE } from './frames.js';
-import { errorText, route } from './http.js';
-import { Output } from './output.js';
 import { Panel } from './panel.js';
 import { toFloat32, wavBlob } from './pcm.js';
-import { clipName, requestBody } from './request.js';
 import { Run } from './run.js';
-import { spec } from './spec.js';
+import { clipName, errorText, requestBody, route, spec } from './server.js';
 import { addTake, runFileName } from '../workbench/workbench.js';
 
 const POLL_MS = 200;
 const LIVE = ['sending', 'streaming', 'received']; // on its way or still playing
 const sleep = (t) => new Promise((resolve) => setTimeout(resolve, t));
 
+// The audio output: one AudioContext at the model's rate (so samples reach the worklet untouched)
+// and the gapless worklet player in it (static/player/pcm-worklet.js). Built at page load,
+// suspended until a click may start it, so the first Generate does not pay for loading the worklet.
+class Output {
+  constructor(onReport) {
+    this.ctx = null;
+    this.node = null;
+    this.onReport = onReport; // each message of the worklet: started, underrun, resumed, ended, metrics
+  }
+
+  async open(rate, prebufferMs, start = true) {
+    if (!this.ctx || this.ctx.sampleRate !== rate || this.ctx.state === 'closed') {
+      if (this.ctx && this.ctx.state !== 'closed') await this.ctx.close();
+      this.ctx = new AudioContext({ sampleRate: rate, latencyHint: 'interactive' });
+      await this.ctx.audioWorklet.addModule(new URL('pcm-worklet.js', import.meta.url));
+      this.node = new AudioWorkletNode(this.ctx, 'pcm-player', {
+        outputChannelCount: [1],
+        processorOptions: { prebufferSamples: Math.round((prebufferMs / 1000) * rate), fadeSamples: Math.round(rate / 200) },
+      });
+      this.node.port.onmessage = (event) => this.onReport(event.data);
+      this.node.connect(this.ctx.destination);
+    }
+    if (start && this.ctx.state === 'suspended') await this.ctx.resume();
+  }
+
+  // Everything played from now on belongs to the stream `id`; null silences the player at once.
+  reset(id) {
+    if (this.node) this.node.port.postMessage({ type: 'reset', id });
+  }
+
+  push(floats) {
+    this.node.port.postMessage({ type: 'push', samples: floats }, [floats.buffer]);
+  }
+
+  end() {
+    this.node.port.postMessage({ type: 'end' });
+  }
+
+  // Milliseconds from a sample leaving the worklet to the speaker, as the browser reports it.
+  latencyMs() {
+    return ((this.ctx.outputLatency || 0) + (this.ctx.baseLatency || 0)) * 1000;
+  }
+}
+
 export class Player {
   constructor() {
     this.output = new Output((msg) => this.onWorklet(msg));
     this.run = null;
     this.panel = new Panel('vox-panel');
-    this.rate = 48000;
-    this.prebufferMs = 80;
+    this.prebufferOverride = null;
   }
 
-  // rate: the model's; prebufferMs: the audio the worklet holds before it starts to play.
-  async start({ rate, prebufferMs }) {
-    Object.assign(this, { rate, prebufferMs });
-    spec().catch(() => {}); // read now, so Generate does not wait for it
+  // prebufferMs: the page's own choice (?prebuffer_ms=, for listening tests), else the server's.
+  async start({ prebufferMs = null } = {}) {
+    this.prebufferOverride = prebufferMs;
     try {
-      await this.output.open(rate, prebufferMs, false);
+      await this.output.open(...(await this.playback()), false); // read now, so Generate does not wait for it
     } catch (err) {
       console.warn('voxcpm: audio will be set up on the first click', err);
     }
+  }
+
+  // [the model's rate, the audio the worklet holds before it starts to play], as GET /voxcpm/spec states them.
+  async playback() {
+    const served = await spec();
+    return [served.sample_rate, this.prebufferOverride ?? served.prebuffer_ms];
   }
 
   onWorklet(msg) {
@@ -59,7 +104,7 @@ export class Player {
   async begin(form) {
     const before = this.run;
     if (this.abort('replaced') || before?.state === 'received') this.replaced(before);
-    const run = new Run(this.rate);
+    const run = new Run();
     this.run = run;
     this.panel.clear();
     this.panel.status('Sending the request…');
@@ -80,12 +125,13 @@ export class Player {
       const modes = await spec();
       run.body = requestBody(form, modes, run.id);
       run.clip = clipName(form, modes);
+      run.sampleRate = modes.sample_rate;
     } catch (err) {
       this.fail(run, `The page could not read the server's settings: ${err.message || err}`);
       return false;
     }
     try {
-      await this.output.open(this.rate, this.prebufferMs);
+      await this.output.open(...(await this.playback()));
       return true;
     } catch (err) {
       const hint = window.isSecureContext ? '' : ' Browsers allow audio worklets only on https:// or '
@@ -186,7 +232,7 @@ export class Player {
   }
 
   // Into the workbench; it draws the take only while no newer one is streaming. Its underruns go
-  // to the server too (ui/http/playback.py), for the operator's /metrics.
+  // to the server too (ui/http/status.py), for the operator's /metrics.
   keep(run) {
     addTake(run, () => this.live()).catch((err) => console.error('voxcpm: the take was not kept', err));
     const report = { job: run.id, underruns: run.underruns || 0, gap_ms: run.gapMs() };

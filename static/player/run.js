@@ -3,9 +3,9 @@
 // the panel shows it and the workbench keeps it as a take.
 
 export class Run {
-  constructor(rate) {
+  constructor() {
     this.id = (crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random()}`).replace(/[^A-Za-z0-9-]/g, '');
-    this.sampleRate = rate;
+    this.sampleRate = null; // the model's, from the spec once the request is built
     this.t0 = performance.now();
     this.controller = new AbortController();
     this.body = null; // the request sent: what was asked is part of what the run shows

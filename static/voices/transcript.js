@@ -1,4 +1,4 @@
-// Automatic transcripts in ultimate cloning (POST /voxcpm/transcribe, ui/http/transcribe.py): once a
+// Automatic transcripts in ultimate cloning (POST /voxcpm/transcribe, ui/http/clips.py): once a
 // clip is stored (uploaded or recorded), or a saved voice without a transcript is picked, the server's
 // speech recognition model transcribes it and the transcript box is filled, marked as automatic by
 // the note below it until the user edits the text. Nothing waits for it: the page stays usable while
@@ -6,7 +6,7 @@
 // (or an example put there) is never replaced: the automatic transcript is offered beside it instead.
 
 import { drawn, fieldValue, onInput, setTranscript } from '../page/gradio.js';
-import { errorText, route } from '../player/http.js';
+import { errorText, route } from '../player/server.js';
 
 const FIELD = 'ultimate_transcript';
 const NOTE = '#vox-ultimate-transcript-note';

@@ -1,12 +1,11 @@
-// The voice library in the page (ui/page/voice_panel.py): lists the saved voices, plays, renames and
+// The voice library in the page (ui/page/panel.py): lists the saved voices, plays, renames and
 // deletes them, saves the current clip or the last take, and fills the saved-voice picker of each
 // cloning tab. static/app.js asks pickedVoice(mode) which voice a request should use.
 
 import { drawn, fieldValue } from '../page/gradio.js';
-import { errorText, route } from '../player/http.js';
 import { wavBlob } from '../player/pcm.js';
 import { arrivedTake } from '../player/player.js';
-import { spec } from '../player/spec.js';
+import { errorText, route, spec } from '../player/server.js';
 import { shownTake } from '../workbench/workbench.js';
 
 class VoiceLibraryUI {

@@ -1,11 +1,11 @@
 // B and what is measured against it: the offline render of A (the whole-sequence decode of the same
 // latents, fetched from the server on demand) or another take, their difference, and blind ABX.
 
-import { Abx, describeScore } from './abx.js';
 import { describeDifference, difference } from './analysis.js';
-import { DiffView } from './diffview.js';
-import { route } from '../player/http.js';
-import { readWav } from '../player/pcm.js';
+import { route } from '../player/server.js';
+import { readWav, wavBlob } from '../player/pcm.js';
+import WaveSurfer from '../vendor/wavesurfer/wavesurfer.esm.js';
+import { addSpectrogram } from './waveview.js';
 
 const SNR_BOUND_DB = 50; // stream == offline up to float rounding (float32 VAE: 56.7 dB on an H200, >100 dB on CPU; docs/benchmarks.md)
 
@@ -110,4 +110,123 @@ export class Compare {
   showAbx(message = '') {
     this.el('abx-score').textContent = `${message} ${describeScore(this.wb.selected?.abx || [])}`.trim();
   }
+}
+
+// The difference A−B, drawn under B: its waveform (scaled to fit the strip; the line above it says
+// how large it is) and its spectrogram, where whatever differs shows at its time and frequency.
+class DiffView {
+  constructor(root, view) {
+    const el = (name) => root.querySelector(`[data-wb="${name}"]`);
+    this.box = el('diff-view');
+    this.ws = WaveSurfer.create({ container: el('wave-d'), height: 64, waveColor: '#b91c1c', progressColor: '#7f1d1d',
+      cursorColor: '#000', normalize: true, interact: false, minPxPerSec: 100, fillParent: false }); // at A's scale
+    addSpectrogram(this.ws, { container: el('spectrogram-d'), height: 96 });
+    this.loaded = false;
+    this.url = null;
+    view.onTime.push((t) => { if (this.loaded) this.ws.setTime(Math.min(t, this.ws.getDuration())); });
+    this.view = view;
+    view.onScale.push((px) => { if (this.loaded) this.ws.zoom(px); });
+  }
+
+  // a, b: Int16Array samples (b null: no B, nothing drawn), over the samples both hold.
+  async show(a, b, rate) {
+    if (this.url) URL.revokeObjectURL(this.url);
+    this.url = null;
+    this.loaded = false;
+    this.box.hidden = !b;
+    if (!b) return;
+    const n = Math.min(a.length, b.length);
+    const peaks = new Float32Array(n); // half scale: a difference of two full-scale signals still fits in [-1, 1]
+    const pcm = new Int16Array(n);
+    for (let i = 0; i < n; i++) {
+      const v = a[i] - b[i];
+      peaks[i] = v / 65536;
+      pcm[i] = Math.max(-32768, Math.min(32767, v));
+    }
+    this.url = URL.createObjectURL(wavBlob([pcm], rate));
+    await this.ws.load(this.url, [peaks], n / rate);
+    this.ws.zoom(this.view.pxPerSec());
+    this.loaded = true;
+  }
+}
+
+// Blind ABX: X is A or B at random, and A, B and X play through an audio element of their own, so
+// neither waveform's cursor nor the readout says which side X is. A session is a set number of
+// trials; its answers are kept (with the take) and scored only once it ends, with the chance of
+// doing as well by guessing.
+// P(at least `right` of `n` correct by guessing): the one-sided binomial tail at p = 1/2.
+export function binomialP(right, n) {
+  let tail = 0;
+  let c = 1; // C(n, k), built up as k goes
+  for (let k = 0; k <= n; k++) {
+    if (k >= right) tail += c;
+    c = (c * (n - k)) / (k + 1);
+  }
+  return tail / 2 ** n;
+}
+
+export function describeScore(trials) {
+  if (!trials.length) return 'ABX: no trials yet';
+  const right = trials.filter((t) => t.correct).length;
+  const p = binomialP(right, trials.length);
+  return `ABX: ${right} of ${trials.length} correct, p = ${p < 0.001 ? p.toExponential(1) : p.toFixed(3)}` +
+    (p < 0.05 ? ' (A and B told apart)' : ' (no better than guessing at p < 0.05)');
+}
+
+class Abx {
+  constructor() {
+    this.audio = new Audio();
+    this.urls = null; // side -> WAV URL, while a B is loaded
+    this.session = null; // {trials, x, answers}
+    this.side = null;
+  }
+
+  // a, b: Int16Array samples (b null: nothing to compare with).
+  load(a, b, rate) {
+    this.stop();
+    if (this.urls) Object.values(this.urls).forEach((u) => URL.revokeObjectURL(u));
+    this.urls = b ? { A: URL.createObjectURL(wavBlob([a], rate)), B: URL.createObjectURL(wavBlob([b], rate)) } : null;
+    this.session = null;
+  }
+
+  ready() {
+    return Boolean(this.urls);
+  }
+
+  start(trials) {
+    this.session = { trials, x: pick(), answers: [] };
+  }
+
+  play(which) {
+    const side = which === 'X' ? this.session?.x : which;
+    if (!side || !this.urls) return false;
+    this.audio.src = this.urls[side];
+    this.side = which;
+    this.audio.play().catch(() => {});
+    return true;
+  }
+
+  // What is playing as the listener knows it ('A', 'B' or 'X'), or null.
+  playing() {
+    return this.audio.paused ? null : this.side;
+  }
+
+  stop() {
+    this.audio.pause();
+  }
+
+  // The answer to the running trial; returns the session's trials once the last is answered.
+  answer(answer, extra) {
+    const s = this.session;
+    this.stop();
+    s.answers.push({ x: s.x, answer, correct: answer === s.x, at: new Date().toISOString(), ...extra });
+    s.x = pick();
+    if (s.answers.length < s.trials) return null;
+    this.session = null;
+    return s.answers;
+  }
+}
+
+function pick() {
+  return Math.random() < 0.5 ? 'A' : 'B';
 }

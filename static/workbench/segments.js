@@ -2,7 +2,7 @@
 // (where their silence fell, from the chunks' metadata), the one being heard marked as the cursor
 // moves (playing or seeking), and a click on one (or Enter) seeks to its start.
 
-import { pauseLabel, pauseSpans } from '../player/pauses.js';
+import { pauseLabel, pauseSpans } from '../player/panel.js';
 
 export class Segments {
   constructor(list, view) {

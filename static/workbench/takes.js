@@ -1,6 +1,9 @@
 // The take history, kept in this browser's IndexedDB so it survives a reload: each take's samples
 // (int16), settings and figures. Bounded: past MAX_BYTES or MAX_TAKES the oldest takes go.
 
+import { FLAG_THRESHOLD, boundaryScores } from './analysis.js';
+import { patchCount } from '../player/panel.js';
+
 const DB = 'voxcpm-qa';
 const STORE = 'takes';
 export const MAX_BYTES = 200 * 2 ** 20; // about 35 minutes of 48 kHz int16 audio
@@ -75,4 +78,61 @@ export class TakeStore {
 
 export function totalBytes(takes) {
   return takes.reduce((sum, t) => sum + t.pcm.byteLength, 0);
+}
+
+// A take: a finished, stopped or failed run as the workbench keeps it (TakeStore, above,
+// stores it), with its samples, what was asked and what was measured; and the form a take's
+// settings fill in again (Re-use settings).
+// server: the stream's status frame, or for a stopped stream (which has none) the job's status.
+export function takeOf(run, n, server) {
+  const pcm = new Int16Array(run.samples);
+  let at = 0;
+  for (const c of run.chunks) { pcm.set(c, at); at += c.length; }
+  const scores = boundaryScores(pcm, run.boundaries);
+  return {
+    id: run.id, n, created: new Date().toISOString(), sampleRate: run.sampleRate, pcm: pcm.buffer, body: run.body,
+    outcome: run.state, status: run.error || '', notes: '', abx: [], boundaries: run.boundaries, scores,
+    settings: settingsOf(run, server || {}), figures: figuresOf(run, scores, server || {}), segments: segmentsOf(server),
+  };
+}
+
+// A text read in several segments, or with pauses: each segment's text as spoken, the sample where
+// its audio ends (a pause's silence included: it belongs to the segment it follows), and the pauses.
+function segmentsOf(server) {
+  const texts = server?.segments;
+  const pauses = server?.pauses || [];
+  return texts && (texts.length > 1 || pauses.length) ? { texts, ends: server.segment_ends || [], pauses } : null;
+}
+
+function settingsOf(run, final) {
+  const b = run.body;
+  return { mode: b.mode, text: b.text, text_as_spoken: final.spoken_text ?? b.text, control: b.control ?? null,
+    prompt_text: b.prompt_text ?? null, voice: b.voice ?? null, clip_name: b.voice ? null : run.clip ?? null, reference_id: b.reference_id ?? null,
+    seed: run.seed, cfg_value: b.cfg_value, inference_timesteps: b.inference_timesteps, max_len: b.max_len,
+    model: final.model ?? null, revision: final.revision ?? null, lora: final.lora ?? null,
+    app_version: final.app_version ?? null };
+}
+
+function figuresOf(run, scores, final) {
+  const rate = run.sampleRate;
+  return { first_byte_ms: run.firstByteAt == null ? null : run.firstByteAt - run.t0,
+    first_sound_ms: run.audibleAt == null ? null : run.audibleAt - run.t0 + run.outputLatencyMs,
+    server_first_patch_ms: final.ttfp_s == null ? null : final.ttfp_s * 1000, server_rtf: final.rtf ?? run.serverRtf(),
+    client_rtf: run.clientRtf(), patches: patchCount(run.boundaries), samples: run.samples, seconds: run.samples / rate,
+    underruns: run.underruns, gap_ms: run.gapMs(),
+    underrun_times: run.underrunTimes.map((u) => ({ at_samples: u.at, at_ms: (u.at / rate) * 1000, gap_ms: u.gapMs })),
+    flagged_boundaries: scores.filter((s) => s.flagged).length, flag_threshold: FLAG_THRESHOLD };
+}
+
+// The form's fields (as static/player/server.js reads them) that give this take again, for the
+// mode as the spec states it; the clip goes back by its server id, while the server keeps it, and
+// a saved voice by its name (the workbench sets the tab's picker: it is not a Gradio field).
+export function formOfTake(take, mode) {
+  const s = take.settings;
+  const form = { mode: s.mode, text: s.text, cfg_value: s.cfg_value, inference_timesteps: s.inference_timesteps,
+    max_len: s.max_len, random_seed: false, seed: s.seed == null ? null : Number(s.seed) };
+  if (mode.control) form[`${s.mode}_control`] = s.control ?? '';
+  if (mode.clip) form[`${s.mode}_ref`] = s.reference_id;
+  if (mode.transcript) form[`${s.mode}_transcript`] = s.prompt_text;
+  return form;
 }

@@ -8,7 +8,7 @@ import WaveSurfer from '../vendor/wavesurfer/wavesurfer.esm.js';
 import RegionsPlugin from '../vendor/wavesurfer/regions.esm.js';
 import TimelinePlugin from '../vendor/wavesurfer/timeline.esm.js';
 import { toFloat32, wavBlob } from '../player/pcm.js';
-import { addSpectrogram } from './spectrogram.js';
+import SpectrogramPlugin from '../vendor/wavesurfer/spectrogram.esm.js';
 
 const COLORS = { wave: '#4a5fc1', progress: '#1e2a78', boundary: 'rgba(90, 90, 90, 0.55)', flagged: '#c62828',
   underrun: '#b26a00', selection: 'rgba(250, 204, 21, 0.35)' };
@@ -47,7 +47,7 @@ export class WaveView {
     addSpectrogram(this.a, { container: this.el('spectrogram'), height: 128 });
     this.b = surface(this.el('wave-b'), { height: 64, waveColor: '#7b8794', progressColor: '#3e4c59', fillParent: false });
     this.active = 'A';
-    this.rate = 48000;
+    this.rate = null; // the shown take's (show())
     this.selection = null;
     this.shown = null;
     this.urls = [];
@@ -239,4 +239,16 @@ export class WaveView {
     if (this.urlB) URL.revokeObjectURL(this.urlB);
     this.urlB = null;
   }
+}
+
+// The spectrogram under a waveform. The vendored plugin (wavesurfer.js 7.12.12) keeps the
+// frequencies it computed and, when a new load redraws at the same zoom, draws those again: the
+// first take's (or the first B's difference) stayed on screen whatever was loaded after it. Its
+// cache is cleared as each new audio is decoded, before that redraw, so the redraw computes the
+// new audio's (as wavesurfer.js pull request 4118 proposes upstream).
+export function addSpectrogram(ws, options) {
+  const plugin = ws.registerPlugin(SpectrogramPlugin.create({ labels: true, fftSamples: 512, frequencyMax: 24000,
+    ...options }));
+  ws.on('decode', () => plugin.clearCache());
+  return plugin;
 }

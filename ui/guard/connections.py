@@ -26,7 +26,7 @@ log = logging.getLogger("voxcpm.http")
 
 
 class GuardedH11Protocol(H11Protocol):
-    def __init__(self, *args, idle_s: float = 30.0, stall_s: float = 30.0, send_buffer: int = 256 * 1024, **kwargs):
+    def __init__(self, *args, idle_s: float, stall_s: float, send_buffer: int, **kwargs):  # from AppSettings
         super().__init__(*args, **kwargs)
         self.idle_s, self.stall_s, self.send_buffer = idle_s, stall_s, send_buffer
         self._idle: asyncio.TimerHandle | None = None

@@ -13,7 +13,6 @@ import logging
 from dataclasses import dataclass, replace
 
 import anyio
-import numpy as np
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from starlette.requests import ClientDisconnect
@@ -24,20 +23,14 @@ from inference.serving.job import Job
 from inference.serving.worker import QueueFullError
 
 from .doorbell import doorbell
-from .metrics import observe_refusal
 from .schema import parse_body, to_request
 from ..guard.limits import too_large
-from ..library.refusal import Refusal
+from ..library.refusal import HTTPError, Refusal
+from ..services.metrics import observe_refusal
 
 log = logging.getLogger("voxcpm.http")
 POLL_S = 0.05  # how often a waiting route looks for a closed connection and new audio
 MAX_JSON_BYTES = 256 * 1024  # 20,000 CJK characters escaped as \uXXXX, and room to spare
-
-
-class HTTPError(Exception):
-    def __init__(self, status: int, message: str, headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers
 
 
 def error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -70,16 +63,6 @@ def errors_as(respond):
 
 
 guarded = errors_as(error_response)
-
-
-def app_state(request: Request):
-    """What create_app (ui/server.py) put on the app: the worker, the clip store, the limits..."""
-    return request.app.state
-
-
-def to_pcm(audio: np.ndarray) -> bytes:
-    """float32 [-1, 1] -> int16 little-endian, rounded to nearest (clipping only what overflows)."""
-    return np.clip(np.rint(audio * 32767.0), -32768, 32767).astype("<i2").tobytes()
 
 
 async def read_limited(request: Request, limit: int, what: str) -> bytes:
@@ -190,7 +173,7 @@ async def submit(request: Request, state, parse=None, describe=page_asked):
         def prepare():
             nonlocal body
             body = (parse or parse_body)(data)
-            req = to_request(body, state.clips, state.max_text_chars, state.voice_lookup)
+            req = to_request(body, state.clips, state.limits.max_text_chars, state.voice_lookup)
             return state.worker.submit(req, job_id=body.request_id), req
         # Off the event loop: a saved voice is looked up (its patches may be read from the disk), and
         # submit prepares the request (text, tokens, clips' samples) on this thread.

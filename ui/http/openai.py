@@ -11,10 +11,10 @@ OpenAI's (every error under /v1, an unknown path or method included):
   a transcript and no `instructions` are given (ultimate cloning), else as a reference with
   `instructions` as the style. `voice: "design"` designs a voice from `instructions`. OpenAI's
   voice names (alloy, ash, ...) are built-in designed voices (ui/http/builtin_voices.py).
-- `response_format`: wav, pcm (16-bit mono at 48 kHz), flac, mp3 or opus (ui/http/audio_encoders.py).
+- `response_format`: wav, pcm (16-bit mono at 48 kHz), flac, mp3 or opus (ui/services/audio.py).
 - `stream_format`: "audio" (the file, sent as it is encoded) or "sse" (events
   `speech.audio.delta` with base64 audio, then `speech.audio.done` with usage).
-- `speed`: 0.25 to 4.0, by pitch-preserving time-stretching as the audio streams (ui/http/speed.py).
+- `speed`: 0.25 to 4.0, by pitch-preserving time-stretching as the audio streams (ui/services/audio.py).
 - Extensions: seed, cfg_value, inference_timesteps, max_len, normalize, trim_silence.
 """
 from __future__ import annotations
@@ -30,12 +30,13 @@ from fastapi.routing import APIRoute
 
 from inference.serving.job import Job
 
-from .audio_encoders import MEDIA_TYPES, Encoder
 from .builtin_voices import listed
-from .metrics import observe_stream
 from .common import errors_as, first_audio, next_event, submit
 from .speech_body import DESIGN, MODEL_ID, OPENAI_MODELS, ParamError, openai_asked, parse_speech
+from ..context import app_context
 from ..guard.answers import OPENAI_PREFIX, openai_error_body
+from ..services.audio import MEDIA_TYPES, Encoder
+from ..services.metrics import observe_stream
 
 openai_router = APIRouter()
 
@@ -59,7 +60,7 @@ def openai_guarded(handler):
 @openai_router.post("/audio/speech")
 @openai_guarded
 async def speech(request: Request):
-    state = request.app.state
+    state = app_context(request)
     parsed = {}
 
     def parse(raw):
@@ -117,7 +118,7 @@ def _event(payload: dict) -> bytes:
 async def models(request: Request):
     """VoxCPM2 under its own name and OpenAI's: every one is served by the same model, and `lora`
     names the LoRA merged into it (--lora; null without one)."""
-    lora = request.app.state.build["lora"]
+    lora = app_context(request).build["lora"]
     return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "openbmb",
                                         "lora": lora} for name in (MODEL_ID,) + OPENAI_MODELS]}
 
@@ -125,7 +126,7 @@ async def models(request: Request):
 @openai_router.get("/audio/voices")
 @openai_guarded
 async def voices(request: Request):
-    library = request.app.state.voices
+    library = app_context(request).voices
     saved = [] if library is None else await anyio.to_thread.run_sync(library.list)
     data = [{"id": v.name, "name": v.name, "object": "voice", "seconds": round(v.seconds, 2),
              "has_transcript": bool(v.transcript)} for v in saved]

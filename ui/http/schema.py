@@ -35,7 +35,7 @@ class StreamBody(BaseModel):
     voice: str | None = Field(default=None, max_length=200)  # a saved voice (cloning modes), instead of reference_id
     normalize: bool = False  # numbers, dates and units read as words (inference/text/normalize.py)
     trim_silence: bool = False  # cut the silence at the clip's ends (inference/request/vad.py)
-    speed: float = modes.default("speed")  # time-stretched by the HTTP layer (ui/http/speed.py), not the model
+    speed: float = modes.default("speed")  # time-stretched by the HTTP layer (ui/services/audio.py), not the model
 
 
 def parse_body(raw) -> StreamBody:
@@ -114,7 +114,7 @@ def _clone_source(body: StreamBody, clips, voices):
 def check_text(name: str, value: str | None, limit: int | None = None):
     """Refuses a free-text field that the tokenizer cannot take (lone surrogates), or, given the
     limit, one longer than it. The limit is the engine's max_text_chars, read once by create_app
-    (app.state.max_text_chars) and passed here: the engine itself checks `text` against it
+    (AppContext.limits.max_text_chars) and passed here: the engine itself checks `text` against it
     (Engine.plan, the authority, so `text` is checked here without a limit); the description,
     style instruction and transcript, which it does not check, are checked here with the same value."""
     if value is None:

@@ -14,12 +14,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from inference.errors import InputError
 from inference.request import modes
 
-from .audio_encoders import FORMATS, NOT_OFFERED, missing_formats
 from .builtin_voices import builtin_voice
 from .common import Asked, text_length
 from .schema import StreamBody, blank
 from ..library.voice_names import RESERVED
 from ..library.voice_store import VoiceError
+from ..services.audio import FORMATS, NOT_OFFERED, missing_formats
 
 MODEL_ID = "voxcpm2"
 # OpenAI's speech models are names for the one model here, so a client written for OpenAI only

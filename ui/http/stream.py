@@ -1,4 +1,6 @@
-"""POST /voxcpm/stream: a request's audio as it is made, as bare PCM or framed (ui/http/frames.py).
+"""A request from the page: POST /voxcpm/stream, its audio as it is made, as bare PCM or framed
+(ui/http/frames.py); then its job, /voxcpm/jobs/{id}: its status (the page's metrics panel), its
+cancellation, and a finished job's offline render (ui/services/renders.py).
 
 The page plays audio through an AudioWorklet fed by fetch(), which needs a plain byte stream, not
 Gradio's event protocol.
@@ -14,9 +16,11 @@ from fastapi.responses import StreamingResponse
 from inference.serving.job import Job
 
 from . import frames
-from .common import HTTPError, app_state, first_audio, guarded, next_event, page_asked, submit, to_pcm
-from .metrics import observe_stream
-from .speed import Stretcher
+from .common import HTTPError, first_audio, guarded, next_event, page_asked, submit
+from ..context import app_context
+from ..library.uploads import client_key
+from ..services.audio import Stretcher, to_pcm
+from ..services.metrics import observe_stream
 
 stream_router = APIRouter()
 
@@ -69,7 +73,7 @@ def wants_frames(request: Request) -> bool:
 @stream_router.post("/stream")
 @guarded
 async def stream(request: Request):
-    entered, state = time.perf_counter(), app_state(request)
+    entered, state = time.perf_counter(), app_context(request)
     framed = wants_frames(request)
     asked = functools.partial(page_asked, fmt="frames" if framed else "pcm")
     job, req, body = await submit(request, state, describe=asked)
@@ -90,3 +94,39 @@ async def stream(request: Request):
     media = f"audio/pcm;rate={rate};channels=1;format=s16le"
     stretched = pcm_stream(job, first, Stretcher(body.speed))
     return StreamingResponse(observe_stream(state.metrics, job, stretched), media_type=media, headers=headers)
+
+
+@stream_router.get("/jobs/{job_id}")
+@guarded
+async def job_status(request: Request, job_id: str):
+    # With the model and app version the stream's status frame carries: a stopped stream gets none.
+    return {**find_job(request, job_id).status(), **app_context(request).build}
+
+
+@stream_router.get("/jobs/{job_id}/offline.wav")
+@guarded
+async def job_offline(request: Request, job_id: str):
+    """The VAE decode from silence of a finished job's latents, as WAV: the reference its stream
+    is compared with. Decoded a piece at a time on an engine's worker thread (ui/services/renders.py)."""
+    store = app_context(request).latents
+    kept = store.get(job_id)
+    if kept is None:
+        raise HTTPError(404, f"no offline render for this request: the latents of finished requests are kept "
+                             f"for {store.ttl_s / 60:.0f} min (the most recent, within {store.max_bytes >> 20} MB)")
+    client = client_key(request.client.host if request.client else None)
+    return await app_context(request).renders.respond(app_context(request).worker, store, kept, job_id, client)
+
+
+@stream_router.post("/jobs/{job_id}/cancel")
+@guarded
+async def job_cancel(request: Request, job_id: str):
+    job = find_job(request, job_id)
+    job.cancel()
+    return {"id": job.id, "state": job.state}
+
+
+def find_job(request: Request, job_id: str) -> Job:
+    job = app_context(request).worker.get(job_id)
+    if job is None:
+        raise HTTPError(404, "no such request (finished requests are kept only for a while)")
+    return job

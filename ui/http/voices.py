@@ -22,10 +22,12 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from inference.errors import InputError
+from inference.serving.services import encode_voice
 from inference.serving.worker import QueueFullError
 
 from .common import HTTPError, guarded, read_json
 from .schema import blank, check_text, describe_validation
+from ..context import app_context
 from ..library.voice_names import RULE
 
 voice_router = APIRouter()
@@ -45,20 +47,20 @@ class RenameBody(BaseModel):
     name: str
 
 
-def voice_lookup(state):
+def voice_lookup(voices, encoder_identity: str):
     """name -> (Voice, ReferenceClip) for ui/schema.to_request, or None without a library."""
-    if state.voices is None:
+    if voices is None:
         return None
-    return lambda name: state.voices.clip(name, state.encoder_identity)
+    return lambda name: voices.clip(name, encoder_identity)
 
 
 def library(request: Request, change: bool = False):
-    state = request.app.state
-    if state.voices is None:
+    ctx = app_context(request)
+    if ctx.voices is None:
         raise HTTPError(404, "this server keeps no voice library (start it with --data-dir)")
-    if change and not state.library_writable:
+    if change and not ctx.settings.library_writable:
         raise HTTPError(403, READ_ONLY)
-    return state.voices
+    return ctx.voices
 
 
 async def body_of(request: Request, model: type[BaseModel]):
@@ -74,41 +76,30 @@ async def body_of(request: Request, model: type[BaseModel]):
 async def list_voices(request: Request):
     voices = library(request)
     listed = await anyio.to_thread.run_sync(voices.list)
-    return {"voices": [v.public() for v in listed], "writable": bool(request.app.state.library_writable),
+    return {"voices": [v.public() for v in listed], "writable": bool(app_context(request).settings.library_writable),
             "max_voices": voices.max_voices, "max_mb": voices.max_bytes / 2**20, "name_rule": RULE}
 
 
 @voice_router.post("")
 @guarded
 async def save_voice(request: Request):
-    voices, state = library(request, change=True), request.app.state
+    voices, state = library(request, change=True), app_context(request)
     body = await body_of(request, SaveBody)
     transcript = None if blank(body.transcript) else body.transcript.strip()
-    check_text("transcript", transcript, state.max_text_chars)
+    check_text("transcript", transcript, state.limits.max_text_chars)
     clip = state.clips.get(body.clip_id)
     await anyio.to_thread.run_sync(voices.check_room, body.name, clip.audio)  # before any work
-    reference = clip.as_engine_input()
-    await encode(state.worker, reference, transcript)
-    latents = {state.encoder_identity: reference.known(state.encoder_identity)}
+    sides = await encode(state.worker, clip.as_engine_input(), transcript, state.encoder_identity)
+    latents = {state.encoder_identity: sides}
     voice = await anyio.to_thread.run_sync(voices.save, body.name, clip.audio, transcript, latents)
     return JSONResponse(voice.public(), status_code=201)
 
 
-def encoding(reference, transcript: str | None):
-    """fn(engine) that encodes the clip on each side a request with the voice will want, as the
-    request would (inference/request/prompt.encode_voice): padded on the right as a reference, and on
-    the left as a continuation prompt when there is a transcript. The ReferenceClip keeps the patches."""
-    def encode_sides(engine):
-        engine.encode_audio(reference, "right", "reference audio")
-        if transcript:
-            engine.encode_audio(reference, "left", "prompt audio")
-    return encode_sides
-
-
-async def encode(worker, reference, transcript: str | None):
-    """Runs `encoding` on an engine's thread (any GPU's: they hold the same weights) and awaits it."""
+async def encode(worker, reference, transcript: str | None, identity: str) -> dict:
+    """The clip's patches, {side: array}, encoded on an engine's thread (any GPU's: they hold the
+    same weights) as a request with the voice would encode them (serving/services.encode_voice)."""
     try:
-        await asyncio.wrap_future(worker.call(encoding(reference, transcript)))
+        return await asyncio.wrap_future(encode_voice(worker, reference, transcript, identity))
     except QueueFullError as exc:
         raise HTTPError(503, f"the voice was not saved: {exc}", {"Retry-After": "5"}) from None
     except InputError as exc:  # anything else: guarded() answers 500 and logs the traceback

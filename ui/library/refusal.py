@@ -1,5 +1,7 @@
-"""An input refused with an HTTP status of its own, for the refusals that are not a bad request (400):
-no such voice (404), a name already taken (409), no room left (429, 503, 507)."""
+"""The app's refusals, each answered with an HTTP status by the routes (ui/http/common.errors_as):
+`Refusal`, an input refused with a status of its own for the refusals that are not a bad request
+(400): no such voice (404), a name already taken (409), no room left (429, 503, 507); `HTTPError`,
+any answer with a status and headers (e.g. Retry-After), raised by the routes and the services."""
 from __future__ import annotations
 
 from inference.errors import InputError
@@ -11,3 +13,9 @@ class Refusal(InputError):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers

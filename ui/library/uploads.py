@@ -21,10 +21,12 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from inference.config import LIMITS
 from inference.errors import InputError
 from inference.request.audio_input import MAX_CHANNELS, MAX_RATE, MIN_RATE, decode_mono, resample
 from inference.request.reference import ReferenceClip
 
+from ..context import AppSettings
 from ..guard.limits import too_large
 from .refusal import Refusal
 from .transcripts import content_hash
@@ -39,6 +41,7 @@ MIN_SECONDS = 0.1
 # from the header, before reading). Decoding goes block by block and mixes down as it goes, so it
 # really holds only the mono float32 and one block: well inside this.
 MAX_DECODED_BYTES = 128 * 2**20
+SETTINGS = AppSettings()  # the defaults of an UploadStore built apart from the app (tests)
 
 
 @dataclass
@@ -140,9 +143,12 @@ class UploadStore:
     and per client. A full store refuses new clips rather than evicting anyone's: one client
     uploading in a loop used to push every other user's clip out."""
 
-    def __init__(self, ttl_s: float = 1800.0, max_clips: int = 256, max_seconds: float = 60.0,
-                 max_bytes: int = 25 * 2**20, max_total_bytes: int = 512 * 2**20, target_rate: int = 16000,
-                 max_decoded_bytes: int = MAX_DECODED_BYTES, parallel_decodes: int = 2, max_per_client: int = 16):
+    def __init__(self, ttl_s: float = SETTINGS.upload_ttl_s, max_clips: int = 256,
+                 max_seconds: float = LIMITS.max_audio_seconds,
+                 max_bytes: int = SETTINGS.max_upload_mb * 2**20, max_total_bytes: int = 512 * 2**20,
+                 target_rate: int = 16000,
+                 max_decoded_bytes: int = MAX_DECODED_BYTES, parallel_decodes: int = 2,
+                 max_per_client: int = SETTINGS.clips_per_client):
         self.ttl_s = ttl_s
         self.max_clips = max_clips
         self.max_per_client = max_per_client

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
-import torch
 
 from inference.request.reference import ReferenceClip
 
 from . import transcripts
+from ..context import AppSettings
 from .refusal import Refusal
 from .voice_names import check_name, normal_name, same_name
 
@@ -38,6 +38,7 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS voices (
     id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE COLLATE NOCASE, transcript TEXT,
     seconds REAL NOT NULL, bytes INTEGER NOT NULL, created REAL NOT NULL)"""
 TEMP_SUFFIX = ".part"
+SETTINGS = AppSettings()  # the defaults of a library built apart from the app (tests)
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,8 @@ class VoiceError(Refusal):
 class VoiceLibrary:
     """Thread-safe; every method may touch the disk, so callers on an event loop use a thread."""
 
-    def __init__(self, folder: str | os.PathLike, *, sample_rate: int = 16000, max_voices: int = 100,
-                 max_bytes: int = 500 * 2**20):
+    def __init__(self, folder: str | os.PathLike, *, sample_rate: int = 16000, max_voices: int = SETTINGS.max_voices,
+                 max_bytes: int = SETTINGS.max_library_mb * 2**20):
         self.folder = Path(folder)
         self.sample_rate, self.max_voices, self.max_bytes = sample_rate, max_voices, max_bytes
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -124,7 +125,7 @@ class VoiceLibrary:
 
     # -- changing --------------------------------------------------------------------------------
     def save(self, name: str, audio: np.ndarray, transcript: str | None = None,
-             latents: dict[str, dict[str, torch.Tensor]] | None = None) -> Voice:
+             latents: dict[str, dict[str, np.ndarray]] | None = None) -> Voice:
         """audio: float32 mono at sample_rate. latents: {encoder identity: {side: patches}}. The
         files written are measured before the index row is committed: past the library's limit
         (max_bytes), they are removed and the save refused (507)."""
@@ -221,8 +222,9 @@ class VoiceLibrary:
             sf.write(tmp, audio, self.sample_rate, format="FLAC", subtype="PCM_24")
         return self._atomic(f"{voice_id}.flac", write)
 
-    def _write_latents(self, voice_id: str, identity: str, sides: dict[str, torch.Tensor]) -> Path:
-        arrays = {side: patches.numpy() for side, patches in sides.items()}
+    def _write_latents(self, voice_id: str, identity: str, sides: dict) -> Path:
+        # sides: arrays (a voice saved) or the patches a request encoded; both read as arrays.
+        arrays = {side: np.asarray(patches) for side, patches in sides.items()}
         return self._atomic(f"{voice_id}.{identity}.npz", lambda tmp: np.savez(tmp, **arrays))
 
     def _atomic(self, name: str, write) -> Path:
@@ -249,7 +251,7 @@ class VoiceLibrary:
         if not path.is_file():
             return {}
         with np.load(path) as saved:
-            return {(identity, side): torch.from_numpy(saved[side].copy()) for side in saved.files}
+            return {(identity, side): saved[side].copy() for side in saved.files}
 
     def _keep_latents(self, voice_id: str, identity: str):
         """Writes what a request encoded (on the writer thread), if the voice is still there."""

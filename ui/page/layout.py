@@ -16,20 +16,20 @@ import logging
 import gradio as gr
 from gradio.utils import get_upload_folder as gradio_upload_folder
 
+from inference.config import LIMITS
 from inference.errors import InputError
 from inference.request import modes
 
 from .examples import cloning_examples, design_examples, example_clip, ultimate_examples
-from .panel import panel_html
+from .panel import VOICE_PICKER, panel_html, voice_panel_html
 from .workbench import http_routes_html, workbench_html
 from ..library.uploads import UploadStore, client_key, read_uploaded_file
-from .voice_panel import VOICE_PICKER, voice_panel_html
 
 log = logging.getLogger("voxcpm.ui")
 
 # The form's fields in the order the Generate hook hands their values to the page. A mode's inputs are
 # named <mode>_control, <mode>_ref (its clip's id), <mode>_audio and <mode>_transcript, which is how
-# static/player/request.js finds what the spec says the mode reads.
+# static/player/server.js finds what the spec says the mode reads.
 FIELDS = ["mode", "text", "design_control", "cloning_ref", "cloning_control", "ultimate_ref", "ultimate_transcript",
           "cfg_value", "inference_timesteps", "seed", "random_seed", "max_len", "cloning_audio", "ultimate_audio",
           "normalize", "trim_silence", "speed"]
@@ -54,7 +54,7 @@ def served_line(model: str, lora: str | None) -> str | None:
 
 
 def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, notice: str | None = None,
-                 max_text_chars: int = 20000, served: str | None = None) -> gr.Blocks:
+                 max_text_chars: int = LIMITS.max_text_chars, served: str | None = None) -> gr.Blocks:
     # Clips uploaded or recorded through the page are copied into the engine's own store at once;
     # Gradio's files of them are swept hourly instead of piling up in its temp folder.
     with gr.Blocks(title="VoxCPM2 streaming demo", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
@@ -99,8 +99,9 @@ def _hooks(form: dict, generate: gr.Button, stop: gr.Button):
 def _form(clips: UploadStore, max_text_chars: int) -> dict:
     form = {"mode": gr.Textbox("design", visible="hidden", elem_id="vox-mode")}
     pauses = modes.spec_json()["pauses"]
-    form["text"] = gr.Textbox(label="Text to speak", lines=3, max_length=max_text_chars, elem_id="vox-text",
-                              placeholder="What should be said?",
+    # The first example's, so that a first Generate speaks at once instead of refusing an empty text.
+    form["text"] = gr.Textbox(design_examples()[0][0], label="Text to speak", lines=3, max_length=max_text_chars,
+                              elem_id="vox-text", placeholder="What should be said?",
                               info=f"A pause: {' or '.join(pauses['forms'][::2])} ({pauses['min_ms']:g} ms to "
                                    f"{pauses['max_ms'] / 1000:g} s of silence there)")
     # Off by default, as in the official app; long texts are split into sentences either way.
@@ -129,7 +130,8 @@ def _mode_tab(name: str, form: dict):
 
 def _design_tab(form: dict):
     with _mode_tab("design", form):
-        form["design_control"] = gr.Textbox(label="Voice description", lines=2, elem_id="vox-description",
+        form["design_control"] = gr.Textbox(design_examples()[0][1], label="Voice description", lines=2,
+                                            elem_id="vox-description",
                                             placeholder="e.g. A warm, slightly husky female voice, speaking slowly")
         gr.Examples(design_examples(), [form["text"], form["design_control"]], label="Examples")
 
@@ -208,7 +210,7 @@ def _advanced() -> dict:
             random_seed = gr.Checkbox(True, label="Random seed", elem_id="vox-random-seed")
             seed = _seed()
             max_len = _slider("max_len", "vox-max-len")
-        speed = _slider("speed", "vox-speed")  # time-stretched as it streams (ui/http/speed.py)
+        speed = _slider("speed", "vox-speed")  # time-stretched as it streams (ui/services/audio.py)
         # Off by default: a clean clip needs nothing, and editing the user's audio should be asked for.
         trim = gr.Checkbox(False, label="Cloning: trim the silence at the clip's ends (voice activity detection)",
                            elem_id="vox-trim-silence")

@@ -1,4 +1,10 @@
-"""POST /voxcpm/transcribe: a clip's automatic transcript (inference/serving/asr.py), for ultimate
+"""The reference clip's routes (ui/library/uploads.py keeps the clips):
+
+POST /voxcpm/upload: a clip, decoded and checked once, kept by id for later requests. The clip is the
+raw body (any audio Content-Type), or a multipart form's "file" field, as /voxcpm/transcribe takes it.
+    -> 200 {"id": ..., "seconds": ..., "sample_rate": ..., "channels": ..., "expires_in_s": ...}
+
+POST /voxcpm/transcribe: a clip's automatic transcript (inference/serving/asr.py), for ultimate
 cloning, kept with the clip (ui/library/transcripts.py) so that each clip is transcribed once.
 
     JSON {"reference_id": ID}              a clip uploaded to /voxcpm/upload or through the page
@@ -26,14 +32,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from inference.errors import InputError
 from inference.serving.asr import AsrUnavailable, NotLoaded, Transcriber, check_length
 from inference.serving.failures import QueueFullError
+from inference.serving.services import transcribe as transcribe_on
 
-from .common import HTTPError, app_state, guarded, read_json
+from .common import HTTPError, guarded, read_json, read_limited
 from .schema import blank, describe_validation
 from .voices import READ_ONLY
+from ..context import app_context
 from ..library.transcripts import content_hash
-from ..library.uploads import decode_audio
+from ..library.uploads import StoreFull, client_key, decode_audio
 
-transcribe_router = APIRouter()
+clips_router = APIRouter()
 LOAD_ATTEMPTS = 3  # a pool may send each call to another GPU, which loads its own copy
 SOURCES = "give one clip: reference_id (from /voxcpm/upload), voice (a saved voice's name), or a multipart file"
 
@@ -55,10 +63,27 @@ class Source:
     save: bool = False  # keep even a transcript found kept (it becomes a saved voice's own)
 
 
-@transcribe_router.post("/transcribe")
+@clips_router.post("/upload")
+@guarded
+async def upload(request: Request):
+    clips = app_context(request).clips
+    if is_multipart(request):
+        data = await form_file(request, "send the clip as the raw body, or as a multipart form's file field")
+    else:
+        data = await read_limited(request, clips.max_bytes, "upload")
+    client = client_key(request.client.host if request.client else None)
+    try:
+        clip_id, clip = await anyio.to_thread.run_sync(clips.add_bytes, data, client)
+    except StoreFull as exc:
+        raise HTTPError(exc.status, str(exc), {"Retry-After": "60"}) from None
+    return {"id": clip_id, "seconds": round(clip.seconds, 3), "sample_rate": clip.source_rate,
+            "channels": clip.source_channels, "expires_in_s": clips.ttl_s}
+
+
+@clips_router.post("/transcribe")
 @guarded
 async def transcribe(request: Request):
-    state = app_state(request)
+    state = app_context(request)
     asr: Transcriber = state.asr
     try:
         asr.check_available()  # before reading anything: off, or a model that just failed to load
@@ -78,7 +103,7 @@ async def run(worker, asr: Transcriber, rate: int, audio: np.ndarray) -> str:
     thread of the transcriber's, awaited without holding one of ours) for a device that has none."""
     for _ in range(LOAD_ATTEMPTS):
         try:
-            result = await asyncio.wrap_future(worker.call(asr.on_engine(rate, audio)))
+            result = await asyncio.wrap_future(transcribe_on(worker, asr, rate, audio))
         except QueueFullError as exc:
             raise HTTPError(503, f"the clip was not transcribed: {exc}", {"Retry-After": "5"}) from None
         if not isinstance(result, NotLoaded):
@@ -88,7 +113,7 @@ async def run(worker, asr: Transcriber, rate: int, audio: np.ndarray) -> str:
 
 
 async def read_source(request: Request, state, model: str) -> Source:
-    if request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
+    if is_multipart(request):
         return await file_source(request, state, model)
     try:
         body = TranscribeBody.model_validate(await read_json(request))
@@ -115,7 +140,7 @@ def voice_source(state, name: str, save: bool, model: str) -> Source:
     """A saved voice's clip (on a thread: it reads the disk)."""
     if state.voices is None:
         raise HTTPError(404, "this server keeps no voice library (start it with --data-dir)")
-    if save and not state.library_writable:
+    if save and not state.settings.library_writable:
         raise HTTPError(403, READ_ONLY)
     voice, cached = state.voices.automatic_transcript(name, model)
     if save and voice.transcript is not None:
@@ -129,14 +154,24 @@ def voice_source(state, name: str, save: bool, model: str) -> Source:
 
 async def file_source(request: Request, state, model: str) -> Source:
     clips = state.clips
+    data = await form_file(request, SOURCES)
+    rate, audio = await anyio.to_thread.run_sync(decode_audio, data, clips.max_seconds, clips.target_rate)
+    check_length(len(audio) / rate)
+    return Source(rate, lambda: audio, clips.transcript(content_hash(audio), model), lambda text: None)
+
+
+def is_multipart(request: Request) -> bool:
+    return request.headers.get("content-type", "").lower().startswith("multipart/form-data")
+
+
+async def form_file(request: Request, how: str) -> bytes:
+    """The bytes of a multipart body's one "file" field (its size capped by the body limit,
+    ui/guard/limits.py); `how` tells the client what to send instead when there is none."""
     try:
         async with request.form(max_files=1, max_fields=8) as form:
             part = form.get("file")
             if part is None or isinstance(part, str):
-                raise InputError(f"the multipart body has no file field: {SOURCES}")
-            data = await part.read()
+                raise InputError(f"the multipart body has no file field: {how}")
+            return await part.read()
     except StarletteHTTPException as exc:  # a malformed body, or more parts than one clip needs
-        raise InputError(f"the multipart body could not be read ({exc.detail}): {SOURCES}") from None
-    rate, audio = await anyio.to_thread.run_sync(decode_audio, data, clips.max_seconds, clips.target_rate)
-    check_length(len(audio) / rate)
-    return Source(rate, lambda: audio, clips.transcript(content_hash(audio), model), lambda text: None)
+        raise InputError(f"the multipart body could not be read ({exc.detail}): {how}") from None

@@ -1,4 +1,5 @@
-"""GET /metrics (Prometheus' text format, through prometheus_client) and GET /ready.
+"""What GET /metrics shows (Prometheus' text format, through prometheus_client; the route is in
+ui/http/status.py).
 
 Counted as the routes see requests end (`observe_stream` around each streamed body) and as
 requests are refused before they are queued (`observe_refusal`, called by ui/http/common.submit);
@@ -6,7 +7,7 @@ each GPU's rows in use and waiting jobs are read from the worker when Prometheus
 are never stale. Every app has its own registry: two apps in one process (the tests) count apart.
 
 Underruns happen in the listener's browser: the page reports each take's once it is kept
-(POST /voxcpm/playback, ui/http/playback.py), counted once per request the worker
+(POST /voxcpm/playback, ui/http/status.py), counted once per request the worker
 knows, so a page reloaded or a stray client cannot count a take twice or invent one.
 
 Token (ui/guard/auth.py): /metrics needs it when --token is set (it shows the traffic; Prometheus
@@ -18,15 +19,12 @@ from __future__ import annotations
 import collections
 import threading
 
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from inference.serving import gc_pauses
 from inference.serving.job import Job
 
-metrics_router = APIRouter()
 TTFP_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 RTF_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 5.0)
 REPORTS_KEPT = 4096  # job ids already counted (more than the worker lists: keep_finished)
@@ -132,20 +130,3 @@ async def observe_stream(metrics: Metrics, job: Job, body):
 
 def observe_refusal(state, status: int, outcome: str):
     state.metrics.refused(status, outcome)
-
-
-@metrics_router.get("/metrics")
-async def metrics(request: Request):
-    return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
-
-@metrics_router.get("/ready")
-async def ready(request: Request):
-    """200 only once every engine has warmed up and every GPU's worker serves; else 503."""
-    worker = request.app.state.worker
-    gpus = worker.gpus()
-    warm = worker.ready.is_set() and worker.warmup_error is None
-    serving = bool(gpus) and all(g["alive"] and not g["failing"] for g in gpus)
-    body = {"ready": warm and serving, "warm": warm, "gpus": gpus}
-    return JSONResponse(body, status_code=200 if warm and serving else 503,
-                        headers=None if warm and serving else {"Retry-After": "2"})

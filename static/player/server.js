@@ -1,8 +1,41 @@
+// What the page says to the server and reads from it: where the app's routes are, the message of a
+// refused request (the routes answer {"error": ...}), the spec, and the request a form asks for.
+
+const API = new URL('../../', import.meta.url); // .../voxcpm/, wherever the app is mounted
+
+export function route(path) {
+  return new URL(path, API);
+}
+
+export async function errorText(response) {
+  try {
+    const data = await response.json();
+    if (data && data.error) return data.error;
+  } catch (err) { /* not JSON */ }
+  return `the server answered ${response.status}`;
+}
+
+// The modes and request settings as the server states them (GET /voxcpm/spec, built from
+// inference/request/modes.py, the same spec the page's sliders are built from): what each mode
+// reads, and each setting's range, default and whether it is a whole number; and the model's sample
+// rate, the player's prebuffer and the limits (ui/http/status.py), which the page never writes itself.
+let loading = null;
+
+export function spec() {
+  if (!loading) {
+    loading = fetch(route('spec'), { cache: 'no-store' }).then(async (response) => {
+      if (!response.ok) throw new Error(await errorText(response));
+      return response.json();
+    });
+    loading.catch(() => { loading = null; }); // a failed read is tried again on the next call
+  }
+  return loading;
+}
+
 // The request a form asks for. The form is what the Generate hook hands over (static/page/gradio.js:
 // field -> value, each mode's inputs named <mode>_control, <mode>_ref, <mode>_transcript and
 // <mode>_audio by ui/page/layout.py); what a mode reads, and which settings are whole numbers, is
-// the spec's (static/player/spec.js).
-
+// the spec's (above).
 const text = (v) => (typeof v === 'string' && v.trim() ? v : null);
 
 export function requestBody(form, spec, id) {

@@ -1,5 +1,21 @@
-"""An offline render in progress as its readers see it (`Render`), and the caps on renders
-(`RenderSlots`, held per GET by a `Lease`); ui/http/offline.py makes and serves them.
+"""A finished job's offline render: the VAE decode from silence of the latents its stream was
+decoded from, as a WAV carrying what it is in its RIFF INFO chunk.
+
+The page's A/B compares a take with this render, so "stream == offline" is measured, not assumed.
+
+- Bounded memory whatever the length: the latents are decoded PIECE_PATCHES patches at a time,
+  each piece continuing the decoder's causal state (inference/serving/services.OfflineRender,
+  equal to the whole decode), and the WAV is sent as it is made: a header (the length is known
+  from the latents), then each piece's PCM. A render too long for the cache holds at most
+  UNREAD_PIECES parts its slowest reader has not read (`Render`, below).
+- Live streams first: each piece is its own call on the engine's worker thread, which runs one
+  call between two steps (inference/serving/calls.py), so a render adds at most one piece's decode
+  to a stream's patch, however many renders run.
+- Decoded once: a render small enough for the cache (LatentStore.cacheable) is shared by every GET
+  of it while it runs, and cached when done; a longer one only by those that asked before its
+  first piece (when its length becomes known), and decoded again for a later GET.
+- Caps: RENDERS_PER_CLIENT renders read at once per client (429 beyond), MAX_DECODES decodes at
+  once in all (503 beyond), both with a Retry-After.
 
 Everything here runs on the event loop's thread: the decode itself runs on an engine's worker
 thread, and its pieces come back here through futures.
@@ -8,15 +24,38 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import itertools
+import json
+import logging
 import weakref
 
+import numpy as np
+from fastapi.responses import Response, StreamingResponse
+
 from inference.serving.failures import QueueFullError
-from inference.serving.latent_store import KeptLatents
+from inference.serving.latent_store import KeptLatents, LatentStore
+from inference.serving.services import OfflineRender
 
-from .common import HTTPError
+from .audio import pcm16, wav_header
+from ..library.refusal import HTTPError
 
+log = logging.getLogger("voxcpm.http")
+SOFTWARE = "VoxCPM2 streaming demo"
+PIECE_PATCHES = 12  # patches decoded per call (1.9 s of audio)
+MAX_DECODES = 4
+RENDERS_PER_CLIENT = 2
+RETRY_S = 2
+HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 UNREAD_PIECES = 2  # a render that is not kept decodes ahead of its slowest reader by this many parts
+
+
+def _header(decode: OfflineRender, rate: int, job_id: str) -> bytes:
+    comment = {"job": job_id, "render": "offline: VAE decode from silence of the streamed latents",
+               "patches": decode.patches, "samples": decode.samples, "sample_rate": rate}
+    return wav_header(rate, decode.samples, {
+        b"INAM": f"VoxCPM2 offline render {job_id}", b"ISFT": SOFTWARE,
+        b"ICMT": json.dumps(comment, separators=(",", ":"), ensure_ascii=False)})
 
 
 class RenderFailed(RuntimeError):
@@ -176,3 +215,79 @@ class Lease:
 def _give_back(slots: RenderSlots, client: str | None, render: Render, reader: int):
     slots.give(client)
     render.leave(reader)
+
+
+class OfflineRenders:
+    """The renders in progress on one app, and the caps on them."""
+
+    def __init__(self, max_decodes: int = MAX_DECODES, per_client: int = RENDERS_PER_CLIENT,
+                 piece_patches: int = PIECE_PATCHES):
+        self.piece_patches = piece_patches
+        self.slots = RenderSlots(max_decodes, per_client, RETRY_S)
+        self._shared: dict[str, Render] = {}  # job id -> its render in progress, while readers may join
+
+    async def respond(self, worker, store: LatentStore, kept: KeptLatents, job_id: str, client: str | None):
+        """The job's render as WAV: cached, joined while it runs, or started (within the caps)."""
+        cached = store.render(job_id)
+        if cached is not None:
+            return Response(cached, media_type="audio/wav", headers=HEADERS)
+        render = self._shared.get(job_id)
+        if render is not None and render.kept is not kept:  # the job's latents were replaced
+            render = None
+        self.slots.check(client, decode=render is None)
+        if render is None:
+            render = self._start(worker, store, kept, job_id)
+        lease = Lease(self.slots, client, render)
+        try:
+            await render.first()
+        except BaseException:
+            lease.release()
+            raise
+        headers = {**HEADERS, "Content-Length": str(render.size)}
+        return StreamingResponse(render.read(lease), media_type="audio/wav", headers=headers)
+
+    def _start(self, worker, store: LatentStore, kept: KeptLatents, job_id: str) -> Render:
+        render = Render(kept, RETRY_S)
+        self._shared[job_id] = render
+        decode = OfflineRender(kept, self.piece_patches)
+        render.task = asyncio.get_running_loop().create_task(self._produce(worker, store, decode, render, job_id))
+        self.slots.decode_started()
+        render.task.add_done_callback(functools.partial(self._ended, job_id, render))
+        return render
+
+    async def _produce(self, worker, store: LatentStore, decode: OfflineRender, render: Render, job_id: str):
+        try:
+            while not decode.done:
+                await render.room()
+                audio = await asyncio.wrap_future(decode.next_piece(worker))
+                if render.size is None:
+                    self._sized(render, _header(decode, int(worker.sample_rate), job_id), decode, store, job_id)
+                if len(audio):
+                    render.add(pcm16(audio))
+        except Exception as exc:  # its readers get a 5xx before any audio, or a response cut short
+            if not isinstance(exc, QueueFullError):
+                log.exception("offline render of %s failed", job_id)
+            render.end(exc)
+            return
+        render.end()
+        if render.keep:
+            store.keep_render(job_id, render.kept, b"".join(render.parts))
+
+    def _sized(self, render: Render, header: bytes, decode: OfflineRender, store: LatentStore, job_id: str):
+        """The length is known: the header goes first, and a render too long for the cache is
+        read only by those who already asked (its parts dropped once read)."""
+        render.size = len(header) + 2 * decode.samples
+        render.add(header)
+        if not store.cacheable(render.size):
+            self._forget(job_id, render)
+            render.stop_keeping()
+
+    def _forget(self, job_id: str, render: Render):
+        if self._shared.get(job_id) is render:
+            del self._shared[job_id]
+
+    def _ended(self, job_id: str, render: Render, task: asyncio.Task):
+        self._forget(job_id, render)
+        self.slots.decode_ended()
+        if task.cancelled():
+            render.end(RenderFailed("cancelled: no reader left"))

@@ -1,0 +1,37 @@
+"""The engine's and the serving layer's limits, each written once.
+
+Engine, EngineWorker and WorkerPool take their defaults from `LIMITS`; app.py's command line
+(options.py) reads its defaults and help from these fields, and the app (ui/context.AppSettings)
+holds one `Limits` it hands down. Frozen: a limit is chosen at start-up and never changed after.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Limits:
+    # The engine's (inference/runtime/engine.py): they size its batch and refuse what would not fit.
+    max_streams: int = 128  # streams generated at once, one batch row each (fewer if memory holds fewer)
+    max_text_chars: int = 20000  # longest text, description or transcript
+    max_audio_seconds: float = 60.0  # longest reference clip
+    # The serving layer's (inference/serving/): admission, and what a client that stops reading may cost.
+    max_queue: int = 16  # requests waiting for a free row (per GPU with several)
+    max_backlog_s: float = 120.0  # unread audio one stream may pile up before it is stopped
+    max_unread_s: float = 240.0  # unread audio all streams together may hold (serving/backlog.py)
+    keep_finished: int = 256  # finished requests whose status can still be asked for
+    latents_mb: int = 64  # finished requests' latents kept for their offline render (serving/latent_store.py)
+    latents_ttl_s: float = 1800.0  # ... and for how long
+
+    def engine_options(self) -> dict:
+        """Engine.from_pretrained's limit arguments."""
+        return dict(max_streams=self.max_streams, max_text_chars=self.max_text_chars,
+                    max_audio_seconds=self.max_audio_seconds)
+
+    def worker_options(self) -> dict:
+        """EngineWorker's (and WorkerPool's) limit arguments; the latent store is built by its owner."""
+        return dict(max_queue=self.max_queue, keep_finished=self.keep_finished, max_backlog_s=self.max_backlog_s,
+                    max_unread_s=self.max_unread_s)
+
+
+LIMITS = Limits()
