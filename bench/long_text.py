@@ -82,14 +82,13 @@ def run(engine: Engine, args) -> dict:
     steps, curve, first, patches = [], [], None, 0
     while not stream.done:
         segment, joining = stream.plan.segment, stream.join is not None
-        engine.step()
+        made = sum(len(chunks) for s, chunks in engine.step() if s is stream)
         now = time.perf_counter()
         steps.append((segment, joining, now - before))
         before = now
-        if stream.chunks and first is None:
+        if made and first is None:
             first = now - start
-        patches += len(stream.chunks)
-        stream.chunks.clear()
+        patches += made
         if len(steps) % args.sample_every == 1:
             curve.append({"step": len(steps), "segment": segment, "rss_mb": round(rss_mb(), 1),
                           "cuda_mb": round(torch.cuda.memory_allocated() / 2**20, 1) if on_gpu else None})

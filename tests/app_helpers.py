@@ -198,12 +198,19 @@ def set_max_len(page, patches: int):
     raise AssertionError("could not set the maximum length")
 
 
+def step_into(engine, got: dict) -> list:
+    """One engine step; the chunks it returned appended to got[stream] (a stream's list starts
+    with its first chunks or its end). Returns what the step returned."""
+    produced = engine.step()
+    for stream, chunks in produced:
+        got.setdefault(stream, []).extend(chunks)
+    return produced
+
+
 def run_to_end(engine: Engine, req: SynthesisRequest):
     """(released chunks, the stream) of one request on an engine, stepped to its end."""
-    stream, chunks = engine.start(req), []
+    stream, got = engine.start(req), {}
     while not stream.done:
-        engine.step()
-        chunks += stream.chunks
-        stream.chunks.clear()
+        step_into(engine, got)
     assert stream.error is None, stream.error
-    return chunks, stream
+    return got.get(stream, []), stream

@@ -165,9 +165,7 @@ def test_twenty_thousand_characters_stream_to_the_end_with_flat_memory():
     while not stream.done:
         if stream.join is not None:
             prompts.append(len(stream.join.prompt))
-        engine.step()
-        patches += len(stream.chunks)
-        stream.chunks.clear()
+        patches += sum(len(chunks) for s, chunks in engine.step() if s is stream)
         if patches // 100 > len(curve):
             curve.append(rss_mb())
     assert stream.error is None and stream.plan.segment == segments, "the text was not spoken to the end"

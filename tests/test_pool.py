@@ -29,7 +29,7 @@ class Broken(EngineWrapper):
     def step(self):
         if self.broken.is_set():
             raise RuntimeError("CUDA error: unspecified launch failure")
-        self.engine.step()
+        return self.engine.step()
 
 
 class Dying(Broken):

@@ -50,14 +50,14 @@ def follow(engine: Engine, clock: FakeClock, text: str = TEXT):
     plan, collected, times = stream.plan, {}, []
     add = plan.add
 
-    def timed_add(chunk, ended):
-        collected[id(chunk)] = clock()
-        return add(chunk, ended)
+    def timed_add(audio, latents, ended):
+        collected[id(latents)] = clock()  # the chunk made of it carries the same latents
+        return add(audio, latents, ended)
     plan.add = timed_add
     while not stream.done:
-        engine.step()
-        times += [(collected[id(c)], clock()) for c in stream.chunks]
-        stream.chunks.clear()
+        for s, chunks in engine.step():
+            if s is stream:
+                times += [(collected[id(c.latents)], clock()) for c in chunks]
     assert stream.error is None, stream.error
     return stream, times
 

@@ -32,7 +32,7 @@ class Flaky(EngineWrapper):
 
     def step(self):
         self.threads.add(threading.get_ident())
-        self.engine.step()
+        return self.engine.step()
 
 
 @pytest.fixture(scope="module")

@@ -62,8 +62,10 @@ class SynthesisRequest:
         return "cloning" if self.reference_audio is not None else "design"
 
 
-@dataclass
+@dataclass(frozen=True)
 class AudioChunk:
+    """One piece of a stream's audio, made once by the stream's Continuation, which alone knows
+    its place (segment, index) among what the listener was given; nobody changes it afterwards."""
     audio: np.ndarray  # float32, mono, only the samples this patch adds
     latents: np.ndarray | None  # float32 [feat_dim, patch_size]: the patch the audio was decoded from
     index: int  # 0 for the first chunk released
@@ -74,7 +76,7 @@ class AudioChunk:
 
 def silence(ms: float, sample_rate: int, piece: int) -> list[np.ndarray]:
     """A pause's exact zeros at the output rate, in pieces of at most `piece` samples: chunks the
-    length of a patch keep the unread-audio count (inference/serving/backlog.py) and every frame
+    length of a patch keep the unread-audio count (inference/serving/worker.py) and every frame
     (at most 1 MiB) as they are for speech."""
     total = round(ms * sample_rate / 1000)
     return [np.zeros(min(piece, total - at), np.float32) for at in range(0, total, piece)]

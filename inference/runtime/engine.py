@@ -172,7 +172,7 @@ class Engine:
         prepared = req if isinstance(req, Prepared) else self.prepare(req)
         r = prepared.request
         stream = Stream(0, r.min_len, 1, DecodeStep.iterations(r.inference_timesteps))
-        self.scheduler.add(stream, self.plan(prepared, stream.chunks))
+        self.scheduler.add(stream, self.preparer.plan(prepared))
         return stream
 
     def encode_ahead(self, prepared: list) -> None:
@@ -190,16 +190,15 @@ class Engine:
         return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
 
     def _follow(self, stream: Stream) -> Iterator[AudioChunk]:
+        # The one-request view: what the steps produce for other streams is not this caller's
+        # (a caller that runs several streams at once takes every stream's chunks from step()).
         try:
-            while True:
-                if stream.chunks:
-                    yield stream.chunks.popleft()
-                elif stream.done:
-                    if stream.error is not None:
-                        raise stream.error
-                    return
-                else:
-                    self.step()
+            while not stream.done:
+                for s, chunks in self.step():
+                    if s is stream:
+                        yield from chunks
+            if stream.error is not None:
+                raise stream.error
         finally:
             self.stop(stream)
 
@@ -208,15 +207,15 @@ class Engine:
         self.scheduler.retire(stream)
 
     @torch.inference_mode()
-    def step(self):
-        """One turn of the batch loop (Scheduler.step): admits, launches, collects."""
-        self.scheduler.step()
+    def step(self) -> list[tuple[Stream, list[AudioChunk]]]:
+        """One turn of the batch loop (Scheduler.step): admits, launches, collects. Returns what it
+        produced: each stream that released chunks or ended, with its new chunks (oldest first)."""
+        return self.scheduler.step()
 
     # -- request preparation and offline decode --------------------------------------------------
-    def plan(self, req: Prepared | SynthesisRequest, out=None) -> Continuation:
-        """The request's segments, its voice encoded once, and its first segment's prompt and
-        noise; released chunks go to `out`."""
-        return self.preparer.plan(req, out)
+    def plan(self, req: Prepared | SynthesisRequest) -> Continuation:
+        """The request's segments, its voice encoded once, and its first segment's prompt and noise."""
+        return self.preparer.plan(req)
 
     def first_prompt(self, req: SynthesisRequest) -> Prompt:
         """The prompt of the request's first segment."""

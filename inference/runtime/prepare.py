@@ -129,14 +129,14 @@ class RequestPreparer:
         return pad_to_multiple(audio, self.cfg.prompt_pad_samples, side)
 
     # -- the device half --------------------------------------------------------------------------
-    def plan(self, prepared: Prepared | SynthesisRequest, out=None) -> Continuation:
+    def plan(self, prepared: Prepared | SynthesisRequest) -> Continuation:
         """The prepared request's voice encoded and its Continuation (first segment's prompt and
-        noise); released chunks go to `out`. A SynthesisRequest is prepared first."""
+        noise). A SynthesisRequest is prepared first."""
         p = prepared if isinstance(prepared, Prepared) else self.prepare(prepared)
         voice = Voice(self.encode_clip(p.reference), p.transcript, self.encode_clip(p.prompt))
         shape = (self.cfg.patch_size, self.cfg.feat_dim)
         output = (self.cfg.vae.out_sample_rate, self.cfg.patch_samples)
-        return Continuation(p.request, voice, p.spoken, p.tokens, shape, self.length_cap, self.capacity, out, output)
+        return Continuation(p.request, voice, p.spoken, p.tokens, shape, self.length_cap, self.capacity, output)
 
     def length_cap(self, req: SynthesisRequest, prompt: Prompt) -> int:
         """The official cap, min(6 * target tokens + 10, max_len), bounded by the cache's room."""

@@ -1,13 +1,12 @@
-"""Handing a running job what its stream made: each chunk to its consumer (as float32 audio),
-its latents kept for the offline render, its text's progress, and the check that its consumer
-keeps up. Runs on the worker's thread after each engine step."""
+"""Handing a running job what its stream made in a step (what Engine.step returned for it): each
+chunk to its consumer, its latents kept for the offline render, its text's progress, and the check
+that its consumer keeps up. Runs on the worker's thread after each engine step."""
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from ..request.request import AudioChunk
 from .backlog import UnreadBudget
 from .failures import FellBehind
 from .interfaces import EngineStream
@@ -25,19 +24,16 @@ class Running:
     retries_logged: int = 0
 
 
-def hand_over(job: Job, running: Running, unread: UnreadBudget):
-    """Every chunk the stream holds, to the job; raises FellBehind when its consumer lags."""
+def hand_over(job: Job, running: Running, chunks: list[AudioChunk], unread: UnreadBudget):
+    """The chunks its stream made in the last step, to the job; raises FellBehind when its consumer lags."""
     report_text(job, running)
-    stream = running.stream
-    while stream.chunks:
-        chunk = stream.chunks.popleft()
-        chunk.audio = audio = np.asarray(chunk.audio, dtype=np.float32)
+    for chunk in chunks:
         if chunk.pause:
-            keep_pause(running, len(audio))
+            keep_pause(running, len(chunk.audio))
         else:
             running.patches.append(chunk.latents)
         job.deliver(chunk)
-        if (why := unread.check(job, audio.shape[0])) is not None:
+        if (why := unread.check(job, chunk.audio.shape[0])) is not None:
             raise FellBehind(why)
 
 

@@ -211,8 +211,7 @@ class EngineWorker:
                 for job in joining:
                     self._start(job)
                 if self._running:
-                    self.engine.step()
-                    self._deliver()
+                    self._deliver(self.engine.step())
             except Exception as exc:  # a bug in the loop itself: fail what it held, keep serving
                 self._fail_held(joining, exc)
 
@@ -259,12 +258,14 @@ class EngineWorker:
         with self._lock:
             self._running[job] = Running(stream)
 
-    def _deliver(self):
-        """Each running job's new chunks to its consumer; jobs that ended are finished."""
+    def _deliver(self, produced: list):
+        """Each running job's chunks of the step (what engine.step() returned) to its consumer;
+        jobs that ended are finished."""
+        made = {id(stream): chunks for stream, chunks in produced}
         for job, running in list(self._running.items()):
             stream = running.stream
             try:
-                hand_over(job, running, self.unread)
+                hand_over(job, running, made.get(id(stream), []), self.unread)
             except FellBehind as exc:
                 self.engine.stop(stream)
                 self._fail(job, exc)
