@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from inference import SynthesisRequest
-from inference.serving.failures import INTERNAL_ERROR, OUT_OF_MEMORY
+from inference.serving.delivery import INTERNAL_ERROR, OUT_OF_MEMORY
 from ui import AppSettings
 
 from .app_helpers import assert_same_audio, expected_pcm, load_engine, pcm_of, serve, wait_until

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from inference import InputError, SynthesisRequest
-from inference.serving.failures import INTERNAL_ERROR, QueueFullError
+from inference.errors import QueueFullError
+from inference.serving.delivery import INTERNAL_ERROR
 from inference.serving.interfaces import BatchEngine, EngineStream, Serving
 from inference.serving.job import JobFailed
 from inference.serving.worker import EngineWorker

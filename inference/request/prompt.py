@@ -94,9 +94,9 @@ def check_mode(req: SynthesisRequest):
         return
     has_clip, has_transcript = req.prompt_audio is not None, bool((req.prompt_text or "").strip())
     if not has_transcript:
-        raise InputError(f"{mode.title.lower()} needs the exact transcript of the clip: give prompt_text")
+        raise InputError(f"{mode.title.lower()} needs the exact transcript of the clip: give prompt_text", "prompt_text")
     if mode.clip and not has_clip:
-        raise InputError(f"{mode.title.lower()} needs the clip as well as its transcript: give prompt_audio")
+        raise InputError(f"{mode.title.lower()} needs the clip as well as its transcript: give prompt_audio", "prompt_audio")
 
 
 def encode_voice(req: SynthesisRequest, encode_audio: Callable[..., torch.Tensor]) -> Voice:

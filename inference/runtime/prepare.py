@@ -76,7 +76,7 @@ class RequestPreparer:
         if not isinstance(req, SynthesisRequest):
             raise InputError("expected a SynthesisRequest")
         if len(req.text) > self.max_text_chars:
-            raise InputError(f"text is {len(req.text)} characters long; the limit is {self.max_text_chars}")
+            raise InputError(f"text is {len(req.text)} characters long; the limit is {self.max_text_chars}", "text")
         check_mode(req)
         trim = req.trim_silence
         reference = None if req.reference_audio is None else self.load_clip(req.reference_audio, "right",
@@ -101,12 +101,12 @@ class RequestPreparer:
                 continue
             if len(segments) == 1:
                 raise InputError(f"the prompt is {length} positions long; the model holds at most "
-                                 f"{self.capacity - 1}: use a shorter text or clip")
+                                 f"{self.capacity - 1}: use a shorter text or clip")  # no one field: text or clip
             spelled = " as normalized" if p.request.normalize else ""
             raise InputError(f"segment {k + 1} of {len(segments)} of the text ({len(segment)} characters{spelled}: "
                              f"{segment.strip()[:40]!r}...) makes a prompt of {length} positions; the model holds "
                              f"at most {self.capacity - 1}: shorten that part or break it with punctuation"
-                             + (", or turn normalization off" if p.request.normalize else ""))
+                             + (", or turn normalization off" if p.request.normalize else ""), "text")
 
     def load_clip(self, source, side: str, label: str, trim: bool) -> HostClip:
         """A clip's remembered patches, or its samples ready for the encoder (no GPU work)."""

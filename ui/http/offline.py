@@ -29,7 +29,7 @@ import numpy as np
 from fastapi.responses import Response, StreamingResponse
 
 from inference.runtime.offline import OfflineDecode
-from inference.serving.failures import QueueFullError
+from inference.errors import QueueFullError
 from inference.serving.latent_store import KeptLatents, LatentStore
 
 from .render_share import Lease, Render, RenderFailed, RenderSlots

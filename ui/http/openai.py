@@ -28,14 +28,16 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 
+from inference.errors import InputError
 from inference.serving.job import Job
 
 from .audio_encoders import MEDIA_TYPES, Encoder
 from .builtin_voices import listed
 from .metrics import observe_stream
 from .common import errors_as, first_audio, next_event, submit
-from .speech_body import DESIGN, MODEL_ID, OPENAI_MODELS, ParamError, openai_asked, parse_speech
+from .speech_body import DESIGN, MODEL_ID, OPENAI_MODELS, openai_asked, openai_param, parse_speech
 from ..guard.answers import OPENAI_PREFIX, openai_error_body
+from ..library.refusal import Refusal
 
 openai_router = APIRouter()
 
@@ -46,13 +48,15 @@ def openai_error(status: int, message: str, headers: dict | None = None, param: 
 
 
 def openai_guarded(handler):
-    """errors_as (ui/http/common.py) in OpenAI's shape, naming the parameter that was refused."""
+    """errors_as (ui/http/common.py) in OpenAI's shape, naming the parameter that was refused in
+    this route's terms (`input`, not the engine's `text`)."""
     @functools.wraps(handler)
     async def named(*args, **kwargs):
         try:
             return await handler(*args, **kwargs)
-        except ParamError as exc:
-            return openai_error(400, str(exc), param=exc.param)
+        except InputError as exc:
+            status = exc.status if isinstance(exc, Refusal) else 400
+            return openai_error(status, str(exc), param=openai_param(exc.param))
     return errors_as(openai_error)(named)
 
 

@@ -11,7 +11,7 @@ import collections
 import itertools
 import weakref
 
-from inference.serving.failures import QueueFullError
+from inference.errors import QueueFullError
 from inference.serving.latent_store import KeptLatents
 
 from .common import HTTPError

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from inference.errors import InputError
 from inference.request import modes
 from inference.request.request import SynthesisRequest
-from inference.text.content import has_content
+from inference.text.spoken import has_content
 
 
 class StreamBody(BaseModel):
@@ -42,7 +42,8 @@ def parse_body(raw) -> StreamBody:
     try:
         return StreamBody.model_validate(raw)
     except ValidationError as exc:
-        raise InputError(describe_validation(exc)) from None
+        loc = exc.errors(include_url=False, include_input=False)[0].get("loc", ())
+        raise InputError(describe_validation(exc), str(loc[0]) if loc else None) from None
 
 
 def describe_validation(exc: ValidationError) -> str:
@@ -66,32 +67,33 @@ def to_request(body: StreamBody, clips, max_text_chars: int, voices=None) -> Syn
     saved voices as (Voice, ReferenceClip) (ui/library/voice_store.py; None: no library);
     max_text_chars: the limit of the free-text fields (check_text). May read the disk (a saved
     voice's patches): call it off the event loop."""
-    check_text("text", body.text)
+    check_text("text", body.text, param="text")
     if (problem := modes.SETTINGS["speed"].check(body.speed)) is not None:
-        raise InputError(problem)
-    check_text("voice description or style instruction", body.control, max_text_chars)
-    check_text("transcript", body.prompt_text, max_text_chars)
+        raise InputError(problem, "speed")
+    check_text("voice description or style instruction", body.control, max_text_chars, "control")
+    check_text("transcript", body.prompt_text, max_text_chars, "prompt_text")
     control = None if blank(body.control) else body.control.strip()
     seed = body.seed if body.seed is not None else secrets.randbelow(modes.PAGE_SEED_LIMIT)
     common = dict(text=body.text, cfg_value=body.cfg_value, inference_timesteps=body.inference_timesteps,
                   min_len=body.min_len, max_len=body.max_len, seed=seed, normalize=body.normalize,
                   trim_silence=body.trim_silence)
     if body.mode == "design":
-        _refuse(body.reference_id, "a reference clip is not used in voice design: pick a cloning mode")
-        _refuse(body.voice, "a saved voice is not used in voice design: pick a cloning mode")
-        _refuse(body.prompt_text, "a transcript is only used in ultimate cloning")
+        _refuse(body.reference_id, "a reference clip is not used in voice design: pick a cloning mode", "reference_id")
+        _refuse(body.voice, "a saved voice is not used in voice design: pick a cloning mode", "voice")
+        _refuse(body.prompt_text, "a transcript is only used in ultimate cloning", "prompt_text")
         if body.trim_silence:
-            raise InputError("trim_silence trims a reference clip, and voice design has none: leave it out")
+            raise InputError("trim_silence trims a reference clip, and voice design has none: leave it out",
+                             "trim_silence")
         return SynthesisRequest(control=control, **common)
     clip, saved_transcript = _clone_source(body, clips, voices)
     if body.mode == "cloning":
-        _refuse(body.prompt_text, "a transcript is only used in ultimate cloning")
+        _refuse(body.prompt_text, "a transcript is only used in ultimate cloning", "prompt_text")
         return SynthesisRequest(control=control, reference_audio=clip, **common)
     transcript = saved_transcript if blank(body.prompt_text) else body.prompt_text
     if blank(transcript):
         raise InputError("ultimate cloning needs the exact transcript of the reference clip"
                          + (f": the saved voice {body.voice!r} has none, so type it, or use controllable cloning"
-                            if not blank(body.voice) else ""))
+                            if not blank(body.voice) else ""), "prompt_text")
     # Control is passed on so that SynthesisRequest refuses it with its own message (it would be read aloud).
     return SynthesisRequest(control=control, reference_audio=clip, prompt_audio=clip,
                             prompt_text=transcript.strip(), **common)
@@ -100,18 +102,18 @@ def to_request(body: StreamBody, clips, max_text_chars: int, voices=None) -> Syn
 def _clone_source(body: StreamBody, clips, voices):
     """The clip to clone and the transcript saved with it: a saved voice, or an uploaded clip."""
     if not blank(body.voice):
-        _refuse(body.reference_id, "give a saved voice or an uploaded clip, not both")
+        _refuse(body.reference_id, "give a saved voice or an uploaded clip, not both", "reference_id")
         if voices is None:
-            raise InputError("this server keeps no voice library: upload or record a clip instead")
+            raise InputError("this server keeps no voice library: upload or record a clip instead", "voice")
         voice, clip = voices(body.voice)
         return clip, voice.transcript
     if blank(body.reference_id):
         raise InputError("this mode needs a reference clip: upload or record one, or pick a saved voice "
-                         "(after an upload, wait for 'Reference ready')")
+                         "(after an upload, wait for 'Reference ready')", "reference_id")
     return clips.get(body.reference_id).as_engine_input(), None
 
 
-def check_text(name: str, value: str | None, limit: int | None = None):
+def check_text(name: str, value: str | None, limit: int | None = None, param: str | None = None):
     """Refuses a free-text field that the tokenizer cannot take (lone surrogates), or, given the
     limit, one longer than it. The limit is the engine's max_text_chars, read once by create_app
     (app.state.max_text_chars) and passed here: the engine itself checks `text` against it
@@ -120,13 +122,13 @@ def check_text(name: str, value: str | None, limit: int | None = None):
     if value is None:
         return
     if limit is not None and len(value) > limit:
-        raise InputError(f"the {name} has {len(value)} characters; the limit is {limit}")
+        raise InputError(f"the {name} has {len(value)} characters; the limit is {limit}", param)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:  # JSON can carry lone surrogates; the tokenizer cannot
-        raise InputError(f"the {name} holds characters that are not valid Unicode (lone surrogates)") from None
+        raise InputError(f"the {name} holds characters that are not valid Unicode (lone surrogates)", param) from None
 
 
-def _refuse(value: str | None, message: str):
+def _refuse(value: str | None, message: str, param: str):
     if not blank(value):
-        raise InputError(message)
+        raise InputError(message, param)

@@ -15,7 +15,7 @@ from inference.errors import InputError
 from inference.request import modes
 
 from .audio_encoders import FORMATS, NOT_OFFERED, missing_formats
-from .builtin_voices import builtin_voice
+from .builtin_voices import BUILTIN_VOICES, builtin_voice
 from .common import Asked, text_length
 from .schema import StreamBody, blank
 from ..library.voice_names import RESERVED
@@ -27,8 +27,10 @@ MODEL_ID = "voxcpm2"
 OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 MODEL_NAMES = (MODEL_ID, "openbmb/voxcpm2") + OPENAI_MODELS
 DESIGN = RESERVED[0]
-# The page's fields under the names this route gives them.
-OPENAI_NAMES = {"text": "input", "control": "instructions"}
+# The page's and the engine's fields under the names this route gives them: a refusal's `param`
+# (InputError.param) is told in this route's terms, or as null when it names no field of this body.
+OPENAI_NAMES = {"text": "input", "control": "instructions", "reference_id": "voice", "prompt_text": "voice",
+                "reference_audio": "voice", "prompt_audio": "voice"}
 # The route takes no min_len, so each request keeps its default: max_len may not go below it.
 _MAX_LEN = modes.SETTINGS["max_len"]
 RANGES = {name: modes.SETTINGS[name] for name in ("cfg_value", "inference_timesteps", "seed", "speed")} | {
@@ -36,11 +38,16 @@ RANGES = {name: modes.SETTINGS[name] for name in ("cfg_value", "inference_timest
 
 
 class ParamError(InputError):
-    """A request refused for one parameter, which OpenAI's error names in `param`."""
+    """A request refused for one parameter of this route, which OpenAI's error names in `param`."""
 
     def __init__(self, param: str, message: str):
-        super().__init__(message)
-        self.param = param
+        super().__init__(message, param)
+
+
+def openai_param(param: str | None) -> str | None:
+    """An input error's field (the page's or the engine's name) as this route's parameter."""
+    named = OPENAI_NAMES.get(param, param)
+    return named if named in SpeechBody.model_fields else None
 
 
 class VoiceId(BaseModel):
@@ -108,10 +115,23 @@ def to_stream_body(speech: SpeechBody, library=None) -> StreamBody:
                                       f"/v1/audio/voices) or {DESIGN!r} with `instructions`")
         # Continued from (ultimate cloning) when the voice has a transcript (ui/schema.to_request takes
         # it from the voice) and no style is asked for, which would be read aloud there.
-        continued = blank(speech.instructions) and bool(library.get(voice).transcript)
+        continued = blank(speech.instructions) and bool(_saved(voice, library).transcript)
         return StreamBody(mode="ultimate" if continued else "cloning", voice=voice, **common)
     except ValidationError as exc:  # a limit of the page's body (a voice name's length...)
         raise _described(exc, StreamBody) from None
+
+
+def _saved(voice: str, library):
+    """The saved voice of that name; one unknown is refused naming this route's other choices."""
+    try:
+        return library.get(voice)
+    except VoiceError as exc:
+        if exc.status != 404:
+            raise
+        unknown = VoiceError(404, f"{exc}; built-in voices: {', '.join(BUILTIN_VOICES)}, or {DESIGN!r} to "
+                                  f"design one from `instructions` (GET /v1/audio/voices lists them all)")
+        unknown.param = "voice"
+        raise unknown from None
 
 
 def _is_saved(voice: str, library) -> bool:

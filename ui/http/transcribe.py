@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from inference.errors import InputError
 from inference.serving.asr import AsrUnavailable, NotLoaded, Transcriber, check_length
-from inference.serving.failures import QueueFullError
+from inference.errors import QueueFullError
 
 from .common import HTTPError, app_state, guarded, read_json
 from .schema import blank, describe_validation
