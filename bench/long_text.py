@@ -56,14 +56,14 @@ def build_engine(args) -> Engine:
 
         path = write_tiny_checkpoint(tempfile.mkdtemp(prefix="voxcpm_long_tiny_"), fast_vae=True)
         engine = Engine.from_pretrained(str(path), device="cpu", dtype="float32", max_streams=1, warmup=False)
-        engine.segment_weight = min(args.segment_weight, 100)  # the tiny cache holds 512 positions
+        engine.preparer.segment_weight = min(args.segment_weight, 100)  # the tiny cache holds 512 positions
         return engine
     from bench import weights
 
     args.config = str(ROOT / "bench" / "voxcpm2_config.json")
     source = weights.prepare(args, Path(tempfile.mkdtemp(prefix="voxcpm_long_")))
     engine = weights.our_engine(source, vae_dtype="float32", cuda_graphs=True, max_streams=args.max_streams)
-    engine.segment_weight = args.segment_weight
+    engine.preparer.segment_weight = args.segment_weight
     return engine
 
 

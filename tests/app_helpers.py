@@ -13,6 +13,7 @@ import numpy as np
 import uvicorn
 
 from inference import Engine, SynthesisRequest
+from inference.runtime import offline
 from inference.model.tiny_checkpoint import write_tiny_checkpoint
 
 SAMPLE_RATE = 48000
@@ -196,6 +197,16 @@ def set_max_len(page, patches: int):
         if page.evaluate("document.querySelector('#vox-max-len input[type=range]').value") == str(patches):
             return
     raise AssertionError("could not set the maximum length")
+
+
+def decode_whole(engine: Engine, latents: np.ndarray, context=None, pauses=()) -> np.ndarray:
+    """The offline reference decode (inference/runtime/offline.py) of [n, D, P] latents on the engine's VAE."""
+    return offline.decode_whole(engine.vae, latents, context, engine.runner.step.dtype, engine.device, pauses)
+
+
+def first_prompt(engine: Engine, req: SynthesisRequest):
+    """The prompt of the request's first segment, as the engine would prefill it."""
+    return engine.preparer.plan(req).start.prompt
 
 
 def step_into(engine, got: dict) -> list:

@@ -28,7 +28,7 @@ def alone(engine, req) -> list:
 def staggered(engine, requests, joins_at) -> list[list]:
     """Starts request i at step joins_at[i] (or later, once a row is free) and runs to the end."""
     pending, streams, step, got = list(range(len(requests))), {}, 0, {}
-    while pending or engine.active:
+    while pending or engine.scheduler.active:
         while pending and joins_at[pending[0]] <= step and engine.free_rows:
             i = pending.pop(0)
             streams[i] = engine.start(requests[i])
@@ -84,10 +84,10 @@ def test_a_cancelled_stream_frees_its_row_and_leaves_the_others_exact(engine):
     made = len(got.get(first, []))
     first.cancel()
     step_into(engine, got)
-    assert first.done and first.row in engine.scheduler.free or engine.active == 1
+    assert first.done and first.row in engine.scheduler.free or engine.scheduler.active == 1
     third = engine.start(late)
     assert third.row == first.row  # the freed row is the lowest free one
-    while engine.active:
+    while engine.scheduler.active:
         step_into(engine, got)
     assert len(got.get(first, [])) <= made + 1  # at most the patch under way when it was cancelled
     assert_same(got[second], want_other, "the stream beside the cancelled one")
@@ -100,7 +100,7 @@ def test_a_full_engine_refuses_a_stream_until_a_row_is_free():
     streams, got = [engine.start(req(1)), engine.start(req(2))], {}
     with pytest.raises(EngineFull, match="all 2 streams are in use"):
         engine.start(req(3))
-    while engine.active:
+    while engine.scheduler.active:
         step_into(engine, got)
     assert all(len(got[s]) == 3 and s.error is None for s in streams)
     assert_same(alone(engine, req(3)), alone(engine, req(3)), "after the batch emptied")
@@ -112,7 +112,7 @@ def test_a_closed_generator_gives_its_row_back(engine):
     next(gen)
     assert engine.free_rows == rows - 1
     gen.close()
-    assert engine.free_rows == rows and engine.active == 0
+    assert engine.free_rows == rows and engine.scheduler.active == 0
 
 
 def test_a_stream_that_cannot_be_admitted_fails_alone(engine, monkeypatch):
@@ -131,7 +131,7 @@ def test_a_stream_that_cannot_be_admitted_fails_alone(engine, monkeypatch):
     good, bad = engine.start(ok), engine.start(SynthesisRequest(TEXT, seed=32, min_len=4, max_len=4))
     doomed.append(bad.row)
     got = {}
-    while engine.active:
+    while engine.scheduler.active:
         step_into(engine, got)
     assert isinstance(bad.error, MemoryError) and bad.done and not got.get(bad)
     assert bad in got, "the step it failed in returned its end"

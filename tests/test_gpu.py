@@ -6,6 +6,7 @@ import torch
 
 from inference import Engine, SynthesisRequest
 from inference.model.tiny_checkpoint import write_tiny_checkpoint
+from tests.app_helpers import decode_whole
 from tests.test_batching import staggered
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -78,7 +79,7 @@ def snr_db(ref, x):
 def test_streamed_audio_equals_whole_decode(graph_engine):
     chunks = list(graph_engine.stream(SynthesisRequest(text=TEXT, seed=4, min_len=30, max_len=30)))
     streamed = np.concatenate([c.audio for c in chunks])
-    whole = graph_engine.decode_whole(np.stack([c.latents for c in chunks]))
+    whole = decode_whole(graph_engine, np.stack([c.latents for c in chunks]))
     print(f"stream vs whole decode: SNR {snr_db(whole, streamed):.1f} dB")
     assert streamed.shape == whole.shape and snr_db(whole, streamed) > 40
 
@@ -120,7 +121,7 @@ def test_a_full_batch_runs_in_the_largest_bucket(graph_engine):
     streams = [graph_engine.start(SynthesisRequest(text=TEXT, seed=s, min_len=6, max_len=6)) for s in range(rows)]
     assert graph_engine.free_rows == 0
     got = {}
-    while graph_engine.active:
+    while graph_engine.scheduler.active:
         for s, chunks in graph_engine.step():
             got.setdefault(s, []).extend(chunks)
     assert all(len(got[s]) == 6 and s.error is None for s in streams)

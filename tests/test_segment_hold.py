@@ -31,7 +31,7 @@ def checkpoint() -> str:
 def engine_at(checkpoint: str, step_s: float, monkeypatch) -> tuple[Engine, FakeClock]:
     """An engine whose every step takes `step_s` on a fake clock (a patch is 0.16 s of audio)."""
     engine = Engine.from_pretrained(checkpoint, device="cpu", dtype="float32", warmup=False, max_streams=2)
-    engine.segment_weight = 4
+    engine.preparer.segment_weight = 4
     clock, runner = FakeClock(), engine.runner
     engine.scheduler = Scheduler(runner, engine.rows, clock)
     launch = runner.launch

@@ -102,7 +102,7 @@ def test_a_compiled_bundle_raises_the_recompile_limit_only_in_its_scope_and_thre
 def test_the_next_segment_carries_the_decoder_and_the_scheduler_says_what_ran_past_its_end(engine, monkeypatch):
     joins, real = [], engine.runner.admit
     monkeypatch.setattr(engine.runner, "admit", lambda batch: joins.extend(batch) or real(batch))
-    monkeypatch.setattr(engine, "segment_weight", 40)
+    monkeypatch.setattr(engine.preparer, "segment_weight", 40)
     text = "The quick brown fox jumps over the dog. It was a sunny day in May. Then the rain came down hard."
     stream = engine.start(SynthesisRequest(text=text, seed=3))
     starts = [stream.plan.start]

@@ -165,7 +165,8 @@ class Continuation:
         return self.start
 
     # -- patches in --------------------------------------------------------------------------
-    def add(self, audio: np.ndarray, latents: np.ndarray, ended: bool) -> tuple[list[AudioChunk], SegmentStart | None | bool]:
+    def add(self, audio: np.ndarray, latents: np.ndarray,
+            ended: bool) -> tuple[list[AudioChunk], SegmentStart | None | bool]:
         """One collected patch of the current attempt: its float32 audio and its latents [D, P].
         `ended`: the stop head fired or the cap was reached. Returns the chunks released now, and
         None while the segment goes on, a SegmentStart when the row must be re-prefilled (a retry

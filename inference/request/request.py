@@ -15,6 +15,9 @@ from .modes import MAX_PATCHES, MAX_SEED, MODES, SETTINGS, default  # noqa: F401
 
 @dataclass
 class SynthesisRequest:
+    """The engine's request: every value is checked here, once, when it is made, against the one
+    spec (modes.py); what depends on the engine (its limits, the clips' audio, the cache's room) is
+    checked by Engine.prepare."""
     text: str
     control: str | None = None
     reference_audio: Any = None  # a path, (sample_rate, numpy array) as Gradio gives it, or a ReferenceClip
@@ -41,12 +44,16 @@ class SynthesisRequest:
         _check(self.control is None or isinstance(self.control, str), "control must be text or None", "control")
         _check(self.prompt_text is None or isinstance(self.prompt_text, str), "prompt_text must be text or None",
                "prompt_text")
+        for name, label in _FREE_TEXT.items():  # JSON can carry lone surrogates; the tokenizer cannot
+            _check(getattr(self, name) is None or _is_unicode(getattr(self, name)),
+                   f"the {label} holds characters that are not valid Unicode (lone surrogates)", name)
         _check(_is_number(self.cfg_value), f"cfg_value {self.cfg_value!r} must be a number", "cfg_value")
         for name in ("inference_timesteps", "min_len", "max_len"):
             _check(_is_int(getattr(self, name)), f"{name} {getattr(self, name)!r} must be a whole number", name)
         for name in ("cfg_value", "inference_timesteps", "min_len", "max_len"):
             _check_range(name, getattr(self, name))
-        _check(isinstance(self.normalize, bool), f"normalize must be true or false, got {self.normalize!r}", "normalize")
+        _check(isinstance(self.normalize, bool), f"normalize must be true or false, got {self.normalize!r}",
+               "normalize")
         _check(isinstance(self.trim_silence, bool), f"trim_silence must be true or false, got {self.trim_silence!r}",
                "trim_silence")
         _check(self.min_len <= self.max_len, f"min_len ({self.min_len}) must not exceed max_len ({self.max_len})",
@@ -57,6 +64,18 @@ class SynthesisRequest:
         _check(not (self.control or "").strip() or MODES[self.mode].control is not None,
                "a style instruction cannot be used in ultimate cloning: the model would read it aloud. "
                "Leave it empty, or use controllable cloning (reference clip + style instruction).", "control")
+        self._check_mode()
+
+    def _check_mode(self):
+        """The request has what its mode takes (modes.py): a mode that reads a transcript (ultimate
+        cloning) needs it with the prompt clip it transcribes, both or neither."""
+        mode = MODES[self.mode]
+        if not mode.transcript:
+            return
+        _check(bool((self.prompt_text or "").strip()),
+               f"{mode.title.lower()} needs the exact transcript of the clip: give prompt_text", "prompt_text")
+        _check(not mode.clip or self.prompt_audio is not None,
+               f"{mode.title.lower()} needs the clip as well as its transcript: give prompt_audio", "prompt_audio")
 
     @property
     def mode(self) -> str:
@@ -94,6 +113,18 @@ def _check_range(name: str, value):
     problem = SETTINGS[name].check(value)
     if problem is not None:
         raise InputError(problem, name)
+
+
+# A request's free-text fields, as its refusals name them to a person.
+_FREE_TEXT = {"text": "text", "control": "voice description or style instruction", "prompt_text": "transcript"}
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_int(value) -> bool:

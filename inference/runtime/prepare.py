@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..model.loader import LoadedModel
 from ..request.audio_input import load_audio, pad_to_multiple
 from ..request.continuation import Continuation, Tokens
-from ..request.prompt import Prompt, Voice, check_mode, control_prefix
+from ..request.prompt import Prompt, Voice, control_prefix
 from ..request.reference import Key, ReferenceClip, encoder_identity
 from ..request.request import SynthesisRequest
 from ..request.vad import trim_silence
@@ -77,7 +77,10 @@ class RequestPreparer:
             raise InputError("expected a SynthesisRequest")
         if len(req.text) > self.max_text_chars:
             raise InputError(f"text is {len(req.text)} characters long; the limit is {self.max_text_chars}", "text")
-        check_mode(req)
+        for name, label in (("control", "voice description or style instruction"), ("prompt_text", "transcript")):
+            value = getattr(req, name)
+            if value is not None and len(value) > self.max_text_chars:
+                raise InputError(f"the {label} has {len(value)} characters; the limit is {self.max_text_chars}", name)
         trim = req.trim_silence
         reference = None if req.reference_audio is None else self.load_clip(req.reference_audio, "right",
                                                                              "reference audio", trim)

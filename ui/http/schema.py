@@ -1,9 +1,13 @@
-"""The JSON body of a streaming request, and how it becomes a SynthesisRequest.
+"""The JSON body of a streaming request, and how it becomes the engine's SynthesisRequest.
 
-Unknown fields are refused rather than ignored, so a typo ("cfg": 3) never silently runs with
-defaults. Defaults come from the one spec of the modes (inference/request/modes.py), and ranges are
-checked by SynthesisRequest itself, so the page, the route and the engine share one set of limits
-and one wording.
+A request has two shapes from route to engine: the route's body (this StreamBody, or the OpenAI
+route's SpeechBody, ui/http/speech_body.py), whose pydantic model checks only JSON types and shape,
+and the SynthesisRequest built from it here. Unknown fields are refused rather than ignored, so a
+typo ("cfg": 3) never silently runs with defaults. What the route checks is about HTTP only: its
+field names (which mode reads which field) and resolving an upload id or a saved voice to a clip.
+Every value is checked once, by the engine (SynthesisRequest and Engine.prepare), against the one
+spec of the modes (inference/request/modes.py), so the page, the routes and the engine share one set
+of limits and one wording; an error names the field at fault (InputError.param).
 """
 from __future__ import annotations
 
@@ -62,18 +66,13 @@ def blank(value: str | None) -> bool:
     return value is None or not has_content(value)
 
 
-def to_request(body: StreamBody, clips, max_text_chars: int, voices=None) -> SynthesisRequest:
+def to_request(body: StreamBody, clips, voices=None) -> SynthesisRequest:
     """Map the page's modes onto the engine's request; `clips` resolves upload ids, `voices(name)`
-    saved voices as (Voice, ReferenceClip) (ui/library/voice_store.py; None: no library);
-    max_text_chars: the limit of the free-text fields (check_text). May read the disk (a saved
-    voice's patches): call it off the event loop."""
-    check_text("text", body.text, param="text")
-    if (problem := modes.SETTINGS["speed"].check(body.speed)) is not None:
-        raise InputError(problem, "speed")
-    check_text("voice description or style instruction", body.control, max_text_chars, "control")
-    check_text("transcript", body.prompt_text, max_text_chars, "prompt_text")
+    saved voices as (Voice, ReferenceClip) (ui/library/voice_store.py; None: no library). May read
+    the disk (a saved voice's patches): call it off the event loop."""
+    check_speed(body.speed)
     control = None if blank(body.control) else body.control.strip()
-    seed = body.seed if body.seed is not None else secrets.randbelow(modes.PAGE_SEED_LIMIT)
+    seed = body.seed if body.seed is not None else random_seed()
     common = dict(text=body.text, cfg_value=body.cfg_value, inference_timesteps=body.inference_timesteps,
                   min_len=body.min_len, max_len=body.max_len, seed=seed, normalize=body.normalize,
                   trim_silence=body.trim_silence)
@@ -113,12 +112,23 @@ def _clone_source(body: StreamBody, clips, voices):
     return clips.get(body.reference_id).as_engine_input(), None
 
 
+def random_seed() -> int:
+    """A request's seed when it gives none: drawn here, so the answer can tell it (X-Seed) and the
+    page can show it (below PAGE_SEED_LIMIT: JavaScript's numbers hold it)."""
+    return secrets.randbelow(modes.PAGE_SEED_LIMIT)
+
+
+def check_speed(speed: float):
+    """The playback speed: not the model's (the HTTP layer time-stretches, ui/http/speed.py), so the
+    route checks it, against the one spec."""
+    if (problem := modes.SETTINGS["speed"].check(speed)) is not None:
+        raise InputError(problem, "speed")
+
+
 def check_text(name: str, value: str | None, limit: int | None = None, param: str | None = None):
-    """Refuses a free-text field that the tokenizer cannot take (lone surrogates), or, given the
-    limit, one longer than it. The limit is the engine's max_text_chars, read once by create_app
-    (app.state.max_text_chars) and passed here: the engine itself checks `text` against it
-    (Engine.plan, the authority, so `text` is checked here without a limit); the description,
-    style instruction and transcript, which it does not check, are checked here with the same value."""
+    """Refuses a free-text field that the tokenizer cannot take (lone surrogates), or one longer
+    than `limit`: for text that is not a synthesis request's (a saved voice's transcript), which
+    the engine checks itself."""
     if value is None:
         return
     if limit is not None and len(value) > limit:
