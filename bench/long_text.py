@@ -56,14 +56,14 @@ def build_engine(args) -> Engine:
 
         path = write_tiny_checkpoint(tempfile.mkdtemp(prefix="voxcpm_long_tiny_"), fast_vae=True)
         engine = Engine.from_pretrained(str(path), device="cpu", dtype="float32", max_streams=1, warmup=False)
-        engine.segment_weight = min(args.segment_weight, 100)  # the tiny cache holds 512 positions
+        engine.preparer.segment_weight = min(args.segment_weight, 100)  # the tiny cache holds 512 positions
         return engine
     from bench import weights
 
     args.config = str(ROOT / "bench" / "voxcpm2_config.json")
     source = weights.prepare(args, Path(tempfile.mkdtemp(prefix="voxcpm_long_")))
     engine = weights.our_engine(source, vae_dtype="float32", cuda_graphs=True, max_streams=args.max_streams)
-    engine.segment_weight = args.segment_weight
+    engine.preparer.segment_weight = args.segment_weight
     return engine
 
 
@@ -82,14 +82,13 @@ def run(engine: Engine, args) -> dict:
     steps, curve, first, patches = [], [], None, 0
     while not stream.done:
         segment, joining = stream.plan.segment, stream.join is not None
-        engine.step()
+        made = sum(len(chunks) for s, chunks in engine.step() if s is stream)
         now = time.perf_counter()
         steps.append((segment, joining, now - before))
         before = now
-        if stream.chunks and first is None:
+        if made and first is None:
             first = now - start
-        patches += len(stream.chunks)
-        stream.chunks.clear()
+        patches += made
         if len(steps) % args.sample_every == 1:
             curve.append({"step": len(steps), "segment": segment, "rss_mb": round(rss_mb(), 1),
                           "cuda_mb": round(torch.cuda.memory_allocated() / 2**20, 1) if on_gpu else None})

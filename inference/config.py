@@ -18,7 +18,7 @@ class Limits:
     # The serving layer's (inference/serving/): admission, and what a client that stops reading may cost.
     max_queue: int = 16  # requests waiting for a free row (per GPU with several)
     max_backlog_s: float = 120.0  # unread audio one stream may pile up before it is stopped
-    max_unread_s: float = 240.0  # unread audio all streams together may hold (serving/backlog.py)
+    max_unread_s: float = 240.0  # unread audio all streams together may hold (serving/delivery.py)
     keep_finished: int = 256  # finished requests whose status can still be asked for
     latents_mb: int = 64  # finished requests' latents kept for their offline render (serving/latent_store.py)
     latents_ttl_s: float = 1800.0  # ... and for how long

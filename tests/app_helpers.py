@@ -13,6 +13,7 @@ import numpy as np
 import uvicorn
 
 from inference import Engine, SynthesisRequest
+from inference.runtime import offline
 from inference.model.tiny_checkpoint import write_tiny_checkpoint
 
 SAMPLE_RATE = 48000
@@ -197,12 +198,29 @@ def set_max_len(page, patches: int):
     raise AssertionError("could not set the maximum length")
 
 
+def decode_whole(engine: Engine, latents: np.ndarray, context=None, pauses=()) -> np.ndarray:
+    """The offline reference decode (inference/runtime/offline.py) of [n, D, P] latents on the engine's VAE."""
+    return offline.decode_whole(engine.vae, latents, context, engine.runner.step.dtype, engine.device, pauses)
+
+
+def first_prompt(engine: Engine, req: SynthesisRequest):
+    """The prompt of the request's first segment, as the engine would prefill it."""
+    return engine.preparer.plan(req).start.prompt
+
+
+def step_into(engine, got: dict) -> list:
+    """One engine step; the chunks it returned appended to got[stream] (a stream's list starts
+    with its first chunks or its end). Returns what the step returned."""
+    produced = engine.step()
+    for stream, chunks in produced:
+        got.setdefault(stream, []).extend(chunks)
+    return produced
+
+
 def run_to_end(engine: Engine, req: SynthesisRequest):
     """(released chunks, the stream) of one request on an engine, stepped to its end."""
-    stream, chunks = engine.start(req), []
+    stream, got = engine.start(req), {}
     while not stream.done:
-        engine.step()
-        chunks += stream.chunks
-        stream.chunks.clear()
+        step_into(engine, got)
     assert stream.error is None, stream.error
-    return chunks, stream
+    return got.get(stream, []), stream

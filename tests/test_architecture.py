@@ -14,8 +14,10 @@ LAYERS = {
     "inference": ["errors", "text", "model", "request", "runtime", "serving"],
     "ui": ["guard", "library", "services", "http", "page", "server"],
 }
-MAX_FILE_LINES = 300
-MAX_FUNCTION_LINES = 40
+# Sanity bounds, not targets: a module is as long as its one job needs (files are split by job,
+# not by size); past these, a file or function has likely taken on a second job.
+MAX_FILE_LINES = 500
+MAX_FUNCTION_LINES = 60
 BASES_OF_OWN = ("self", "cls", "torch", "sys", "os")  # torch._dynamo, sys._getframe...: module APIs
 # Private names of other packages we call on purpose: the official voxcpm has no public streaming
 # call that takes a prompt cache, and the peer benchmark measures exactly that path.

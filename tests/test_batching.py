@@ -8,6 +8,7 @@ import pytest
 
 from inference import Engine, SynthesisRequest
 from inference.runtime.engine import EngineFull
+from tests.app_helpers import step_into
 from tests.test_golden_parity import CASES, CKPT, _request, load_case
 
 TOLERANCE = 1e-5  # relative; the CPU's matrix kernels round differently at other batch sizes
@@ -26,14 +27,14 @@ def alone(engine, req) -> list:
 
 def staggered(engine, requests, joins_at) -> list[list]:
     """Starts request i at step joins_at[i] (or later, once a row is free) and runs to the end."""
-    pending, streams, step = list(range(len(requests))), {}, 0
-    while pending or engine.active:
+    pending, streams, step, got = list(range(len(requests))), {}, 0, {}
+    while pending or engine.scheduler.active:
         while pending and joins_at[pending[0]] <= step and engine.free_rows:
             i = pending.pop(0)
             streams[i] = engine.start(requests[i])
-        engine.step()
+        step_into(engine, got)
         step += 1
-    return [list(streams[i].chunks) for i in range(len(requests))]
+    return [got.get(streams[i], []) for i in range(len(requests))]
 
 
 def relative(a, b) -> float:
@@ -77,31 +78,31 @@ def test_a_cancelled_stream_frees_its_row_and_leaves_the_others_exact(engine):
     other = SynthesisRequest(TEXT, seed=12, min_len=8, max_len=8)
     late = SynthesisRequest(TEXT, seed=13, min_len=5, max_len=5)
     want_other, want_late = alone(engine, other), alone(engine, late)
-    first, second = engine.start(long), engine.start(other)
+    first, second, got = engine.start(long), engine.start(other), {}
     for _ in range(4):
-        engine.step()
-    made = len(first.chunks)
+        step_into(engine, got)
+    made = len(got.get(first, []))
     first.cancel()
-    engine.step()
-    assert first.done and first.row in engine.scheduler.free or engine.active == 1
+    step_into(engine, got)
+    assert first.done and first.row in engine.scheduler.free or engine.scheduler.active == 1
     third = engine.start(late)
     assert third.row == first.row  # the freed row is the lowest free one
-    while engine.active:
-        engine.step()
-    assert len(first.chunks) <= made + 1  # at most the patch under way when it was cancelled
-    assert_same(list(second.chunks), want_other, "the stream beside the cancelled one")
-    assert_same(list(third.chunks), want_late, "the stream in the cancelled one's row")
+    while engine.scheduler.active:
+        step_into(engine, got)
+    assert len(got.get(first, [])) <= made + 1  # at most the patch under way when it was cancelled
+    assert_same(got[second], want_other, "the stream beside the cancelled one")
+    assert_same(got[third], want_late, "the stream in the cancelled one's row")
 
 
 def test_a_full_engine_refuses_a_stream_until_a_row_is_free():
     engine = Engine.from_pretrained(str(CKPT), device="cpu", dtype="float32", warmup=False, max_streams=2)
     req = lambda seed: SynthesisRequest(TEXT, seed=seed, min_len=3, max_len=3)  # noqa: E731
-    streams = [engine.start(req(1)), engine.start(req(2))]
+    streams, got = [engine.start(req(1)), engine.start(req(2))], {}
     with pytest.raises(EngineFull, match="all 2 streams are in use"):
         engine.start(req(3))
-    while engine.active:
-        engine.step()
-    assert all(len(s.chunks) == 3 and s.error is None for s in streams)
+    while engine.scheduler.active:
+        step_into(engine, got)
+    assert all(len(got[s]) == 3 and s.error is None for s in streams)
     assert_same(alone(engine, req(3)), alone(engine, req(3)), "after the batch emptied")
 
 
@@ -111,7 +112,7 @@ def test_a_closed_generator_gives_its_row_back(engine):
     next(gen)
     assert engine.free_rows == rows - 1
     gen.close()
-    assert engine.free_rows == rows and engine.active == 0
+    assert engine.free_rows == rows and engine.scheduler.active == 0
 
 
 def test_a_stream_that_cannot_be_admitted_fails_alone(engine, monkeypatch):
@@ -129,11 +130,13 @@ def test_a_stream_that_cannot_be_admitted_fails_alone(engine, monkeypatch):
     monkeypatch.setattr(engine.runner, "admit", admit)
     good, bad = engine.start(ok), engine.start(SynthesisRequest(TEXT, seed=32, min_len=4, max_len=4))
     doomed.append(bad.row)
-    while engine.active:
-        engine.step()
-    assert isinstance(bad.error, MemoryError) and bad.done and not bad.chunks
+    got = {}
+    while engine.scheduler.active:
+        step_into(engine, got)
+    assert isinstance(bad.error, MemoryError) and bad.done and not got.get(bad)
+    assert bad in got, "the step it failed in returned its end"
     assert good.error is None
-    assert_same(list(good.chunks), want, "the stream admitted beside the failing one")
+    assert_same(got[good], want, "the stream admitted beside the failing one")
     assert engine.free_rows == engine.rows
 
 

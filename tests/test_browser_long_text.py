@@ -30,7 +30,7 @@ TEXT = ("On May 5 we sold 1,250 tickets. The hall was full by 8pm. Everyone stay
 def app():
     path = write_tiny_checkpoint(tempfile.mkdtemp(prefix="voxcpm2-browser-long-"), fast_vae=True)
     engine = Engine.from_pretrained(str(path), device="cpu", dtype="float32", max_streams=1)
-    engine.segment_weight = 40  # a segment per sentence
+    engine.preparer.segment_weight = 40  # a segment per sentence
     running = serve(AppSettings(prebuffer_ms=80), engine=engine)
     yield running
     running.stop()

@@ -35,7 +35,7 @@ run = run_to_end
 @pytest.fixture(scope="module")
 def golden_engine():
     engine = Engine.from_pretrained(str(CKPT), device="cpu", dtype="float32", warmup=False, max_streams=2)
-    engine.segment_weight = 40  # a segment per sentence of TEXT
+    engine.preparer.segment_weight = 40  # a segment per sentence of TEXT
     return engine
 
 
@@ -111,7 +111,7 @@ def test_segments_decode_as_one_continuous_stream(golden_engine):
 def runaway_engine():
     path = write_tiny_checkpoint(tempfile.mkdtemp(prefix="voxcpm2-never-stops-"), fast_vae=True, never_stops=True)
     engine = Engine.from_pretrained(str(path), device="cpu", dtype="float32", warmup=False, max_streams=2)
-    engine.segment_weight = 4  # "Hi." and " Yo." are a segment each
+    engine.preparer.segment_weight = 4  # "Hi." and " Yo." are a segment each
     # Generation far ahead of playback, as on a GPU, however busy this CPU is: the listeners' clock
     # runs at a hundredth of the wall's, so the runaway guard holds audio (tests/test_segment_hold.py
     # covers generation near real time, where held audio goes out before the listener runs dry).
@@ -152,7 +152,7 @@ def test_a_retry_rewinds_the_decoder_to_the_segment_start(runaway_engine):
 def test_twenty_thousand_characters_stream_to_the_end_with_flat_memory():
     path = write_tiny_checkpoint(tempfile.mkdtemp(prefix="voxcpm2-fast-vae-"), fast_vae=True)
     engine = Engine.from_pretrained(str(path), device="cpu", dtype="float32", warmup=False, max_streams=2)
-    engine.segment_weight = 100  # the tiny model's cache holds 512 positions
+    engine.preparer.segment_weight = 100  # the tiny model's cache holds 512 positions
     sentences = ["The quick brown fox jumps over the lazy dog.", "It was a bright cold day in April.",
                  "Numbers like 1,250 and 3.5 are fine too.", "Then everyone went home, tired and happy."]
     text = ""
@@ -165,9 +165,7 @@ def test_twenty_thousand_characters_stream_to_the_end_with_flat_memory():
     while not stream.done:
         if stream.join is not None:
             prompts.append(len(stream.join.prompt))
-        engine.step()
-        patches += len(stream.chunks)
-        stream.chunks.clear()
+        patches += sum(len(chunks) for s, chunks in engine.step() if s is stream)
         if patches // 100 > len(curve):
             curve.append(rss_mb())
     assert stream.error is None and stream.plan.segment == segments, "the text was not spoken to the end"

@@ -9,7 +9,7 @@ import pytest
 from inference import Engine, SynthesisRequest
 from inference.runtime.scheduler import Scheduler
 
-from .app_helpers import tiny_checkpoint
+from .app_helpers import step_into, tiny_checkpoint
 
 STEP_S, JOIN_S = 0.08, 0.05  # a patch is 0.16 s of audio: the running streams gain 0.08 s a step
 TEXT = "Hello world, this is a test."
@@ -57,11 +57,11 @@ class Timeline:
         return stream
 
     def step(self):
-        self.engine.step()
+        produced = self.engine.step()
         self.steps += 1
-        for stream, got in self.got.items():
-            got += [(self.steps, self.engine.clock())] * len(stream.chunks)
-            stream.chunks.clear()
+        for stream, chunks in produced:
+            if stream in self.got:
+                self.got[stream] += [(self.steps, self.engine.clock())] * len(chunks)
 
 
 def assert_never_dry(got: list[tuple[int, float]], patch_s: float, label: str):
@@ -121,26 +121,26 @@ def test_a_burst_on_an_idle_engine_is_prefilled_in_groups_as_it_starts(engine):
 
     engine.scheduler.admit_ahead = 4
     requests = [SynthesisRequest(TEXT, seed=300 + i, min_len=3, max_len=3) for i in range(11)]
-    streams = [engine.start(r) for r in requests]
+    streams, got = [engine.start(r) for r in requests], {}
     assert engine.prefilled == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert [s.row for s in engine.scheduler.joining] == [8, 9, 10]
-    engine.step()
+    step_into(engine, got)
     assert engine.prefilled[2:] == [[8, 9, 10]] and not engine.scheduler.joining
-    engine.step()
-    assert all(len(s.chunks) == 1 for s in streams), "every first chunk comes with the second step"
+    step_into(engine, got)
+    assert all(len(got.get(s, [])) == 1 for s in streams), "every first chunk comes with the second step"
     while not all(s.done for s in streams):
-        engine.step()
-    ahead = [np.concatenate([c.audio for c in s.chunks]) for s in streams]
+        step_into(engine, got)
+    ahead = [np.concatenate([c.audio for c in got[s]]) for s in streams]
 
     engine.scheduler.admit_ahead = 0
     engine.prefilled.clear()
-    streams = [engine.start(r) for r in requests]
+    streams, got = [engine.start(r) for r in requests], {}
     assert engine.prefilled == []
     while not all(s.done for s in streams):
-        engine.step()
+        step_into(engine, got)
     assert engine.prefilled == [list(range(11))]
-    for got, want in zip(ahead, [np.concatenate([c.audio for c in s.chunks]) for s in streams]):
-        np.testing.assert_allclose(got, want, atol=1e-5)
+    for mine, want in zip(ahead, [np.concatenate([c.audio for c in got[s]]) for s in streams]):
+        np.testing.assert_allclose(mine, want, atol=1e-5)
 
 
 def test_no_admission_ahead_while_listeners_play(engine):

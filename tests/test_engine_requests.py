@@ -2,6 +2,8 @@
 and several streams at once."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -78,3 +80,38 @@ def test_text_with_nothing_to_say_is_refused_as_empty(text):
 @pytest.mark.parametrize("text", ["e\u0301", "42", "?", "\u4f60\u597d", "\u200bHello\u200b", "\U0001F642"])
 def test_any_letter_digit_punctuation_or_symbol_is_something_to_say(text):
     assert SynthesisRequest(text).text == text
+
+
+def test_step_returns_what_it_made_and_each_chunk_is_final(engine):
+    """One output path: each step returns its streams' new chunks (and, in the step a stream ends
+    in, that stream); a chunk is complete when made and cannot be changed afterwards."""
+    stream, got, last = engine.start(SynthesisRequest(TEXT, seed=7, min_len=3, max_len=3)), [], []
+    while not stream.done:
+        last = engine.step()
+        for s, chunks in last:
+            assert s is stream
+            got += chunks
+    assert stream in [s for s, _ in last], "the step it ended in returns it"
+    want = run(engine, seed=7, min_len=3, max_len=3)
+    assert [c.index for c in got] == [c.index for c in want] == [0, 1, 2]
+    for a, b in zip(got, want):
+        assert a.audio.dtype == np.float32 and a.segment == b.segment == 0
+        np.testing.assert_array_equal(a.audio, b.audio)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got[0].index = 5
+
+
+def test_a_request_refused_for_one_field_names_it(engine):
+    cases = [(dict(text=""), "text"), (dict(text="caf\ud800"), "text"), (dict(text=TEXT, cfg_value=11.0), "cfg_value"),
+             (dict(text=TEXT, control="calm", prompt_audio=(16000, np.zeros(16000)), prompt_text="Hi."), "control"),
+             (dict(text=TEXT, prompt_audio=(16000, np.zeros(16000))), "prompt_text"),
+             (dict(text=TEXT, min_len=5, max_len=4), "max_len")]
+    for fields, param in cases:
+        with pytest.raises(InputError) as refused:
+            SynthesisRequest(**fields)
+        assert refused.value.param == param, (fields, refused.value)
+    for fields, param in [(dict(text="x" * (engine.max_text_chars + 1)), "text"),
+                          (dict(text=TEXT, control="y" * (engine.max_text_chars + 1)), "control")]:
+        with pytest.raises(InputError, match="the limit is") as refused:
+            engine.prepare(SynthesisRequest(**fields))
+        assert refused.value.param == param

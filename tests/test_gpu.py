@@ -6,6 +6,7 @@ import torch
 
 from inference import Engine, SynthesisRequest
 from inference.model.tiny_checkpoint import write_tiny_checkpoint
+from tests.app_helpers import decode_whole
 from tests.test_batching import staggered
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -78,7 +79,7 @@ def snr_db(ref, x):
 def test_streamed_audio_equals_whole_decode(graph_engine):
     chunks = list(graph_engine.stream(SynthesisRequest(text=TEXT, seed=4, min_len=30, max_len=30)))
     streamed = np.concatenate([c.audio for c in chunks])
-    whole = graph_engine.decode_whole(np.stack([c.latents for c in chunks]))
+    whole = decode_whole(graph_engine, np.stack([c.latents for c in chunks]))
     print(f"stream vs whole decode: SNR {snr_db(whole, streamed):.1f} dB")
     assert streamed.shape == whole.shape and snr_db(whole, streamed) > 40
 
@@ -102,9 +103,9 @@ def test_200_join_and_cancel_cycles_hold_gpu_memory_flat(graph_engine):
     before = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
     keep = [graph_engine.start(req(10_000 + i, 400)) for i in range(2)]
     for i in range(200):
-        stream = graph_engine.start(req(i))
-        while len(stream.chunks) < 1 + i % 2:
-            graph_engine.step()
+        stream, made = graph_engine.start(req(i)), 0
+        while made < 1 + i % 2:
+            made += sum(len(chunks) for s, chunks in graph_engine.step() if s is stream)
         graph_engine.stop(stream)
     for stream in keep:
         graph_engine.stop(stream)
@@ -119,11 +120,13 @@ def test_a_full_batch_runs_in_the_largest_bucket(graph_engine):
     rows = graph_engine.rows
     streams = [graph_engine.start(SynthesisRequest(text=TEXT, seed=s, min_len=6, max_len=6)) for s in range(rows)]
     assert graph_engine.free_rows == 0
-    while graph_engine.active:
-        graph_engine.step()
-    assert all(len(s.chunks) == 6 and s.error is None for s in streams)
+    got = {}
+    while graph_engine.scheduler.active:
+        for s, chunks in graph_engine.step():
+            got.setdefault(s, []).extend(chunks)
+    assert all(len(got[s]) == 6 and s.error is None for s in streams)
     alone = list(graph_engine.stream(SynthesisRequest(text=TEXT, seed=rows - 1, min_len=6, max_len=6)))
-    err = relative(np.stack([c.latents for c in streams[-1].chunks]), np.stack([c.latents for c in alone]))
+    err = relative(np.stack([c.latents for c in got[streams[-1]]]), np.stack([c.latents for c in alone]))
     print(f"full batch of {rows}: last row vs alone, latents relative error {err:.2e}")
     assert err < 5e-2
 

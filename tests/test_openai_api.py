@@ -141,6 +141,30 @@ def test_bad_fields_get_openai_style_errors(app, change, status, words):
     assert error["type"] == ("not_found_error" if status == 404 else "invalid_request_error")
 
 
+@pytest.mark.parametrize("change, status, param, words", [
+    ({"input": ""}, 400, "input", "text is empty"),
+    ({"input": " \u200b "}, 400, "input", "text is empty"),
+    ({"input": "x" * 20001}, 400, "input", "the limit is 20000"),
+    ({"input": "[pause 1s]"}, 400, "input", "only pause tags"),
+    ({"input": "Hello [pause 99s] there."}, 400, "input", "the pause tag '[pause 99s]'"),
+    ({"voice": "nobody"}, 404, "voice", "no saved voice named 'nobody'"),
+    ({"cfg_value": 99.0}, 400, "cfg_value", "cfg_value 99.0 is out of range"),
+    ({"speed": 5.0}, 400, "speed", "speed 5.0 is out of range"),
+])
+def test_an_error_of_one_parameter_names_it_in_the_routes_terms(app, change, status, param, words):
+    """`param` names the body's own field (`input`, not the engine's `text`), wherever one is at fault."""
+    response = httpx.post(app.url + "/v1/audio/speech", json={**DESIGN, **change}, timeout=60)
+    error = openai_error_of(response, status, "not_found_error" if status == 404 else "invalid_request_error")
+    assert error["param"] == param and words in error["message"], error
+
+
+def test_an_unknown_voice_names_the_built_in_ones_and_where_to_list_them(app):
+    response = httpx.post(app.url + "/v1/audio/speech", json={**DESIGN, "voice": "nobody"}, timeout=60)
+    error = openai_error_of(response, 404, "not_found_error")
+    assert all(name in error["message"] for name in [*BUILTIN_VOICES, "'design'"]), error["message"]
+    assert "GET /v1/audio/voices" in error["message"] and error["param"] == "voice"
+
+
 def test_normalize_extension_reads_numbers_as_words(client):
     body = dict(model="voxcpm2", input="It costs 1,250 dollars.", voice="design", instructions="A calm, low voice")
     got = client.audio.speech.create(**body, response_format="pcm", extra_body={**EXTRA, "normalize": True})

@@ -46,7 +46,7 @@ def paced(launch):
 def app():
     path = write_tiny_checkpoint(tempfile.mkdtemp(prefix="voxcpm2-page-gaps-"), fast_vae=True, never_stops=True)
     engine = Engine.from_pretrained(str(path), device="cpu", dtype="float32", max_streams=1)
-    engine.segment_weight = 4
+    engine.preparer.segment_weight = 4
     engine.runner.launch = paced(engine.runner.launch)
     running = serve(AppSettings(prebuffer_ms=80), engine=engine)
     yield running

@@ -9,7 +9,7 @@ import torch
 
 from inference import Engine, SynthesisRequest
 from inference.runtime.offline import OfflineDecode
-from tests.app_helpers import run_to_end
+from tests.app_helpers import decode_whole, run_to_end
 from tests.test_golden_parity import CKPT, GOLDEN
 
 CLIP = str(GOLDEN / "clip_16k_mono.wav")
@@ -24,7 +24,7 @@ RATE, PATCH = 48000, 7680
 @pytest.fixture(scope="module")
 def engine():
     engine = Engine.from_pretrained(str(CKPT), device="cpu", dtype="float32", warmup=False, max_streams=2)
-    engine.segment_weight = 15  # "Hello there." and " How are you?" are a segment each, pause or not
+    engine.preparer.segment_weight = 15  # "Hello there." and " How are you?" are a segment each, pause or not
     assert (engine.sample_rate, engine.cfg.patch_samples) == (RATE, PATCH)
     return engine
 
@@ -97,7 +97,7 @@ def test_the_offline_decode_inserts_the_same_silence(engine):
     assert [n for _, n in pauses] == [RATE * 60 // 1000, RATE * 3 // 4, RATE * 90 // 1000]
     pauses = tuple(map(tuple, pauses))
     stream_audio = audio_of(chunks)
-    whole = engine.decode_whole(latents, stream.decode_context, pauses)
+    whole = decode_whole(engine, latents, stream.decode_context, pauses)
     assert whole.shape == stream_audio.shape and np.max(np.abs(whole - stream_audio)) < 1e-5
     # A piece at a time, with a pause on a piece's edge, gives the same samples.
     decode = OfflineDecode(latents, stream.decode_context, 2, pauses)
@@ -112,7 +112,7 @@ def test_pieces_put_each_pause_between_the_right_patches(engine, pauses):
     """Pieces of 1 and 3 patches after 3 of context: pauses first, last, on a piece's edge, inside one."""
     latents = (np.random.default_rng(5).standard_normal((8, 64, 4)) * 0.5).astype(np.float32)
     context = torch.from_numpy(latents[:3]).transpose(1, 2).contiguous()
-    plain = engine.decode_whole(latents, context)
+    plain = decode_whole(engine, latents, context)
     want, at = [], 0
     for i, n in pauses:
         want += [plain[at:i * PATCH], np.zeros(n, np.float32)]

@@ -10,7 +10,7 @@ import pytest
 
 from inference import InputError, SynthesisRequest
 from inference.runtime.engine import WARMUP_LOCK
-from inference.serving.failures import INTERNAL_ERROR
+from inference.serving.delivery import INTERNAL_ERROR
 from inference.serving.interfaces import Serving
 from inference.serving.job import JobFailed
 from inference.serving.pool import FAILURES_TO_AVOID, WorkerPool, gpu_status
@@ -29,7 +29,7 @@ class Broken(EngineWrapper):
     def step(self):
         if self.broken.is_set():
             raise RuntimeError("CUDA error: unspecified launch failure")
-        self.engine.step()
+        return self.engine.step()
 
 
 class Dying(Broken):

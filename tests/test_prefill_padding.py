@@ -6,6 +6,7 @@ import torch
 
 from inference import Engine, SynthesisRequest
 from inference.runtime.decode_step import Join
+from tests.app_helpers import first_prompt
 from tests.test_golden_parity import CKPT, GOLDEN
 
 
@@ -22,9 +23,9 @@ def test_padded_batched_prefill_equals_each_prompt_alone():
     engine = Engine.from_pretrained(str(CKPT), device="cpu", dtype="float32", warmup=False, max_streams=4)
     model, runner = engine.model, engine.runner
     clip = str(GOLDEN / "clip_16k_mono.wav")
-    prompts = [engine.first_prompt(SynthesisRequest(text="Hello world, padding check.", control="calm")),
-               engine.first_prompt(SynthesisRequest(text="A cloned voice, with a reference in front.", reference_audio=clip)),
-               engine.first_prompt(SynthesisRequest(text="and on it goes.", prompt_audio=clip, prompt_text="It starts"))]
+    prompts = [first_prompt(engine, SynthesisRequest(text="Hello world, padding check.", control="calm")),
+               first_prompt(engine, SynthesisRequest(text="A cloned voice, with a reference in front.", reference_audio=clip)),
+               first_prompt(engine, SynthesisRequest(text="and on it goes.", prompt_audio=clip, prompt_text="It starts"))]
     want = [alone(model, prompt, row=3) for prompt in prompts]
     joins = [Join(row, prompt, None, 10, 2.0) for row, prompt in zip((1, 0, 2), prompts)]
     length = 64 * ((max(len(p) for p in prompts) + 63) // 64)
@@ -78,7 +79,7 @@ def test_the_compiled_prefill_equals_the_plain_one_and_one_graph_serves_every_ba
 def test_load_rows_writes_each_entering_row_and_leaves_the_others():
     engine = Engine.from_pretrained(str(CKPT), device="cpu", dtype="float32", warmup=False, max_streams=4)
     step = engine.runner.step
-    prompt = engine.first_prompt(SynthesisRequest(text="Rows in one go."))
+    prompt = first_prompt(engine, SynthesisRequest(text="Rows in one go."))
     step.noise.fill_(7.0)
     step.decoder.flat.fill_(3.0)
     gen = torch.Generator().manual_seed(0)

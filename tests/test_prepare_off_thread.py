@@ -36,7 +36,7 @@ def recording(calls: collections.defaultdict, kind: str, fn):
 
 def test_the_worker_thread_never_normalizes_segments_tokenizes_or_loads_clips(monkeypatch):
     engine = load_engine(warmup=False, max_streams=2)
-    engine.segment_weight = 20  # several segments, each a prompt of its own
+    engine.preparer.segment_weight = 20  # several segments, each a prompt of its own
     calls = collections.defaultdict(set)
     monkeypatch.setattr(tn, "normalize", recording(calls, "normalize", tn.normalize))
     monkeypatch.setattr(tn, "clean_text", recording(calls, "clean_text", tn.clean_text))

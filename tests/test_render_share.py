@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from inference.serving.calls import EngineCalls, run_calls
+from inference.serving.worker import EngineCalls, run_calls
 from inference.serving.latent_store import LatentStore
 from ui.http.common import HTTPError
 from ui.services.audio import pcm16, wav_header

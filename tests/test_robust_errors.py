@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from inference import SynthesisRequest
-from inference.serving.failures import INTERNAL_ERROR, OUT_OF_MEMORY
+from inference.serving.delivery import INTERNAL_ERROR, OUT_OF_MEMORY
 from inference.config import Limits
 from ui import AppSettings
 

@@ -31,7 +31,7 @@ def checkpoint() -> str:
 def engine_at(checkpoint: str, step_s: float, monkeypatch) -> tuple[Engine, FakeClock]:
     """An engine whose every step takes `step_s` on a fake clock (a patch is 0.16 s of audio)."""
     engine = Engine.from_pretrained(checkpoint, device="cpu", dtype="float32", warmup=False, max_streams=2)
-    engine.segment_weight = 4
+    engine.preparer.segment_weight = 4
     clock, runner = FakeClock(), engine.runner
     engine.scheduler = Scheduler(runner, engine.rows, clock)
     launch = runner.launch
@@ -50,14 +50,14 @@ def follow(engine: Engine, clock: FakeClock, text: str = TEXT):
     plan, collected, times = stream.plan, {}, []
     add = plan.add
 
-    def timed_add(chunk, ended):
-        collected[id(chunk)] = clock()
-        return add(chunk, ended)
+    def timed_add(audio, latents, ended):
+        collected[id(latents)] = clock()  # the chunk made of it carries the same latents
+        return add(audio, latents, ended)
     plan.add = timed_add
     while not stream.done:
-        engine.step()
-        times += [(collected[id(c)], clock()) for c in stream.chunks]
-        stream.chunks.clear()
+        for s, chunks in engine.step():
+            if s is stream:
+                times += [(collected[id(c.latents)], clock()) for c in chunks]
     assert stream.error is None, stream.error
     return stream, times
 

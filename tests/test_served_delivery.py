@@ -30,14 +30,15 @@ class QuietEngine(StandInEngine):
     """The stand-in, except that a stream whose text starts with "Quiet" makes no patch: its
     consumer waits as long as the test wants."""
 
-    def step(self) -> None:
+    def step(self) -> list:
         quiet = [s for s in self.live if s.plan.report.segments[0].startswith("Quiet")]
         self.live = [s for s in self.live if s not in quiet]
         try:
-            super().step()
+            produced = super().step()
         finally:
             self.live += [s for s in quiet if s not in self.live]
         time.sleep(0.002)  # a paced engine: the worker's loop does not spin
+        return produced
 
 
 def stream_app(engine, max_queue: int) -> FastAPI:

@@ -65,7 +65,8 @@ def test_a_patch_calls_the_model_through_the_functions_its_step_holds(engine):
     runner = BatchRunner(loaded.model, loaded.vae, 1, recording(calls))
     scheduler, preparer = Scheduler(runner, 1), RequestPreparer(loaded, 60.0, 20000)
     stream = Stream(0, req.min_len, 1, runner.step.iterations(req.inference_timesteps))
-    scheduler.add(stream, preparer.plan(req, stream.chunks))
+    scheduler.add(stream, preparer.plan(req))
+    chunks = []
     cfg = loaded.cfg
     with torch.inference_mode():
         scheduler.admit()  # voice design: no audio position reaches LocEnc
@@ -79,8 +80,8 @@ def test_a_patch_calls_the_model_through_the_functions_its_step_holds(engine):
         dit_calls = stream.iterations * cfg.local_dit.num_layers
         assert calls["sequence_attention"] == cfg.local_encoder.num_layers + dit_calls
         while not stream.done:
-            scheduler.step()
-    np.testing.assert_array_equal(np.concatenate([c.audio for c in stream.chunks]), want)
+            chunks += [c for s, made in scheduler.step() if s is stream for c in made]
+    np.testing.assert_array_equal(np.concatenate([c.audio for c in chunks]), want)
 
 
 def test_a_compiled_bundle_raises_the_recompile_limit_only_in_its_scope_and_thread():
@@ -101,7 +102,7 @@ def test_a_compiled_bundle_raises_the_recompile_limit_only_in_its_scope_and_thre
 def test_the_next_segment_carries_the_decoder_and_the_scheduler_says_what_ran_past_its_end(engine, monkeypatch):
     joins, real = [], engine.runner.admit
     monkeypatch.setattr(engine.runner, "admit", lambda batch: joins.extend(batch) or real(batch))
-    monkeypatch.setattr(engine, "segment_weight", 40)
+    monkeypatch.setattr(engine.preparer, "segment_weight", 40)
     text = "The quick brown fox jumps over the dog. It was a sunny day in May. Then the rain came down hard."
     stream = engine.start(SynthesisRequest(text=text, seed=3))
     starts = [stream.plan.start]

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from inference import Engine
+from tests.app_helpers import decode_whole, first_prompt
 from tests.test_golden_parity import CASES, CKPT, _request, load_case
 
 
@@ -18,7 +19,7 @@ def test_stream_equals_whole_decode(engine, path):
     chunks = list(engine.stream(request))
     assert all(c.audio.shape == (engine.cfg.patch_samples,) for c in chunks), "each chunk is one patch's delta"
     streamed = np.concatenate([c.audio for c in chunks])
-    context = engine.first_prompt(request).decode_context
-    whole = engine.decode_whole(np.stack([c.latents for c in chunks]), context)
+    context = first_prompt(engine, request).decode_context
+    whole = decode_whole(engine, np.stack([c.latents for c in chunks]), context)
     err = np.linalg.norm(streamed - whole) / np.linalg.norm(whole)
     assert streamed.shape == whole.shape and err < 1e-5, f"{path.stem}: rel err {err:.2e}"

@@ -146,12 +146,12 @@ LONG = "On May 5 we sold 1,250 tickets. The hall was full by 8pm. Everyone staye
 
 def test_6_a_long_texts_segments_are_on_the_waveform_and_follow_the_cursor(app, page):
     engine = app.worker.engine
-    weight, engine.segment_weight = engine.segment_weight, 40  # a segment per sentence
+    weight, engine.preparer.segment_weight = engine.preparer.segment_weight, 40  # a segment per sentence
     page.locator("#vox-normalize input[type=checkbox]").check()
     try:
         t = take(page, LONG)
     finally:
-        engine.segment_weight = weight
+        engine.preparer.segment_weight = weight
         page.locator("#vox-normalize input[type=checkbox]").uncheck()
     ends = t["segments"]["ends"]
     assert len(t["segments"]["texts"]) == 3 and len(ends) == 3

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from inference import InputError, SynthesisRequest
-from inference.serving.failures import INTERNAL_ERROR, QueueFullError
+from inference.errors import QueueFullError
+from inference.serving.delivery import INTERNAL_ERROR
 from inference.serving.interfaces import BatchEngine, EngineStream, Serving
 from inference.serving.job import JobFailed
 from inference.serving.worker import EngineWorker
@@ -32,7 +33,7 @@ class Flaky(EngineWrapper):
 
     def step(self):
         self.threads.add(threading.get_ident())
-        self.engine.step()
+        return self.engine.step()
 
 
 @pytest.fixture(scope="module")

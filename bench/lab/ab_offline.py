@@ -2,7 +2,7 @@
 SNR in dB), measured on the published architecture with random weights on a GPU.
 
 Each mode streams one request through the engine (CUDA graphs, the streaming VAE decoder) and
-decodes the same latents whole (Engine.decode_whole, as GET /voxcpm/jobs/ID/offline.wav does);
+decodes the same latents whole (inference/runtime/offline.decode_whole, as GET /voxcpm/jobs/ID/offline.wav does);
 both are rounded to int16 as the stream route and the offline WAV round them.
 
     python -m bench.lab.ab_offline --out DIR            # GPU, published architecture, random weights
@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from inference import SynthesisRequest
+from inference.runtime.offline import decode_whole
 
 ROOT = Path(__file__).resolve().parents[2]
 VOICE = ROOT / "assets" / "voices" / "guide_en.wav"
@@ -40,7 +41,9 @@ def int16(audio: np.ndarray) -> np.ndarray:
 def measure(engine, req: SynthesisRequest) -> dict:
     chunks = list(engine.stream(req))
     streamed = np.concatenate([c.audio for c in chunks])
-    offline = engine.decode_whole(np.stack([c.latents for c in chunks]), engine.first_prompt(req).decode_context)
+    context = engine.preparer.plan(req).start.prompt.decode_context
+    offline = decode_whole(engine.vae, np.stack([c.latents for c in chunks]), context, engine.runner.step.dtype,
+                           engine.device)
     s, o = int16(streamed), int16(offline)
     noise = np.sum((s - o) ** 2)
     return {"patches": len(chunks), "max_abs_steps": int(np.max(np.abs(s - o))),

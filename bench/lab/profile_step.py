@@ -166,7 +166,7 @@ def admission(engine, k: int):
     sync = torch.cuda.synchronize
     reqs = [SynthesisRequest(text="The quick brown fox jumps over the lazy dog while the morning sun rises.",
                              seed=i, min_len=80, max_len=80) for i in range(k)]
-    key = engine.runner.prefill_key(k, len(engine.first_prompt(reqs[0])))
+    key = engine.runner.prefill_key(k, len(engine.preparer.plan(reqs[0]).start.prompt))
     ahead = engine.scheduler.admit_ahead
     for mode in (0, ahead, 0, ahead):
         engine.scheduler.admit_ahead = mode

@@ -104,15 +104,16 @@ class Report:
 
 
 class Continuation:
-    """Drives one stream's segments. `add` is called with each collected patch; it releases
-    audio into the stream's chunks and says when the row must be re-prefilled or retired."""
+    """Drives one stream's segments. `add` is called with each collected patch; it returns the
+    chunks it releases (made here, complete: the listener's index and the segment are known only
+    here) and says when the row must be re-prefilled or retired."""
 
     def __init__(self, req: SynthesisRequest, voice: Voice, spoken: SpokenText, tokenize: Tokens, patch_shape,
-                 length_cap, capacity: int, out, output: tuple[int, int]):
+                 length_cap, capacity: int, output: tuple[int, int]):
         """tokenize: the texts its prompts read, tokenized ahead; length_cap(req, prompt) ->
-        patches; capacity: the KV cache's positions; out: where released chunks go; output: the
-        audio's sample rate and samples per patch (a pause's silence is cut in patches)."""
-        self.req, self.voice, self.spoken, self.tokenize, self.out = req, voice, spoken, tokenize, out
+        patches; capacity: the KV cache's positions; output: the audio's sample rate and samples
+        per patch (a pause's silence is cut in patches)."""
+        self.req, self.voice, self.spoken, self.tokenize = req, voice, spoken, tokenize
         self.output = output
         self.patch_shape, self.length_cap, self.capacity = patch_shape, length_cap, capacity
         self.seed = req.seed if req.seed is not None else secrets.randbits(63)
@@ -121,7 +122,8 @@ class Continuation:
         self.segment, self.attempt = 0, 0
         self.tail: tuple[str, torch.Tensor] | None = None
         self.latents: list[np.ndarray] = []  # this attempt's patches [D, P]
-        self.held: list[AudioChunk] = []
+        self.held: list[tuple[np.ndarray, np.ndarray]] = []  # this attempt's (audio, latents) not yet released
+        self.out: list[AudioChunk] = []  # released by the call under way, returned by it
         self.streaming = True  # the attempt's audio goes out as it comes: the first segment's does
         self.released = 0  # chunks handed to the listener: the next chunk's index
         self.released_samples = 0  # their audio, silence included
@@ -163,24 +165,31 @@ class Continuation:
         return self.start
 
     # -- patches in --------------------------------------------------------------------------
-    def add(self, chunk: AudioChunk, ended: bool) -> SegmentStart | None | bool:
-        """One collected patch of the current attempt. `ended`: the stop head fired or the cap
-        was reached. Returns None while the segment goes on, a SegmentStart when the row must be
-        re-prefilled (a retry or the next segment), or True when the stream is over."""
-        chunk.segment = self.segment
+    def add(self, audio: np.ndarray, latents: np.ndarray,
+            ended: bool) -> tuple[list[AudioChunk], SegmentStart | None | bool]:
+        """One collected patch of the current attempt: its float32 audio and its latents [D, P].
+        `ended`: the stop head fired or the cap was reached. Returns the chunks released now, and
+        None while the segment goes on, a SegmentStart when the row must be re-prefilled (a retry
+        or the next segment), or True when the stream is over."""
         if not self.opened:
             self.opened = True
             self._pause(0)
-        self.latents.append(chunk.latents)
-        self.held.append(chunk)
+        self.latents.append(latents)
+        self.held.append((audio, latents))
         if self.streaming:
-            self._release(self.held)
+            self._release()
         runaway = len(self.latents) >= BAD_CASE_RATIO * self.start.prompt.target_tokens
         if runaway and not self.streaming:  # held, so not the last attempt: it can be retried
-            return self._retry()
-        if not ended:
-            return None
-        return self._segment_done(runaway)
+            after = self._retry()
+        elif not ended:
+            after = None
+        else:
+            after = self._segment_done(runaway)
+        return self._released(), after
+
+    def _released(self) -> list[AudioChunk]:
+        out, self.out = self.out, []
+        return out
 
     def _retry(self) -> SegmentStart:
         self.report.retries = self.report.retries + [
@@ -189,7 +198,7 @@ class Continuation:
         return self._again(DecoderStart.REWIND)
 
     def _segment_done(self, runaway: bool) -> SegmentStart | bool:
-        self._release(self.held)
+        self._release()
         self._pause(self.segment + 1)
         self.report.seeds = self.report.seeds + [self.seed_in_use]
         if runaway:
@@ -206,31 +215,32 @@ class Continuation:
         """Whether the current attempt's audio is held until the segment ends."""
         return not self.streaming
 
-    def release_held(self):
-        """The listener's buffer is about to run dry: what the attempt holds goes out now, and its
-        later patches as they come. It can no longer be retried: a runaway is cut at the cap."""
+    def release_held(self) -> list[AudioChunk]:
+        """The listener's buffer is about to run dry: what the attempt holds goes out now (the
+        chunks returned), and its later patches as they come. It can no longer be retried: a
+        runaway is cut at the cap."""
         if self.streaming:
-            return
+            return []
         self.streaming = True
         self.report.released_early = self.report.released_early + [self.segment]
-        self._release(self.held)
+        self._release()
+        return self._released()
 
-    def _release(self, chunks: list[AudioChunk]):
-        for chunk in chunks:
-            self._emit(chunk)
+    def _release(self):
+        for audio, latents in self.held:
+            self._emit(audio, latents, self.segment)
         self.held = []
 
-    def _emit(self, chunk: AudioChunk):
-        chunk.index = self.released
+    def _emit(self, audio: np.ndarray, latents: np.ndarray | None, segment: int, pause: bool = False):
+        self.out.append(AudioChunk(audio, latents, self.released, segment, pause))
         self.released += 1
-        self.released_samples += len(chunk.audio)
-        self.out.append(chunk)
+        self.released_samples += len(audio)
 
     def _pause(self, k: int):
         """The silence before segment k, if the text asks for one, after what went out so far."""
         rate, piece = self.output
         for audio in silence(self.spoken.pause_ms(k), rate, piece):
-            self._emit(AudioChunk(audio, None, 0, segment=max(0, k - 1), pause=True))
+            self._emit(audio, None, max(0, k - 1), pause=True)
 
     def snapshot(self) -> Report:
         # Called for every patch a stream delivers: only the segments not yet reported are looked

@@ -15,8 +15,6 @@ from typing import Callable
 
 import torch
 
-from ..errors import InputError
-from .modes import MODES
 from .request import SynthesisRequest
 
 _BRACKETS = re.compile(r"[()（）]")
@@ -84,30 +82,6 @@ def control_prefix(req: SynthesisRequest) -> str:
     would otherwise reach the model doubled and end the prefix early."""
     control = _BRACKETS.sub("", req.control or "").strip()  # SynthesisRequest refuses one in ultimate cloning
     return f"({control})" if control else ""
-
-
-def check_mode(req: SynthesisRequest):
-    """The request has what its mode takes (inference/request/modes.py): a mode that reads a
-    transcript (ultimate cloning) needs it with the prompt clip it transcribes, both or neither."""
-    mode = MODES[req.mode]
-    if not mode.transcript:
-        return
-    has_clip, has_transcript = req.prompt_audio is not None, bool((req.prompt_text or "").strip())
-    if not has_transcript:
-        raise InputError(f"{mode.title.lower()} needs the exact transcript of the clip: give prompt_text")
-    if mode.clip and not has_clip:
-        raise InputError(f"{mode.title.lower()} needs the clip as well as its transcript: give prompt_audio")
-
-
-def encode_voice(req: SynthesisRequest, encode_audio: Callable[..., torch.Tensor]) -> Voice:
-    """encode_audio(source, pad_side, label, trim=) -> [n, P, D] patches of that clip."""
-    check_mode(req)
-    trim = req.trim_silence
-    reference = None if req.reference_audio is None else encode_audio(req.reference_audio, "right",
-                                                                       "reference audio", trim=trim)
-    if req.prompt_audio is None:
-        return Voice(reference, "", None)
-    return Voice(reference, req.prompt_text, encode_audio(req.prompt_audio, "left", "prompt audio", trim=trim))
 
 
 def voice_prompt(voice: Voice, text: str, tokenize: Callable[[str], list[int]], patch_shape: tuple[int, int],

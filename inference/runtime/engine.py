@@ -8,9 +8,11 @@ compiled.py), the Scheduler that owns rows and streams (scheduler.py), and the o
 """
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
+import weakref
 from typing import Iterator
 
 import numpy as np
@@ -18,18 +20,16 @@ import torch
 
 from ..config import LIMITS
 from ..model.loader import LoadedModel, load_checkpoint
-from ..request.continuation import Continuation
-from ..request.prompt import Prompt
 from ..request.request import AudioChunk, SynthesisRequest
 from .compiled import step_functions
 from .decode_step import DecodeStep, plan_rows
-from .offline import OfflineDecode, decode_whole
+from .offline import OfflineDecode
 from .prepare import Prepared, RequestPreparer
 from .runner import BatchRunner
 from .scheduler import EngineFull, Scheduler
 from .stream import Stream
 
-__all__ = ["Engine", "EngineFull", "Prepared", "WARMUP_LOCK", "warmup_tone"]
+__all__ = ["Engine", "EngineFull", "WARMUP_LOCK", "warmup_tone"]
 
 log = logging.getLogger("voxcpm.engine")
 
@@ -51,9 +51,12 @@ class Engine:
     """Generates up to `rows` streams at once, one patch of every live stream per `step()`.
 
     Not thread-safe: one thread owns an engine (inference/serving/worker.py runs its batch loop), except
-    `Stream.cancel()` and `prepare()`, which any thread may call. `prepare()` checks a request and
-    does its host work; `start()` gives the prepared request a row; it joins the batch at the next step. `stream()` is the one-request view: a generator that
-    drives the steps (other streams progress too) and yields this request's chunks.
+    `Stream.cancel()` and `prepare()`, which any thread may call. `prepare()` checks a request against
+    the engine's limits and does its host work, returning an opaque handle; `start()` gives it a row
+    (the Stream, which only the scheduler changes); it joins the batch at the next step. `step()`
+    returns what it produced, each stream's new chunks: the one output path. `stream()` is the
+    one-request view: a generator that drives the steps (other streams progress too) and yields this
+    request's chunks.
     """
 
     def __init__(self, loaded: LoadedModel, *, cuda_graphs: bool = True, compile: bool = True,
@@ -74,6 +77,10 @@ class Engine:
         self.preparer = RequestPreparer(loaded, max_audio_seconds, max_text_chars)
         self.scheduler = Scheduler(self.runner, self.rows)
         self.warmup_seconds: float | None = None
+        # The chunks of each stream() generator not yet taken, made by any caller's step. Only
+        # stream() reads step()'s return into it (a caller that runs streams itself takes
+        # step()'s return); weak, so a generator dropped unstarted leaves nothing behind.
+        self.followed: weakref.WeakKeyDictionary[Stream, collections.deque[AudioChunk]] = weakref.WeakKeyDictionary()
 
     @classmethod
     def from_pretrained(cls, name_or_path: str = "openbmb/VoxCPM2", *, device: str | None = None,
@@ -105,11 +112,6 @@ class Engine:
         return len(self.scheduler.free)
 
     @property
-    def active(self) -> int:
-        """Streams holding a row (joining or live)."""
-        return self.scheduler.active
-
-    @property
     def max_text_chars(self) -> int:
         return self.preparer.max_text_chars
 
@@ -120,15 +122,6 @@ class Engine:
     @property
     def encoder_identity(self) -> str:
         return self.preparer.encoder_identity
-
-    @property
-    def segment_weight(self) -> int:
-        """The bound on one segment of a long text; tests and benchmarks lower it."""
-        return self.preparer.segment_weight
-
-    @segment_weight.setter
-    def segment_weight(self, value: int):
-        self.preparer.segment_weight = value
 
     # -- warm-up ------------------------------------------------------------------------------------
     def warmup(self) -> float:
@@ -163,8 +156,10 @@ class Engine:
 
     # -- requests in ------------------------------------------------------------------------------
     def prepare(self, req: SynthesisRequest) -> Prepared:
-        """The request checked (raising InputError at once) and made ready on the host: text,
-        segments, tokens, clips' samples (inference/runtime/prepare.py). Any thread may call it."""
+        """The request checked against the engine's limits (raising InputError at once; its values
+        were checked when it was made) and made ready on the host: text, segments, tokens, clips'
+        samples (inference/runtime/prepare.py). Any thread may call it. The result is the engine's
+        own, for start() (and encode_ahead()); callers only hand it back."""
         return self.preparer.prepare(req)
 
     def start(self, req: Prepared | SynthesisRequest) -> Stream:
@@ -174,7 +169,7 @@ class Engine:
         prepared = req if isinstance(req, Prepared) else self.prepare(req)
         r = prepared.request
         stream = Stream(0, r.min_len, 1, DecodeStep.iterations(r.inference_timesteps))
-        self.scheduler.add(stream, self.plan(prepared, stream.chunks))
+        self.scheduler.add(stream, self.preparer.plan(prepared))
         return stream
 
     def encode_ahead(self, prepared: list) -> None:
@@ -184,25 +179,32 @@ class Engine:
 
     def stream(self, req: SynthesisRequest) -> Iterator[AudioChunk]:
         """Validates the request (raising InputError at once), then returns a generator of its
-        chunks. Closing the generator stops this request before its next patch."""
-        return self._follow(self.start(req))
+        chunks. Closing the generator stops this request before its next patch. Generators
+        consumed in turn share the batch: each one's steps keep what they made for the others."""
+        stream = self.start(req)
+        self.followed[stream] = collections.deque()
+        return self._follow(stream)
 
     def synthesize(self, req: SynthesisRequest) -> np.ndarray:
         chunks = [c.audio for c in self.stream(req)]
         return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
 
     def _follow(self, stream: Stream) -> Iterator[AudioChunk]:
+        waiting = self.followed[stream]
         try:
             while True:
-                if stream.chunks:
-                    yield stream.chunks.popleft()
+                if waiting:
+                    yield waiting.popleft()
                 elif stream.done:
                     if stream.error is not None:
                         raise stream.error
                     return
                 else:
-                    self.step()
+                    for s, chunks in self.step():
+                        if s in self.followed:  # another stream() generator's: kept for it
+                            self.followed[s].extend(chunks)
         finally:
+            self.followed.pop(stream, None)
             self.stop(stream)
 
     def stop(self, stream: Stream):
@@ -210,32 +212,15 @@ class Engine:
         self.scheduler.retire(stream)
 
     @torch.inference_mode()
-    def step(self):
-        """One turn of the batch loop (Scheduler.step): admits, launches, collects."""
-        self.scheduler.step()
+    def step(self) -> list[tuple[Stream, list[AudioChunk]]]:
+        """One turn of the batch loop (Scheduler.step): admits, launches, collects. Returns what it
+        produced: each stream that released chunks or ended, with its new chunks (oldest first)."""
+        return self.scheduler.step()
 
-    # -- request preparation and offline decode --------------------------------------------------
-    def plan(self, req: Prepared | SynthesisRequest, out=None) -> Continuation:
-        """The request's segments, its voice encoded once, and its first segment's prompt and
-        noise; released chunks go to `out`."""
-        return self.preparer.plan(req, out)
-
-    def first_prompt(self, req: SynthesisRequest) -> Prompt:
-        """The prompt of the request's first segment."""
-        return self.plan(req).start.prompt
-
-    def length_cap(self, req: SynthesisRequest, prompt: Prompt) -> int:
-        return self.preparer.length_cap(req, prompt)
-
+    # -- work for the owner thread between steps (ui's services) -----------------------------------
     def encode_audio(self, source, side: str, label: str = "audio", trim: bool = False) -> torch.Tensor:
         """An audio clip (or a ReferenceClip, encoded once per side) -> latent patches [n, P, D]."""
         return self.preparer.encode_audio(source, side, label, trim)
-
-    def decode_whole(self, latents: np.ndarray, context: torch.Tensor | None = None,
-                     pauses: tuple[tuple[int, int], ...] = ()) -> np.ndarray:
-        """Offline reference decode of [n, D, P] latents (after optional context patches [C, P, D]),
-        with a stream's pauses (OfflineDecode) inserted."""
-        return decode_whole(self.vae, latents, context, self.runner.step.dtype, self.device, pauses)
 
     def decode_next(self, render: OfflineDecode) -> np.ndarray:
         """The next piece of an offline decode a piece at a time (bounded memory; offline.py)."""

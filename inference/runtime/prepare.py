@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..model.loader import LoadedModel
 from ..request.audio_input import load_audio, pad_to_multiple
 from ..request.continuation import Continuation, Tokens
-from ..request.prompt import Prompt, Voice, check_mode, control_prefix
+from ..request.prompt import Prompt, Voice, control_prefix
 from ..request.reference import Key, ReferenceClip, encoder_identity
 from ..request.request import SynthesisRequest
 from ..request.vad import trim_silence
@@ -76,8 +76,11 @@ class RequestPreparer:
         if not isinstance(req, SynthesisRequest):
             raise InputError("expected a SynthesisRequest")
         if len(req.text) > self.max_text_chars:
-            raise InputError(f"text is {len(req.text)} characters long; the limit is {self.max_text_chars}")
-        check_mode(req)
+            raise InputError(f"text is {len(req.text)} characters long; the limit is {self.max_text_chars}", "text")
+        for name, label in (("control", "voice description or style instruction"), ("prompt_text", "transcript")):
+            value = getattr(req, name)
+            if value is not None and len(value) > self.max_text_chars:
+                raise InputError(f"the {label} has {len(value)} characters; the limit is {self.max_text_chars}", name)
         trim = req.trim_silence
         reference = None if req.reference_audio is None else self.load_clip(req.reference_audio, "right",
                                                                              "reference audio", trim)
@@ -101,12 +104,12 @@ class RequestPreparer:
                 continue
             if len(segments) == 1:
                 raise InputError(f"the prompt is {length} positions long; the model holds at most "
-                                 f"{self.capacity - 1}: use a shorter text or clip")
+                                 f"{self.capacity - 1}: use a shorter text or clip")  # no one field: text or clip
             spelled = " as normalized" if p.request.normalize else ""
             raise InputError(f"segment {k + 1} of {len(segments)} of the text ({len(segment)} characters{spelled}: "
                              f"{segment.strip()[:40]!r}...) makes a prompt of {length} positions; the model holds "
                              f"at most {self.capacity - 1}: shorten that part or break it with punctuation"
-                             + (", or turn normalization off" if p.request.normalize else ""))
+                             + (", or turn normalization off" if p.request.normalize else ""), "text")
 
     def load_clip(self, source, side: str, label: str, trim: bool) -> HostClip:
         """A clip's remembered patches, or its samples ready for the encoder (no GPU work)."""
@@ -129,14 +132,14 @@ class RequestPreparer:
         return pad_to_multiple(audio, self.cfg.prompt_pad_samples, side)
 
     # -- the device half --------------------------------------------------------------------------
-    def plan(self, prepared: Prepared | SynthesisRequest, out=None) -> Continuation:
+    def plan(self, prepared: Prepared | SynthesisRequest) -> Continuation:
         """The prepared request's voice encoded and its Continuation (first segment's prompt and
-        noise); released chunks go to `out`. A SynthesisRequest is prepared first."""
+        noise). A SynthesisRequest is prepared first."""
         p = prepared if isinstance(prepared, Prepared) else self.prepare(prepared)
         voice = Voice(self.encode_clip(p.reference), p.transcript, self.encode_clip(p.prompt))
         shape = (self.cfg.patch_size, self.cfg.feat_dim)
         output = (self.cfg.vae.out_sample_rate, self.cfg.patch_samples)
-        return Continuation(p.request, voice, p.spoken, p.tokens, shape, self.length_cap, self.capacity, out, output)
+        return Continuation(p.request, voice, p.spoken, p.tokens, shape, self.length_cap, self.capacity, output)
 
     def length_cap(self, req: SynthesisRequest, prompt: Prompt) -> int:
         """The official cap, min(6 * target tokens + 10, max_len), bounded by the cache's room."""

@@ -35,6 +35,8 @@ import heapq
 import time
 from typing import Callable
 
+import numpy as np
+
 from ..request.continuation import Continuation, SegmentStart
 from ..request.request import AudioChunk
 from .pacing import StepCosts
@@ -74,6 +76,9 @@ class Scheduler:
         self.joining: list[Stream] = []
         self.live: list[Stream] = []
         self.launched: collections.deque[Launched] = collections.deque()
+        # What the step under way released or ended, by stream: step() returns it. None between
+        # steps (a stream stopped then is its stopper's to know about).
+        self.produced: dict[Stream, list[AudioChunk]] | None = None
 
     @property
     def active(self) -> int:
@@ -107,11 +112,13 @@ class Scheduler:
         self.joining.append(stream)
 
     # -- the batch loop -----------------------------------------------------------------------------
-    def step(self):
+    def step(self) -> list[tuple[Stream, list[AudioChunk]]]:
         """Admits joining streams (as many as the running streams' deadlines allow), launches the
-        next patch of every live stream, and collects the oldest patch in flight into each
-        stream's chunks. Failures land on the streams they concern (Stream.error); the scheduler
-        goes on."""
+        next patch of every live stream, and collects the oldest patch in flight. Returns what the
+        step produced: each stream that released chunks or ended in it, with its chunks (oldest
+        first; none for one that only ended). Failures land on the streams they concern
+        (Stream.error); the scheduler goes on."""
+        self.produced = {}
         started = self.clock()
         for stream in [s for s in self.joining + self.live if s.cancelled]:
             self.retire(stream)
@@ -133,6 +140,8 @@ class Scheduler:
             self.costs.record(admitted, self.clock() - started)
         else:
             self.costs.skip()
+        produced, self.produced = self.produced, None
+        return list(produced.items())
 
     def admissible(self, now: float) -> int:
         """How many joining streams this step may prefill (the module's docstring says why)."""
@@ -188,10 +197,11 @@ class Scheduler:
             if stream.done or generation != stream.generation:
                 continue
             row, plan = stream.row, stream.plan
-            chunk = AudioChunk(audio=audio[row].copy(), latents=latents[row].copy(), index=index)
-            if plan.holding and self.running_dry(stream, now):
-                plan.release_held()
-            after = plan.add(chunk, stream.stops_after(index, bool(stop[row])))
+            early = plan.release_held() if plan.holding and self.running_dry(stream, now) else []
+            chunks, after = plan.add(np.array(audio[row], dtype=np.float32), latents[row].copy(),
+                                     stream.stops_after(index, bool(stop[row])))
+            if early or chunks:
+                self.produced.setdefault(stream, []).extend(early + chunks)
             stream.played(plan.released_samples / self.rate, now)  # a pause's silence plays too
             if after is True:
                 self.retire(stream)
@@ -209,6 +219,8 @@ class Scheduler:
         if stream.done:
             return
         stream.done = True
+        if self.produced is not None:
+            self.produced.setdefault(stream, [])
         if stream.plan is not None:
             stream.plan.close()
         for group in (self.joining, self.live):

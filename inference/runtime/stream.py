@@ -1,11 +1,10 @@
-"""One request on the engine, as the engine's owner thread sees it: its row, its counters, the
-chunks made and not yet taken, its listener's playback clock, and how it ended."""
+"""One request on the engine (as nano-vllm's Sequence): its row, its counters, its listener's
+playback clock, and how it ended. Only the scheduler changes it (inference/runtime/scheduler.py);
+other layers read it, and any thread may cancel it. Its audio is not kept here: each step returns
+what it produced (Engine.step)."""
 from __future__ import annotations
 
-import collections
 import threading
-
-from ..request.request import AudioChunk
 
 
 class Stream:
@@ -13,7 +12,6 @@ class Stream:
         self.prompt_len, self.min_len, self.cap, self.iterations = prompt_len, min_len, cap, iterations
         self.row = -1  # set when the engine gives it a row
         self.launched = 0  # patches queued on the device
-        self.chunks: collections.deque[AudioChunk] = collections.deque()
         self.done = False
         self.error: BaseException | None = None
         self.join = None  # the runner's Join until the stream has been admitted

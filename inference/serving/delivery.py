@@ -1,15 +1,33 @@
-"""Handing a running job what its stream made: each chunk to its consumer (as float32 audio),
-its latents kept for the offline render, its text's progress, and the check that its consumer
-keeps up. Runs on the worker's thread after each engine step."""
+"""What the worker hands a running job, on its own thread after each engine step: the chunks its
+stream made in the step (what Engine.step returned for it), its latents kept for the offline
+render, its text's progress; the check that its consumer keeps up (the unread-audio budget); and,
+when it fails, what its consumer is told.
+
+Unread audio. Audio waits in a job's channel until its consumer reads it; a client that stops
+reading (or never starts) leaves it there, finished jobs included, until the connection goes. A
+limit per job alone lets many such clients together pin any amount of memory (five of them held
+50-65 MB), so there is also a budget for all jobs together. Over it, a job stops as soon as it is
+itself behind (its consumer has not taken the previous patch), so a client that keeps up finishes
+while the server is full and one that does not adds at most a patch to the total.
+
+Failures. One request's failure must not take the worker down, and its consumer must not see the
+server's internals: input errors keep their own message (it says what to change), a consumer that
+fell behind is told so, and anything else becomes a generic message while the traceback goes to
+the log. An out-of-memory failure also gives back what the failed request held.
+"""
 from __future__ import annotations
 
+import gc
 import logging
+import traceback
 from dataclasses import dataclass, field
+from typing import Callable
 
-import numpy as np
+import torch
 
-from .backlog import UnreadBudget
-from .failures import FellBehind
+from ..errors import InputError
+from ..request.request import AudioChunk
+from ..runtime.cuda_graphs import CAPTURE_LOCK
 from .interfaces import EngineStream
 from .job import Job
 
@@ -25,19 +43,16 @@ class Running:
     retries_logged: int = 0
 
 
-def hand_over(job: Job, running: Running, unread: UnreadBudget):
-    """Every chunk the stream holds, to the job; raises FellBehind when its consumer lags."""
+def hand_over(job: Job, running: Running, chunks: list[AudioChunk], unread: UnreadBudget):
+    """The chunks its stream made in the last step, to the job; raises FellBehind when its consumer lags."""
     report_text(job, running)
-    stream = running.stream
-    while stream.chunks:
-        chunk = stream.chunks.popleft()
-        chunk.audio = audio = np.asarray(chunk.audio, dtype=np.float32)
+    for chunk in chunks:
         if chunk.pause:
-            keep_pause(running, len(audio))
+            keep_pause(running, len(chunk.audio))
         else:
             running.patches.append(chunk.latents)
         job.deliver(chunk)
-        if (why := unread.check(job, audio.shape[0])) is not None:
+        if (why := unread.check(job, chunk.audio.shape[0])) is not None:
             raise FellBehind(why)
 
 
@@ -70,3 +85,86 @@ def outcome_line(job: Job, served: int, streams: int, sample_rate: int) -> str:
     return (f"request {job.id} #{served} mode={job.mode} text_chars={job.text_chars} queue={fmt(m['queue_s'])} "
             f"streams={streams} ttfp={fmt(m['ttfp_s'])} rtf={fmt(m['rtf'], '')} patches={m['patches']} "
             f"audio={fmt(m['audio_s'])} outcome={job.outcome} segments={len(job.segment_ends)} retries={retries}")
+
+
+# -- the unread-audio budget ----------------------------------------
+FELL_BEHIND = ("Stopped: the connection fell more than {seconds:g} s of audio behind the generation, "
+               "so the rest was not made.")
+SERVER_FULL = ("Stopped: the server holds as much unread audio as it allows ({seconds:g} s across all "
+               "connections) and this connection was not keeping up, so the rest was not made.")
+
+
+class UnreadBudget:
+    def __init__(self, sample_rate: int, per_job_s: float, total_s: float, unread_patches: Callable[[], int]):
+        """unread_patches(): patches waiting unread across every job the worker lists (running and
+        finished), as `patches_waiting` counts them; asked only when a job is itself behind."""
+        self.sample_rate, self.per_job_s, self.total_s = sample_rate, per_job_s, total_s
+        self.unread_patches = unread_patches
+
+    def check(self, job, chunk_samples: int) -> str | None:
+        """None while `job` may go on; else why it must stop. Patches are of equal length, so
+        unread audio is counted in patches of `chunk_samples`."""
+        rate = self.sample_rate
+        if job.unread_chunks() * chunk_samples > self.per_job_s * rate:
+            return FELL_BEHIND.format(seconds=self.per_job_s)
+        if job.unread_chunks() <= 1:  # its consumer has everything but the patch just made
+            return None
+        total = self.unread_patches() * chunk_samples
+        if total <= self.total_s * rate:
+            return None
+        log.warning("stopping request %s: %.1f s of audio wait unread across all connections, over the "
+                    "budget of %g s, and this one is %d patches behind", job.id, total / rate, self.total_s,
+                    job.unread_chunks())
+        return SERVER_FULL.format(seconds=self.total_s)
+
+
+def patches_waiting(job) -> int:
+    """Patches of audio in the job's channel: a finished job's last event is its end, not audio."""
+    waiting = job.unread_chunks()
+    return waiting if job.live else max(0, waiting - 1)
+
+
+# -- failures -------------------------------------------------------
+INTERNAL_ERROR = "Generation failed because of an internal error on the server; it has been logged."
+OUT_OF_MEMORY = ("The server ran out of memory for this request; try a shorter text or reference clip, "
+                 "or try again in a moment.")
+SHUTTING_DOWN = "The server is shutting down."
+
+# Allocation failures that CUDA libraries report as plain RuntimeErrors (cuBLAS, cuDNN, the driver).
+_CUDA_ALLOC_FAILURES = ("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUDA error: out of memory")
+
+
+class FellBehind(Exception):
+    """The job's consumer has more unread audio than allowed: it is not reading the stream."""
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)):
+        return True
+    return isinstance(exc, RuntimeError) and any(s in str(exc) for s in _CUDA_ALLOC_FAILURES)
+
+
+def release_memory():
+    """Give back what a failed request held: cycles, and on CUDA the allocator's cached blocks."""
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        with CAPTURE_LOCK:  # empty_cache() touches every GPU: not while another one captures a graph
+            torch.cuda.empty_cache()
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """(message for the consumer, outcome) of a job that failed with `exc`."""
+    if isinstance(exc, InputError):
+        return str(exc), "input_error"
+    if isinstance(exc, FellBehind):
+        return str(exc), "too_slow"
+    if is_out_of_memory(exc):
+        return OUT_OF_MEMORY, "out_of_memory"
+    return INTERNAL_ERROR, "error"
+
+
+def log_failure(job_id: str, exc: BaseException):
+    # The traceback goes to the log as text, then its frames drop their locals: a log handler
+    # that keeps records (or the exception itself) must not keep a failed request's tensors.
+    log.error("job %s failed:\n%s", job_id, "".join(traceback.format_exception(exc)).rstrip())
+    traceback.clear_frames(exc.__traceback__)

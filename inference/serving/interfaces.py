@@ -8,7 +8,6 @@ implement these whole (tests/fixtures/), so product code reads every member plai
 guessing with getattr(x, name, default)."""
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import threading
 from typing import Any, Callable, Protocol, TypeVar, runtime_checkable
@@ -32,12 +31,8 @@ class TextPlan(Protocol):
 
 @runtime_checkable
 class EngineStream(Protocol):
-    """One request on an engine, as its worker reads it after each step (all read-only to it,
-    but for popping the chunks it takes)."""
-
-    @property
-    def chunks(self) -> collections.deque[AudioChunk]:
-        """Made and not yet taken, oldest first."""
+    """One request on an engine, as its worker reads it after each step (read-only to it: its
+    audio comes in what step() returns)."""
 
     @property
     def done(self) -> bool: ...
@@ -102,8 +97,9 @@ class BatchEngine(Protocol[S]):
         """Gives a prepared request (what prepare() returned) a row; it joins at the next step.
         Only GPU work is left for it (encoding clips, the prefill)."""
 
-    def step(self) -> None:
-        """One patch of every live stream; failures land on the streams they concern."""
+    def step(self) -> list[tuple[S, list[AudioChunk]]]:
+        """One patch of every live stream; failures land on the streams they concern. Returns what
+        it produced: each stream that made chunks or ended in it, with its chunks, oldest first."""
 
     def stop(self, stream: S) -> None:
         """Ends a stream now and frees its row."""

@@ -21,7 +21,7 @@ import uuid
 from ..config import LIMITS
 from ..errors import InputError
 from ..request.request import SynthesisRequest
-from .failures import QueueFullError
+from ..errors import QueueFullError
 from .interfaces import BatchEngine
 from .job import Job
 from .worker import EngineWorker

@@ -5,7 +5,7 @@ from the web page, the HTTP route and tests all become `Job`s that a single daem
 prepared first on its caller's thread (engine.prepare: text, tokens, clips' samples). That thread runs the
 batch loop: it starts waiting jobs in arrival order while the engine has free rows, steps the engine (one
 patch of every running job), hands each job its chunks (delivery.py) and retires the jobs that ended. A job
-can be cancelled while queued or within one patch, fails alone (failures.py), and only the worker changes it.
+can be cancelled while queued or within one patch, fails alone (delivery.py), and only the worker changes it.
 
 Admission: a request is refused only when every row is taken and the waiting line is full, that is when
 the worker already holds rows + max_queue unfinished jobs. A burst that fits is accepted whole, even
@@ -19,21 +19,22 @@ import itertools
 import logging
 import threading
 import uuid
+from typing import Any, Callable
 
 import torch
 
 from ..config import LIMITS
-from ..errors import InputError
+from ..errors import InputError, QueueFullError
 from ..request.request import SynthesisRequest
-from .backlog import UnreadBudget, patches_waiting
-from .calls import EngineCalls, run_calls
-from .delivery import Running, hand_over, outcome_line
-from .failures import SHUTTING_DOWN, FellBehind, QueueFullError, classify, log_failure, release_memory
+from .delivery import (SHUTTING_DOWN, FellBehind, Running, UnreadBudget, classify, hand_over, log_failure,
+                       outcome_line, patches_waiting, release_memory)
 from .interfaces import BatchEngine
 from .job import Job
 from .latent_store import LatentStore
 
 log = logging.getLogger("voxcpm.worker")
+
+__all__ = ["EngineCalls", "EngineWorker", "QueueFullError", "run_calls"]
 
 
 class EngineWorker:
@@ -214,8 +215,7 @@ class EngineWorker:
                 for job in joining:
                     self._start(job)
                 if self._running:
-                    self.engine.step()
-                    self._deliver()
+                    self._deliver(self.engine.step())
             except Exception as exc:  # a bug in the loop itself: fail what it held, keep serving
                 self._fail_held(joining, exc)
 
@@ -262,12 +262,14 @@ class EngineWorker:
         with self._lock:
             self._running[job] = Running(stream)
 
-    def _deliver(self):
-        """Each running job's new chunks to its consumer; jobs that ended are finished."""
+    def _deliver(self, produced: list):
+        """Each running job's chunks of the step (what engine.step() returned) to its consumer;
+        jobs that ended are finished."""
+        made = {id(stream): chunks for stream, chunks in produced}
         for job, running in list(self._running.items()):
             stream = running.stream
             try:
-                hand_over(job, running, self.unread)
+                hand_over(job, running, made.get(id(stream), []), self.unread)
             except FellBehind as exc:
                 self.engine.stop(stream)
                 self._fail(job, exc)
@@ -301,3 +303,48 @@ class EngineWorker:
         # Logged before the consumer hears the end, so the line is there when it does.
         log.info(outcome_line(job, next(self._served), streams, self.sample_rate))
         job.hang_up()
+
+
+class EngineCalls:
+    """Work to run on the thread that owns an engine, between two steps (a piece of an offline
+    decode, a reference clip's encoding), each with the future its caller waits on.
+
+    The loop takes one call per turn, oldest first: live streams step between any two calls, so
+    however many calls are waiting, a stream waits for at most one of them per patch. Long work is
+    therefore split by its caller into short calls (an offline render decodes a few patches per
+    call), each queued after the previous one ended: several such callers take turns. Not
+    thread-safe by itself: the worker holds its lock around add() and take(), and runs what it
+    took outside it."""
+
+    def __init__(self):
+        self._pending: collections.deque = collections.deque()  # (fn, future)
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)
+
+    def add(self, fn: Callable[[Any], Any]) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._pending.append((fn, future))
+        return future
+
+    def take(self) -> list:
+        """The oldest pending call (a list of one), or none."""
+        return [self._pending.popleft()] if self._pending else []
+
+    def refuse(self, exc: BaseException):
+        """Every pending call fails with `exc` (the worker is closing)."""
+        taken, self._pending = list(self._pending), collections.deque()
+        for _, future in taken:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(exc)
+
+
+def run_calls(calls: list, engine):
+    """fn(engine) of each call taken; its future gets the result or the exception."""
+    for fn, future in calls:
+        if not future.set_running_or_notify_cancel():
+            continue
+        try:
+            future.set_result(fn(engine))
+        except Exception as exc:  # the caller gets it; the loop goes on
+            future.set_exception(exc)

@@ -48,10 +48,10 @@ def parse_tag(tag: str) -> Pause:
     """One tag as written -> its Pause; InputError naming the tag when malformed or out of range."""
     match = next((m for form in _FORMS if (m := form.fullmatch(tag))), None)
     if match is None:
-        raise InputError(f"the pause tag {tag[:60]!r} is not understood: {accepted()}")
+        raise InputError(f"the pause tag {tag[:60]!r} is not understood: {accepted()}", "text")
     ms = float(match["number"]) * (1.0 if match["unit"].lower() == "ms" else 1000.0)
     if not MIN_PAUSE_MS <= ms <= MAX_PAUSE_MS:
-        raise InputError(f"the pause tag {tag[:60]!r} asks for {_show(ms)}: {accepted()}")
+        raise InputError(f"the pause tag {tag[:60]!r} asks for {_show(ms)}: {accepted()}", "text")
     return Pause(ms, tag)
 
 
@@ -59,7 +59,7 @@ def check_total(pause: Pause):
     """Tags in a row add up; their sum is bounded as one tag is."""
     if pause.ms > MAX_PAUSE_MS:
         raise InputError(f"the pauses {pause.tag[:120]!r} add up to {_show(pause.ms)} at one point of the text; "
-                         f"at most {_show(MAX_PAUSE_MS)} of silence may fall in one place")
+                         f"at most {_show(MAX_PAUSE_MS)} of silence may fall in one place", "text")
 
 
 def split_pauses(text: str) -> list[str | Pause]:

@@ -9,13 +9,24 @@ long text (WeText takes seconds for 20,000 characters) never holds up the stream
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from . import normalize as tn
 from ..errors import InputError
-from .content import has_content
 from .pauses import Pause, check_total, split_pauses
 from .segments import SEGMENT_WEIGHT, split_segments
 from .tokenizer import normalize_text
+
+# Unicode categories that say nothing on their own: separators (Z*), controls, format characters
+# such as zero-width spaces and bidi marks, surrogates, private use, unassigned (C*), and combining
+# marks (M*), which only modify a letter. Text made only of these is as empty as whitespace.
+_SILENT_CATEGORIES = ("Z", "C", "M")
+
+
+def has_content(text: str) -> bool:
+    """True when the text holds at least one letter, digit, punctuation mark or symbol."""
+    return any(unicodedata.category(ch)[0] not in _SILENT_CATEGORIES for ch in text)
+
 
 _EDGE_SPACE = re.compile(r"^(\s*)(.*?)(\s*)$", re.DOTALL)
 
@@ -24,13 +35,13 @@ class SpokenText:
     def __init__(self, text: str, normalize: bool = False, segment_weight: int = SEGMENT_WEIGHT):
         parts = split_pauses(normalize_text(text))
         if not any(has_content(p) for p in parts if isinstance(p, str)):
-            raise InputError("the text holds only pause tags: give words to speak around them")
+            raise InputError("the text holds only pause tags: give words to speak around them", "text")
         if normalize:  # the official clean-up runs on the whole piece: markdown can span sentences
             parts = [_cleaned(p, first=i == 0) if isinstance(p, str) else p for i, p in enumerate(parts)]
         pieces = [p for p in parts if isinstance(p, str)]
         if not any(has_content(p) for p in pieces):
             raise InputError("after markdown and emoji are removed, the text holds nothing to speak: "
-                             "give words, or turn normalization off")
+                             "give words, or turn normalization off", "text")
         self.lang = tn.language("".join(pieces))
         self._normalize = normalize
         self._segments: list[str] = []

@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from inference.errors import InputError
 from inference.serving.asr import AsrUnavailable, NotLoaded, Transcriber, check_length
-from inference.serving.failures import QueueFullError
+from inference.errors import QueueFullError
 from inference.serving.services import transcribe as transcribe_on
 
 from .common import HTTPError, guarded, read_json, read_limited

@@ -10,7 +10,7 @@ import asyncio
 import functools
 import json
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import anyio
 from fastapi import Request
@@ -23,7 +23,7 @@ from inference.serving.job import Job
 from inference.serving.worker import QueueFullError
 
 from .doorbell import doorbell
-from .schema import parse_body, to_request
+from .schema import StreamBody, parse_body, to_request
 from ..guard.limits import too_large
 from ..library.refusal import HTTPError, Refusal
 from ..services.metrics import observe_refusal
@@ -144,8 +144,11 @@ class Asked:
     format: str | None = None
 
 
-def page_asked(data, fmt: str | None = None) -> Asked:
-    """The page's body (ui/http/schema.StreamBody) as sent, read without trusting any of it."""
+def page_asked(data, body: StreamBody | None = None, fmt: str | None = None) -> Asked:
+    """The page's body as sent, read without trusting any of it; once parsed (`body`), its mode
+    and text stand."""
+    if body is not None:
+        return Asked(mode=body.mode, text_chars=len(body.text), voice=body.voice or page_asked(data).voice, format=fmt)
     if not isinstance(data, dict):
         return Asked(format=fmt)
     mode = data.get("mode", modes.DEFAULT_MODE)
@@ -157,23 +160,26 @@ def text_length(value) -> int:
     return len(value) if isinstance(value, str) else -1
 
 
-async def submit(request: Request, state, parse=None, describe=page_asked):
-    """Parse, check and queue: (job, SynthesisRequest, StreamBody). A refusal here gets its own log
-    line, as a finished job does. parse(json) -> StreamBody: the route's own body format (default:
-    the page's), run off the event loop; describe(json) -> Asked: what that body asked for, logged
-    with a refusal (a parsed StreamBody's mode and text then stand)."""
+async def submit(request: Request, state, parse=parse_body, build=None, describe=page_asked):
+    """Parse, build and queue: (job, SynthesisRequest, the route's body). The request's two shapes:
+    parse(json) -> the route's body (its pydantic model: JSON types and shape; default: the page's
+    StreamBody); build(body) -> the engine's SynthesisRequest (default: the page's to_request), both
+    run off the event loop; the worker's submit then has the engine check and prepare it. A refusal
+    here gets its own log line, as a finished job does: describe(json, body or None) -> Asked, what
+    the body asked for."""
     data = body = None
+    build = build or (lambda page: to_request(page, state.clips, state.voice_lookup))
 
     def refused(status: int, outcome: str):
-        _log_refusal(describe(data), body, status, outcome)
+        _log_refusal(describe(data, body), status, outcome)
         observe_refusal(state, status, outcome)
     try:
         data = await read_json(request)
 
         def prepare():
             nonlocal body
-            body = (parse or parse_body)(data)
-            req = to_request(body, state.clips, state.limits.max_text_chars, state.voice_lookup)
+            body = parse(data)
+            req = build(body)
             return state.worker.submit(req, job_id=body.request_id), req
         # Off the event loop: a saved voice is looked up (its patches may be read from the disk), and
         # submit prepares the request (text, tokens, clips' samples) on this thread.
@@ -196,9 +202,7 @@ async def submit(request: Request, state, parse=None, describe=page_asked):
         raise
 
 
-def _log_refusal(asked: Asked, body, status: int, outcome: str):
-    if body is not None:
-        asked = replace(asked, mode=body.mode, text_chars=len(body.text), voice=body.voice or asked.voice)
+def _log_refusal(asked: Asked, status: int, outcome: str):
     log.info("request refused mode=%s text_chars=%d voice=%s format=%s ttfp=- rtf=- patches=0 outcome=%s "
              "status=%d", asked.mode, asked.text_chars, _shown(asked.voice), _shown(asked.format), outcome, status)
 

@@ -1,10 +1,10 @@
 """OpenAI-compatible speech: POST /v1/audio/speech, GET /v1/audio/voices, GET /v1/models.
 
 Any OpenAI client (the official SDKs, tools built on them) can use the demo's server: point its
-base URL at http://HOST:PORT/v1 and, with --token, use the token as the API key. A request
-becomes the page's own request (ui/http/schema.StreamBody, by ui/http/speech_body.py) and goes
-through the same checks, limits, queue and worker; only the body format and the errors' shape are
-OpenAI's (every error under /v1, an unknown path or method included):
+base URL at http://HOST:PORT/v1 and, with --token, use the token as the API key. A request's body
+becomes the engine's request (ui/http/speech_body.py) and goes through the same checks, limits,
+queue and worker as the page's; only the body format and the errors' shape are OpenAI's (every
+error under /v1, an unknown path or method included):
 
 - `model`: voxcpm2, or OpenAI's tts-1, tts-1-hd, gpt-4o-mini-tts: all the one model.
 - `voice`: a saved voice's name (or {"id": name}) clones it: continuing from its clip when it has
@@ -28,13 +28,16 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 
+from inference.errors import InputError
 from inference.serving.job import Job
 
 from .builtin_voices import listed
 from .common import errors_as, first_audio, next_event, submit
-from .speech_body import DESIGN, MODEL_ID, OPENAI_MODELS, ParamError, openai_asked, parse_speech
+from .speech_body import (DESIGN, MODEL_ID, OPENAI_MODELS, openai_asked, openai_param, parse_speech, speed_of,
+                          to_request)
 from ..context import app_context
 from ..guard.answers import OPENAI_PREFIX, openai_error_body
+from ..library.refusal import Refusal
 from ..services.audio import MEDIA_TYPES, Encoder
 from ..services.metrics import observe_stream
 
@@ -47,13 +50,15 @@ def openai_error(status: int, message: str, headers: dict | None = None, param: 
 
 
 def openai_guarded(handler):
-    """errors_as (ui/http/common.py) in OpenAI's shape, naming the parameter that was refused."""
+    """errors_as (ui/http/common.py) in OpenAI's shape, naming the parameter that was refused in
+    this route's terms (`input`, not the engine's `text`)."""
     @functools.wraps(handler)
     async def named(*args, **kwargs):
         try:
             return await handler(*args, **kwargs)
-        except ParamError as exc:
-            return openai_error(400, str(exc), param=exc.param)
+        except InputError as exc:
+            status = exc.status if isinstance(exc, Refusal) else 400
+            return openai_error(status, str(exc), param=openai_param(exc.param))
     return errors_as(openai_error)(named)
 
 
@@ -61,17 +66,13 @@ def openai_guarded(handler):
 @openai_guarded
 async def speech(request: Request):
     state = app_context(request)
-    parsed = {}
-
-    def parse(raw):
-        parsed["speech"], body = parse_speech(raw, state.voices)
-        return body
-    job, req, body = await submit(request, state, parse=parse, describe=openai_asked)
-    fmt, events = parsed["speech"].response_format, parsed["speech"].stream_format == "sse"
+    job, req, speech = await submit(request, state, parse=parse_speech, describe=openai_asked,
+                                    build=lambda body: to_request(body, state.voices, state.voice_lookup))
+    fmt, events = speech.response_format, speech.stream_format == "sse"
     first = await first_audio(job, request)
     headers = {"X-Seed": str(req.seed), "X-Request-Id": job.id, "Cache-Control": "no-store",
                "X-Sample-Rate": str(state.worker.sample_rate)}
-    chunks = observe_stream(state.metrics, job, encoded(job, first, Encoder(fmt, state.worker.sample_rate, body.speed)))
+    chunks = observe_stream(state.metrics, job, encoded(job, first, Encoder(fmt, state.worker.sample_rate, speed_of(speech))))
     if events:
         return StreamingResponse(sse(chunks, job, len(req.text)), media_type="text/event-stream", headers=headers)
     media = MEDIA_TYPES[fmt] + (f";rate={state.worker.sample_rate};channels=1" if fmt == "pcm" else "")

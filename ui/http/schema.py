@@ -1,9 +1,13 @@
-"""The JSON body of a streaming request, and how it becomes a SynthesisRequest.
+"""The JSON body of a streaming request, and how it becomes the engine's SynthesisRequest.
 
-Unknown fields are refused rather than ignored, so a typo ("cfg": 3) never silently runs with
-defaults. Defaults come from the one spec of the modes (inference/request/modes.py), and ranges are
-checked by SynthesisRequest itself, so the page, the route and the engine share one set of limits
-and one wording.
+A request has two shapes from route to engine: the route's body (this StreamBody, or the OpenAI
+route's SpeechBody, ui/http/speech_body.py), whose pydantic model checks only JSON types and shape,
+and the SynthesisRequest built from it here. Unknown fields are refused rather than ignored, so a
+typo ("cfg": 3) never silently runs with defaults. What the route checks is about HTTP only: its
+field names (which mode reads which field) and resolving an upload id or a saved voice to a clip.
+Every value is checked once, by the engine (SynthesisRequest and Engine.prepare), against the one
+spec of the modes (inference/request/modes.py), so the page, the routes and the engine share one set
+of limits and one wording; an error names the field at fault (InputError.param).
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from inference.errors import InputError
 from inference.request import modes
 from inference.request.request import SynthesisRequest
-from inference.text.content import has_content
+from inference.text.spoken import has_content
 
 
 class StreamBody(BaseModel):
@@ -42,7 +46,8 @@ def parse_body(raw) -> StreamBody:
     try:
         return StreamBody.model_validate(raw)
     except ValidationError as exc:
-        raise InputError(describe_validation(exc)) from None
+        loc = exc.errors(include_url=False, include_input=False)[0].get("loc", ())
+        raise InputError(describe_validation(exc), str(loc[0]) if loc else None) from None
 
 
 def describe_validation(exc: ValidationError) -> str:
@@ -61,37 +66,33 @@ def blank(value: str | None) -> bool:
     return value is None or not has_content(value)
 
 
-def to_request(body: StreamBody, clips, max_text_chars: int, voices=None) -> SynthesisRequest:
+def to_request(body: StreamBody, clips, voices=None) -> SynthesisRequest:
     """Map the page's modes onto the engine's request; `clips` resolves upload ids, `voices(name)`
-    saved voices as (Voice, ReferenceClip) (ui/library/voice_store.py; None: no library);
-    max_text_chars: the limit of the free-text fields (check_text). May read the disk (a saved
-    voice's patches): call it off the event loop."""
-    check_text("text", body.text)
-    if (problem := modes.SETTINGS["speed"].check(body.speed)) is not None:
-        raise InputError(problem)
-    check_text("voice description or style instruction", body.control, max_text_chars)
-    check_text("transcript", body.prompt_text, max_text_chars)
+    saved voices as (Voice, ReferenceClip) (ui/library/voice_store.py; None: no library). May read
+    the disk (a saved voice's patches): call it off the event loop."""
+    check_speed(body.speed)
     control = None if blank(body.control) else body.control.strip()
-    seed = body.seed if body.seed is not None else secrets.randbelow(modes.PAGE_SEED_LIMIT)
+    seed = body.seed if body.seed is not None else random_seed()
     common = dict(text=body.text, cfg_value=body.cfg_value, inference_timesteps=body.inference_timesteps,
                   min_len=body.min_len, max_len=body.max_len, seed=seed, normalize=body.normalize,
                   trim_silence=body.trim_silence)
     if body.mode == "design":
-        _refuse(body.reference_id, "a reference clip is not used in voice design: pick a cloning mode")
-        _refuse(body.voice, "a saved voice is not used in voice design: pick a cloning mode")
-        _refuse(body.prompt_text, "a transcript is only used in ultimate cloning")
+        _refuse(body.reference_id, "a reference clip is not used in voice design: pick a cloning mode", "reference_id")
+        _refuse(body.voice, "a saved voice is not used in voice design: pick a cloning mode", "voice")
+        _refuse(body.prompt_text, "a transcript is only used in ultimate cloning", "prompt_text")
         if body.trim_silence:
-            raise InputError("trim_silence trims a reference clip, and voice design has none: leave it out")
+            raise InputError("trim_silence trims a reference clip, and voice design has none: leave it out",
+                             "trim_silence")
         return SynthesisRequest(control=control, **common)
     clip, saved_transcript = _clone_source(body, clips, voices)
     if body.mode == "cloning":
-        _refuse(body.prompt_text, "a transcript is only used in ultimate cloning")
+        _refuse(body.prompt_text, "a transcript is only used in ultimate cloning", "prompt_text")
         return SynthesisRequest(control=control, reference_audio=clip, **common)
     transcript = saved_transcript if blank(body.prompt_text) else body.prompt_text
     if blank(transcript):
         raise InputError("ultimate cloning needs the exact transcript of the reference clip"
                          + (f": the saved voice {body.voice!r} has none, so type it, or use controllable cloning"
-                            if not blank(body.voice) else ""))
+                            if not blank(body.voice) else ""), "prompt_text")
     # Control is passed on so that SynthesisRequest refuses it with its own message (it would be read aloud).
     return SynthesisRequest(control=control, reference_audio=clip, prompt_audio=clip,
                             prompt_text=transcript.strip(), **common)
@@ -100,33 +101,44 @@ def to_request(body: StreamBody, clips, max_text_chars: int, voices=None) -> Syn
 def _clone_source(body: StreamBody, clips, voices):
     """The clip to clone and the transcript saved with it: a saved voice, or an uploaded clip."""
     if not blank(body.voice):
-        _refuse(body.reference_id, "give a saved voice or an uploaded clip, not both")
+        _refuse(body.reference_id, "give a saved voice or an uploaded clip, not both", "reference_id")
         if voices is None:
-            raise InputError("this server keeps no voice library: upload or record a clip instead")
+            raise InputError("this server keeps no voice library: upload or record a clip instead", "voice")
         voice, clip = voices(body.voice)
         return clip, voice.transcript
     if blank(body.reference_id):
         raise InputError("this mode needs a reference clip: upload or record one, or pick a saved voice "
-                         "(after an upload, wait for 'Reference ready')")
+                         "(after an upload, wait for 'Reference ready')", "reference_id")
     return clips.get(body.reference_id).as_engine_input(), None
 
 
-def check_text(name: str, value: str | None, limit: int | None = None):
-    """Refuses a free-text field that the tokenizer cannot take (lone surrogates), or, given the
-    limit, one longer than it. The limit is the engine's max_text_chars, read once by create_app
-    (AppContext.limits.max_text_chars) and passed here: the engine itself checks `text` against it
-    (Engine.plan, the authority, so `text` is checked here without a limit); the description,
-    style instruction and transcript, which it does not check, are checked here with the same value."""
+def random_seed() -> int:
+    """A request's seed when it gives none: drawn here, so the answer can tell it (X-Seed) and the
+    page can show it (below PAGE_SEED_LIMIT: JavaScript's numbers hold it)."""
+    return secrets.randbelow(modes.PAGE_SEED_LIMIT)
+
+
+def check_speed(speed: float):
+    """The playback speed: not the model's (the HTTP layer time-stretches, ui/services/audio.py), so the
+    route checks it, against the one spec."""
+    if (problem := modes.SETTINGS["speed"].check(speed)) is not None:
+        raise InputError(problem, "speed")
+
+
+def check_text(name: str, value: str | None, limit: int | None = None, param: str | None = None):
+    """Refuses a free-text field that the tokenizer cannot take (lone surrogates), or one longer
+    than `limit`: for text that is not a synthesis request's (a saved voice's transcript), which
+    the engine checks itself."""
     if value is None:
         return
     if limit is not None and len(value) > limit:
-        raise InputError(f"the {name} has {len(value)} characters; the limit is {limit}")
+        raise InputError(f"the {name} has {len(value)} characters; the limit is {limit}", param)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:  # JSON can carry lone surrogates; the tokenizer cannot
-        raise InputError(f"the {name} holds characters that are not valid Unicode (lone surrogates)") from None
+        raise InputError(f"the {name} holds characters that are not valid Unicode (lone surrogates)", param) from None
 
 
-def _refuse(value: str | None, message: str):
+def _refuse(value: str | None, message: str, param: str):
     if not blank(value):
-        raise InputError(message)
+        raise InputError(message, param)

@@ -1,22 +1,26 @@
-"""The body of POST /v1/audio/speech (OpenAI's, with our extensions) and the page's request it becomes.
+"""The body of POST /v1/audio/speech (OpenAI's, with our extensions) and the engine's
+SynthesisRequest it becomes (to_request): the route resolves `voice` and checks what only it has;
+every value the engine takes is checked by the engine, once, against the one spec
+(inference/request/modes.py).
 
-Every refusal names the OpenAI parameter to change (`ParamError.param`, sent as OpenAI's `param`)
-in the route's own terms: the page's fields it maps onto (text, control) and the settings it does
-not take (min_len) never appear in its messages. Ranges are read from the one spec
-(inference/request/modes.py); SynthesisRequest checks them again, as for every request.
+Every refusal names the OpenAI parameter to change (InputError.param, sent as OpenAI's `param`)
+in the route's own terms (openai_param: the engine's `text` is `input` here), and the settings
+it does not take (min_len) never appear in its messages.
 """
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from inference.errors import InputError
 from inference.request import modes
+from inference.request.request import SynthesisRequest
 
-from .builtin_voices import builtin_voice
+from .builtin_voices import BUILTIN_VOICES, builtin_voice
 from .common import Asked, text_length
-from .schema import StreamBody, blank
+from .schema import blank, check_speed, random_seed
 from ..library.voice_names import RESERVED
 from ..library.voice_store import VoiceError
 from ..services.audio import FORMATS, NOT_OFFERED, missing_formats
@@ -27,20 +31,28 @@ MODEL_ID = "voxcpm2"
 OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 MODEL_NAMES = (MODEL_ID, "openbmb/voxcpm2") + OPENAI_MODELS
 DESIGN = RESERVED[0]
-# The page's fields under the names this route gives them.
-OPENAI_NAMES = {"text": "input", "control": "instructions"}
-# The route takes no min_len, so each request keeps its default: max_len may not go below it.
+# The page's and the engine's fields under the names this route gives them: a refusal's `param`
+# (InputError.param) is told in this route's terms, or as null when it names no field of this body.
+OPENAI_NAMES = {"text": "input", "control": "instructions", "reference_id": "voice", "prompt_text": "voice",
+                "reference_audio": "voice", "prompt_audio": "voice"}
+# The route takes no min_len, so each request keeps its default: max_len may not go below it, and
+# the refusal says so in this route's terms (the engine's would name min_len, which it has not).
 _MAX_LEN = modes.SETTINGS["max_len"]
-RANGES = {name: modes.SETTINGS[name] for name in ("cfg_value", "inference_timesteps", "seed", "speed")} | {
-    "max_len": dataclasses.replace(_MAX_LEN, low=max(_MAX_LEN.low, modes.default("min_len")))}
+MAX_LEN = dataclasses.replace(_MAX_LEN, low=max(_MAX_LEN.low, modes.default("min_len")))
+MAX_VOICE_CHARS = 200  # as the page's body (StreamBody.voice)
 
 
 class ParamError(InputError):
-    """A request refused for one parameter, which OpenAI's error names in `param`."""
+    """A request refused for one parameter of this route, which OpenAI's error names in `param`."""
 
     def __init__(self, param: str, message: str):
-        super().__init__(message)
-        self.param = param
+        super().__init__(message, param)
+
+
+def openai_param(param: str | None) -> str | None:
+    """An input error's field (the page's or the engine's name) as this route's parameter."""
+    named = OPENAI_NAMES.get(param, param)
+    return named if named in SpeechBody.model_fields else None
 
 
 class VoiceId(BaseModel):
@@ -50,6 +62,7 @@ class VoiceId(BaseModel):
 
 class SpeechBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+    request_id: ClassVar[None] = None  # OpenAI's body names no request id: the server picks one
     model: str
     input: str
     voice: str | VoiceId | None = None
@@ -66,52 +79,81 @@ class SpeechBody(BaseModel):
     trim_silence: bool = False
 
 
-def parse_speech(raw, library=None) -> tuple[SpeechBody, StreamBody]:
-    """The OpenAI body and the page's body it becomes; `library` (ui/library/voice_store.py) tells whether
-    a saved voice has a transcript. Reads the index: call it off the event loop."""
+def parse_speech(raw) -> SpeechBody:
+    """The OpenAI body, its JSON types and shape checked, and the choices only this route has
+    (model, response_format, stream_format, speed, the lowest max_len)."""
     try:
         speech = SpeechBody.model_validate(raw)
     except ValidationError as exc:
-        raise _described(exc, SpeechBody) from None
+        raise _described(exc) from None
     if speech.model.lower() not in MODEL_NAMES:
         raise ParamError("model", f"model {speech.model[:80]!r} is not served here: use one of "
                                   f"{', '.join((MODEL_ID,) + OPENAI_MODELS)} (GET /v1/models)")
     _choice("response_format", speech.response_format, [f for f in FORMATS if f not in missing_formats()],
             NOT_OFFERED)
     _choice("stream_format", speech.stream_format, ["audio", "sse"])
-    for name, setting in RANGES.items():
-        value = getattr(speech, name)
-        problem = None if value is None else setting.check(value)
-        if problem is not None:
-            if name == "max_len":
-                problem += f" (a request here makes at least {setting.low:g} patches before it may stop)"
-            raise ParamError(name, problem)
-    return speech, to_stream_body(speech, library)
+    if speech.speed is not None:
+        check_speed(speed_of(speech))
+    if (problem := MAX_LEN.check(speech.max_len)) is not None:
+        raise ParamError("max_len", f"{problem} (a request here makes at least {MAX_LEN.low:g} patches before it "
+                                    f"may stop)")
+    return speech
 
 
-def to_stream_body(speech: SpeechBody, library=None) -> StreamBody:
+def speed_of(speech: SpeechBody) -> float:
+    return modes.default("speed") if speech.speed is None else speech.speed
+
+
+def to_request(speech: SpeechBody, library=None, voices=None) -> SynthesisRequest:
+    """The engine's request: `voice` resolved to a design (`design`, a built-in name) or a saved
+    voice, cloned (continued from, in ultimate cloning, when it has a transcript and no
+    `instructions` are given: a style would be read aloud there). `library`
+    (ui/library/voice_store.py) and `voices(name)` -> (Voice, ReferenceClip): None without a
+    library. Reads the index and may read a voice's patches: call it off the event loop."""
     voice = speech.voice.id if isinstance(speech.voice, VoiceId) else speech.voice
     if blank(voice):
         raise ParamError("voice", f"voice is required: a saved or built-in voice (GET /v1/audio/voices), or "
                                   f"{DESIGN!r} to design one from `instructions`")
-    common = dict(text=speech.input, cfg_value=speech.cfg_value, inference_timesteps=speech.inference_timesteps,
-                  max_len=speech.max_len, seed=speech.seed, control=speech.instructions,
-                  normalize=speech.normalize, trim_silence=speech.trim_silence,
-                  speed=modes.default("speed") if speech.speed is None else speech.speed)
+    if len(voice) > MAX_VOICE_CHARS:
+        raise ParamError("voice", f"parameter 'voice': String should have at most {MAX_VOICE_CHARS} characters")
+    instructions = None if blank(speech.instructions) else speech.instructions.strip()
+    seed = random_seed() if speech.seed is None else speech.seed
+    common = dict(cfg_value=speech.cfg_value, inference_timesteps=speech.inference_timesteps, max_len=speech.max_len,
+                  normalize=speech.normalize, trim_silence=speech.trim_silence)
+    designed = voice.strip().casefold() == DESIGN
+    builtin = None if designed else builtin_voice(voice)
+    if builtin is not None and _is_saved(voice, library):  # a saved voice of a built-in name wins
+        builtin = None
+    if designed or builtin is not None:
+        if speech.trim_silence:
+            raise ParamError("trim_silence", "trim_silence trims a reference clip, and voice design has none: "
+                                             "leave it out")
+        if builtin is not None:  # its description with the request's instructions, its seed unless one is given
+            instructions = builtin.control(instructions)
+            seed = builtin.seed if speech.seed is None else speech.seed
+        return SynthesisRequest(speech.input, control=instructions, seed=seed, **common)
+    if library is None:
+        raise ParamError("voice", f"this server keeps no voice library: use a built-in voice (GET "
+                                  f"/v1/audio/voices) or {DESIGN!r} with `instructions`")
+    transcript = _saved(voice, library).transcript
+    _, clip = voices(voice)
+    if instructions is None and transcript:
+        return SynthesisRequest(speech.input, reference_audio=clip, prompt_audio=clip, prompt_text=transcript.strip(),
+                                seed=seed, **common)
+    return SynthesisRequest(speech.input, control=instructions, reference_audio=clip, seed=seed, **common)
+
+
+def _saved(voice: str, library):
+    """The saved voice of that name; one unknown is refused naming this route's other choices."""
     try:
-        if voice.strip().casefold() == DESIGN:
-            return StreamBody(mode="design", **common)
-        if builtin_voice(voice) is not None and not _is_saved(voice, library):
-            return StreamBody(mode="design", **_builtin(voice, speech, common))
-        if library is None:
-            raise ParamError("voice", f"this server keeps no voice library: use a built-in voice (GET "
-                                      f"/v1/audio/voices) or {DESIGN!r} with `instructions`")
-        # Continued from (ultimate cloning) when the voice has a transcript (ui/schema.to_request takes
-        # it from the voice) and no style is asked for, which would be read aloud there.
-        continued = blank(speech.instructions) and bool(library.get(voice).transcript)
-        return StreamBody(mode="ultimate" if continued else "cloning", voice=voice, **common)
-    except ValidationError as exc:  # a limit of the page's body (a voice name's length...)
-        raise _described(exc, StreamBody) from None
+        return library.get(voice)
+    except VoiceError as exc:
+        if exc.status != 404:
+            raise
+        unknown = VoiceError(404, f"{exc}; built-in voices: {', '.join(BUILTIN_VOICES)}, or {DESIGN!r} to "
+                                  f"design one from `instructions` (GET /v1/audio/voices lists them all)")
+        unknown.param = "voice"
+        raise unknown from None
 
 
 def _is_saved(voice: str, library) -> bool:
@@ -127,16 +169,9 @@ def _is_saved(voice: str, library) -> bool:
     return True
 
 
-def _builtin(voice: str, speech: SpeechBody, common: dict) -> dict:
-    """A built-in voice's design: its description with the request's instructions, its seed unless one is given."""
-    builtin = builtin_voice(voice)
-    seed = builtin.seed if speech.seed is None else speech.seed
-    return common | {"control": builtin.control(None if blank(speech.instructions) else speech.instructions),
-                     "seed": seed}
-
-
-def openai_asked(data) -> Asked:
-    """What an OpenAI body asked for, read without trusting any of it, for a refusal's log line."""
+def openai_asked(data, body=None) -> Asked:
+    """What an OpenAI body asked for, read without trusting any of it, for a refusal's log line
+    (from the JSON as sent: `body`, the parsed SpeechBody, adds nothing to it)."""
     if not isinstance(data, dict):
         return Asked()
     voice = data.get("voice")
@@ -157,11 +192,11 @@ def _choice(field: str, value: str, accepted: list[str], why: dict[str, str] | N
                                 + (f" ({reason})" if reason else ""))
 
 
-def _described(exc: ValidationError, model: type[BaseModel]) -> ParamError:
-    """Pydantic's first complaint about `model` in one sentence, naming this route's parameter."""
+def _described(exc: ValidationError) -> ParamError:
+    """Pydantic's first complaint about the body in one sentence, naming the parameter."""
     err = exc.errors(include_url=False, include_input=False)[0]
     loc = [str(p) for p in err.get("loc", ())] or ["body"]
-    param = OPENAI_NAMES.get(loc[0], loc[0])[:40] if model is StreamBody else loc[0][:40]
+    param = loc[0][:40]
     where = ".".join([param] + loc[1:])[:40]
     if err.get("type") == "extra_forbidden":
         accepted = ", ".join(SpeechBody.model_fields)

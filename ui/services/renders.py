@@ -9,7 +9,7 @@ The page's A/B compares a take with this render, so "stream == offline" is measu
   from the latents), then each piece's PCM. A render too long for the cache holds at most
   UNREAD_PIECES parts its slowest reader has not read (`Render`, below).
 - Live streams first: each piece is its own call on the engine's worker thread, which runs one
-  call between two steps (inference/serving/calls.py), so a render adds at most one piece's decode
+  call between two steps (inference/serving/worker.py), so a render adds at most one piece's decode
   to a stream's patch, however many renders run.
 - Decoded once: a render small enough for the cache (LatentStore.cacheable) is shared by every GET
   of it while it runs, and cached when done; a longer one only by those that asked before its
@@ -30,10 +30,9 @@ import json
 import logging
 import weakref
 
-import numpy as np
 from fastapi.responses import Response, StreamingResponse
 
-from inference.serving.failures import QueueFullError
+from inference.errors import QueueFullError
 from inference.serving.latent_store import KeptLatents, LatentStore
 from inference.serving.services import OfflineRender
 
