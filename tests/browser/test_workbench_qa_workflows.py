@@ -11,7 +11,7 @@ from ..support.workbench_page import app, drag, page, ready, slowed, take  # noq
 WB = "#vox-workbench"
 
 
-def test_1_a_drag_on_the_waveform_selects_a_region_that_loops(page):
+def test_a_drag_on_the_waveform_selects_a_region_that_loops(page):
     t = take(page)
     drag(page, f"{WB} [data-wb=wave-a]", 0.2, 0.5)
     seconds = t["figures"]["seconds"]
@@ -29,7 +29,7 @@ def test_1_a_drag_on_the_waveform_selects_a_region_that_loops(page):
     drag(page, f"{WB} [data-wb=wave-a]", line / seconds, 0.98)
     on_line = page.evaluate("(() => { const s = window.workbench.view.selection; return s && [s.start, s.end]; })()")
     assert on_line and abs(on_line[0] - line) < 0.02 and on_line[1] > line + 0.05, (on_line, line, seconds)
-def test_2_abx_is_blind_and_needs_a_b(page):
+def test_abx_is_blind_and_needs_a_b(page):
     take(page)
     page.select_option(f"{WB} [data-wb=b-source]", "")
     page.click(f"{WB} [data-wb=abx-start]")
@@ -61,7 +61,7 @@ def test_2_abx_is_blind_and_needs_a_b(page):
     assert int(shown[1]) == right and abs(float(shown[2]) - p) < 0.001
 
 
-def test_3_a_saved_voice_take_says_its_voice_and_reuses_it_after_a_reload(page):
+def test_a_saved_voice_take_says_its_voice_and_reuses_it_after_a_reload(page):
     take(page, "A voice to keep.")
     page.reload()
     ready(page)
@@ -86,7 +86,7 @@ def test_3_a_saved_voice_take_says_its_voice_and_reuses_it_after_a_reload(page):
     page.get_by_role("tab", name="Voice design").click()
 
 
-def test_4_stopped_and_replaced_takes_keep_their_server_details(app, page):
+def test_stopped_and_replaced_takes_keep_their_server_details(app, page):
     page.locator("#vox-normalize input[type=checkbox]").check()
     page.fill("#vox-text textarea", "I have 3 cats and 2 dogs.")
     before = page.evaluate("window.workbench.takes.length")
@@ -119,7 +119,7 @@ def _ids(page):
     return page.evaluate("window.workbench.takes.map((t) => t.id)")
 
 
-def test_5_clear_all_asks_first_and_delete_and_clear_can_be_undone(page):
+def test_clear_all_asks_first_and_delete_and_clear_can_be_undone(page):
     take(page)
     ids = _ids(page)
     page.once("dialog", lambda dialog: dialog.dismiss())
@@ -144,7 +144,7 @@ def test_5_clear_all_asks_first_and_delete_and_clear_can_be_undone(page):
 LONG = "On May 5 we sold 1,250 tickets. The hall was full by 8pm. Everyone stayed until the end."
 
 
-def test_6_a_long_texts_segments_are_on_the_waveform_and_follow_the_cursor(app, page):
+def test_a_long_texts_segments_are_on_the_waveform_and_follow_the_cursor(app, page):
     engine = app.worker.engine
     weight, engine.segment_weight = engine.segment_weight, 40  # a segment per sentence
     page.locator("#vox-normalize input[type=checkbox]").check()
@@ -168,7 +168,7 @@ def test_6_a_long_texts_segments_are_on_the_waveform_and_follow_the_cursor(app, 
     assert items.nth(2).get_attribute("aria-current") == "true"
 
 
-def test_7_the_keyboard_reaches_and_drives_the_take_and_a_phone_shows_the_list(page):
+def test_the_keyboard_reaches_and_drives_the_take_and_a_phone_shows_the_list(page):
     while page.evaluate("window.workbench.takes.length") < 6:
         take(page)
     page.focus("#vox-generate")
@@ -222,7 +222,7 @@ def test_7_the_keyboard_reaches_and_drives_the_take_and_a_phone_shows_the_list(p
     assert box["inner"] <= 1 and box["right"] <= 390 and box["narrow"] > 30, box  # no box scrolling inside the page
 
 
-def test_7_b_switches_between_a_and_b_at_the_same_position(page):
+def test_b_switches_between_a_and_b_at_the_same_position(page):
     take(page)
     page.select_option(f"{WB} [data-wb=b-source]", "offline")
     page.wait_for_function("window.workbench.lastDifference", timeout=30_000)
@@ -244,7 +244,7 @@ SPOKEN = ("Version three point two point one", "two hours", "one thousand two hu
           "one thousand and twenty four pages", "one million two hundred and fifty thousand copies")
 
 
-def test_8_normalization_reads_versions_units_and_grouped_numbers(page):
+def test_normalization_reads_versions_units_and_grouped_numbers(page):
     page.locator("#vox-normalize input[type=checkbox]").check()
     try:
         t = take(page, NUMBERS)
@@ -257,7 +257,7 @@ def test_8_normalization_reads_versions_units_and_grouped_numbers(page):
     assert spoken in page.locator("#vox-panel [data-field='spoken_text']").text_content()
 
 
-def test_9_the_small_ones(app, page):
+def test_gap_labels_the_wav_name_the_take_row_and_the_difference_read_plainly(app, page):
     take(page, "Another take, for B.")
     with slowed(app, 0.3):
         t = take(page, "Gaps to label.")
