@@ -1,4 +1,4 @@
-"""Session set-up shared by every test module."""
+"""Session set-up shared by every test module, and the tiers' markers (see tests/README.md)."""
 import os
 import tempfile
 from pathlib import Path
@@ -6,7 +6,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-FIGURES = Path(__file__).resolve().parent / "artifacts" / "robust-figures.txt"
+HERE = Path(__file__).resolve().parent
+FIGURES = HERE / "artifacts" / "robust-figures.txt"
+TIERS = ("unit", "http", "browser", "gpu")
+# Tests over about 10 s on two CPU cores, left out of the fast tier: a file (all its tests) or one
+# test by name, relative to tests/. Timed with --durations on a quiet machine; see tests/README.md.
+SLOW: set[str] = set()
+# Tests that need CUDA outside tests/gpu/: each sits beside the CPU test of the same code.
+GPU = {
+    "unit/test_split_products.py::test_on_cuda_split_products_beat_plain_tf32",
+    "unit/test_vae_stream.py::test_compiled_on_cuda_equals_the_reference_layers",
+}
 
 
 def pytest_sessionstart(session):
@@ -16,6 +26,26 @@ def pytest_sessionstart(session):
     # a throwaway folder, never in the user's real one.
     if "VOXCPM_DATA_DIR" not in os.environ:
         os.environ["VOXCPM_DATA_DIR"] = tempfile.mkdtemp(prefix="voxcpm-test-data-")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these markers
+def pytest_collection_modifyitems(config, items):
+    modules = {}
+    for item in items:
+        where = item.path.relative_to(HERE).as_posix()
+        modules[where] = item.module
+        if where.split("/")[0] in TIERS:
+            item.add_marker(where.split("/")[0])
+        named = f"{where}::{item.originalname}"
+        if where in SLOW or named in SLOW:
+            item.add_marker("slow")
+        if named in GPU:
+            item.add_marker("gpu")
+    # A renamed or moved test would silently lose its marker: refuse names that no longer exist.
+    for entry in SLOW | GPU:
+        where, _, name = entry.partition("::")
+        if not (HERE / where).is_file() or where in modules and name and not hasattr(modules[where], name):
+            raise pytest.UsageError(f"tests/conftest.py names {entry}, which no longer exists")
 
 
 @pytest.fixture()
