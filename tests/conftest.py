@@ -48,6 +48,32 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(f"tests/conftest.py names {entry}, which no longer exists")
 
 
+@pytest.fixture(scope="module")
+def serve_app():
+    """The one way a module serves the app: serve_app(engine=None, **settings) runs the tiny random
+    model (or `engine`) with AppSettings(**settings) on 127.0.0.1 and returns the running app; all
+    it started stop when the module ends."""
+    from ui import AppSettings
+
+    from .support.app_helpers import serve
+
+    started = []
+
+    def start(engine=None, **settings):
+        started.append(serve(AppSettings(**settings), engine=engine))
+        return started[-1]
+    yield start
+    for running in reversed(started):
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def app(serve_app):
+    """The app with its default settings, for the module; a module that needs other settings
+    overrides `app` with serve_app(its settings)."""
+    return serve_app()
+
+
 @pytest.fixture()
 def client(app):
     """An HTTP client of the module's served app (each module's `app` fixture)."""

@@ -37,10 +37,8 @@ DEFAULT = {"mode": "design", "text": "Hello world, this is a test.", "design_con
 
 
 @pytest.fixture(scope="module")
-def app():
-    running = serve(AppSettings(max_queue=2))
-    yield running
-    running.stop()
+def app(serve_app):
+    return serve_app(max_queue=2)
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,8 @@ import pytest
 
 from inference import Engine
 from inference.model.tiny_checkpoint import write_tiny_checkpoint
-from ui import AppSettings
 
-from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, serve
+from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM
 from ..support.page_handles import click_generate, take_handles
 
 if not os.environ.get("CI"):  # CI installs both (.ci/run); elsewhere, say why it did not run
@@ -27,13 +26,12 @@ TEXT = ("On May 5 we sold 1,250 tickets. The hall was full by 8pm. Everyone stay
 
 
 @pytest.fixture(scope="module")
-def app():
+def app(serve_app):
     path = write_tiny_checkpoint(tempfile.mkdtemp(prefix="voxcpm2-browser-long-"), fast_vae=True)
     engine = Engine.from_pretrained(str(path), device="cpu", dtype="float32", max_streams=1)
     engine.segment_weight = 40  # a segment per sentence
-    running = serve(AppSettings(prebuffer_ms=80), engine=engine)
+    running = serve_app(prebuffer_ms=80, engine=engine)
     yield running
-    running.stop()
 
 
 def test_a_long_text_plays_to_the_end_gaplessly_and_shows_what_is_spoken(app):

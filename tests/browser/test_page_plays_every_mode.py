@@ -15,12 +15,11 @@ import soundfile as sf
 
 from inference import SynthesisRequest
 from inference.request import modes
-from ui import AppSettings
 from ui.page.examples import cloning_examples, design_examples, ultimate_examples
 from ui.library.uploads import decode_audio
 
 from ..support.app_helpers import BROWSER_FLAGS as FLAGS
-from ..support.app_helpers import CHROMIUM, assert_same_audio, expected_pcm, load_engine, serve, set_max_len
+from ..support.app_helpers import CHROMIUM, assert_same_audio, expected_pcm, load_engine, set_max_len
 from ..support.page_handles import click_generate, take_handles
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
@@ -34,12 +33,11 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def app():
+def app(serve_app):
     (ARTIFACTS / "browser-metrics.txt").unlink(missing_ok=True)
-    running = serve(AppSettings(prebuffer_ms=80, notice="Random weights: the output is noise (test banner)."),
-                    engine=load_engine(max_streams=2))  # two rows: a third request waits in line
+    running = serve_app(prebuffer_ms=80, notice="Random weights: the output is noise (test banner).",
+                        engine=load_engine(max_streams=2))  # two rows: a third request waits in line
     yield running
-    running.stop()
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,8 @@ import pytest
 
 from inference import Engine
 from inference.model.tiny_checkpoint import write_tiny_checkpoint
-from ui import AppSettings
 
-from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, serve
+from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM
 from ..support.page_handles import click_generate, take_handles
 
 if not os.environ.get("CI"):  # CI installs both (.ci/run); elsewhere, say why it did not run
@@ -43,14 +42,13 @@ def paced(launch):
 
 
 @pytest.fixture(scope="module")
-def app():
+def app(serve_app):
     path = write_tiny_checkpoint(tempfile.mkdtemp(prefix="voxcpm2-page-gaps-"), fast_vae=True, never_stops=True)
     engine = Engine.from_pretrained(str(path), device="cpu", dtype="float32", max_streams=1)
     engine.segment_weight = 4
     engine.runner.launch = paced(engine.runner.launch)
-    running = serve(AppSettings(prebuffer_ms=80), engine=engine)
+    running = serve_app(prebuffer_ms=80, engine=engine)
     yield running
-    running.stop()
 
 
 def test_a_long_text_slower_than_its_hold_plays_without_a_gap(app):

@@ -16,9 +16,8 @@ import pytest
 import soundfile as sf
 
 from inference.serving.asr import Transcriber
-from ui import AppSettings
 
-from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, serve, set_max_len, state_swapped
+from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, set_max_len, state_swapped
 from ..fixtures.tiny_whisper import write_tiny_whisper
 from ..support.page_handles import click_generate, take_handles
 
@@ -48,11 +47,9 @@ def expected(whisper: str, data: bytes) -> str:
 
 
 @pytest.fixture(scope="module")
-def app(whisper, tmp_path_factory):
-    running = serve(AppSettings(asr_model=whisper, data_dir=str(tmp_path_factory.mktemp("data"))),
-                    engine=load_engine(max_streams=2))
-    yield running
-    running.stop()
+def app(serve_app, whisper, tmp_path_factory):
+    return serve_app(asr_model=whisper, data_dir=str(tmp_path_factory.mktemp("data")),
+                     engine=load_engine(max_streams=2))
 
 
 @pytest.fixture()

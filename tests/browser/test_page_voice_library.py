@@ -11,11 +11,10 @@ import pytest
 import soundfile as sf
 
 from inference import SynthesisRequest
-from ui import AppSettings
 from ui.page.examples import design_examples
 from ui.library.uploads import decode_audio
 
-from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, assert_same_audio, expected_pcm, load_engine, serve, set_max_len
+from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, assert_same_audio, expected_pcm, load_engine, set_max_len
 from ..support.page_handles import take_handles
 from .test_page_plays_every_mode import _pick_example, _run, _wav
 
@@ -29,10 +28,8 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    running = serve(AppSettings(data_dir=str(tmp_path_factory.mktemp("data"))), engine=load_engine(max_streams=2))
-    yield running
-    running.stop()
+def app(serve_app, tmp_path_factory):
+    return serve_app(data_dir=str(tmp_path_factory.mktemp("data")), engine=load_engine(max_streams=2))
 
 
 def _open(page, url: str):

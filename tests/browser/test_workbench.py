@@ -18,10 +18,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from ui import AppSettings
 from ui.http.frames import AUDIO, frame, json_frame
 
-from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, serve, set_max_len
+from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, set_max_len
 from ..fixtures.frames import read_frames
 from ..support.page_handles import click_generate, take_handles
 
@@ -32,10 +31,8 @@ from .test_page_plays_every_mode import sync_playwright  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def app():
-    running = serve(AppSettings(prebuffer_ms=80), engine=load_engine(max_streams=2))
-    yield running
-    running.stop()
+def app(serve_app):
+    return serve_app(prebuffer_ms=80, engine=load_engine(max_streams=2))
 
 
 @pytest.fixture(scope="module")

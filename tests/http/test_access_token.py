@@ -6,10 +6,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from ui import AppSettings
 from ui.guard.auth import COOKIE, TokenGate
 
-from ..support.app_helpers import pcm_of, serve, wait_until
+from ..support.app_helpers import pcm_of, wait_until
 
 TOKEN = "test-token-0123456789"
 TEXT = "Hello world, this is a test."
@@ -20,10 +19,8 @@ GUARDED = [("GET", "/"), ("GET", "/config"), ("GET", "/gradio_api/info"), ("GET"
 
 
 @pytest.fixture(scope="module")
-def app():
-    running = serve(AppSettings(token=TOKEN))
-    yield running
-    running.stop()
+def app(serve_app):
+    return serve_app(token=TOKEN)
 
 
 def client(app, **kwargs) -> httpx.Client:

@@ -19,10 +19,9 @@ from gradio.utils import get_upload_folder
 
 from inference import SynthesisRequest
 from inference.request.audio_input import load_audio
-from ui import AppSettings
 from ui.page.layout import register_clip
 
-from ..support.app_helpers import assert_same_audio, expected_pcm, pcm_of, serve
+from ..support.app_helpers import assert_same_audio, expected_pcm, pcm_of
 
 ROOT = Path(__file__).resolve().parents[2]
 VOICE = ROOT / "assets" / "voices" / "guide_en.wav"
@@ -84,12 +83,11 @@ ACCEPTED = [
 
 
 @pytest.fixture(scope="module")
-def app():
-    running = serve(AppSettings(max_queue=4, max_upload_mb=2, clips_per_client=100_000))  # uploads in a loop
+def app(serve_app):
+    running = serve_app(max_queue=4, max_upload_mb=2, clips_per_client=100_000)  # uploads in a loop
     running.app.state.clips.max_clips = 100_000  # a full store refuses (issue 9); these tests are not about that
     running.app.state.clips.max_decoded_bytes = MAX_DECODED
     yield running
-    running.stop()
 
 
 

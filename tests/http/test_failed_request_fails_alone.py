@@ -15,9 +15,8 @@ import torch
 
 from inference import SynthesisRequest
 from inference.serving.failures import INTERNAL_ERROR, OUT_OF_MEMORY
-from ui import AppSettings
 
-from ..support.app_helpers import assert_same_audio, expected_pcm, load_engine, pcm_of, serve, wait_until
+from ..support.app_helpers import assert_same_audio, expected_pcm, load_engine, pcm_of, wait_until
 
 TEXT = "Hello world, this is a test."
 PATCH = 7680  # samples per patch of the tiny model
@@ -45,11 +44,10 @@ class FailOnce:
 
 
 @pytest.fixture(scope="module")
-def app():
+def app(serve_app):
     # One stream at a time, so that one running and one waiting request fill the line.
-    running = serve(AppSettings(max_queue=1), engine=load_engine(max_streams=1))
+    running = serve_app(max_queue=1, engine=load_engine(max_streams=1))
     yield running
-    running.stop()
 
 
 

@@ -8,20 +8,15 @@ import json
 import pytest
 
 from app import parse_args
-from ui import AppSettings
 from ui.guard.hosts import allowed_hosts_for
-
-from ..support.app_helpers import serve
 
 TEXT = "Hello world, this is a test."
 BODY = json.dumps({"text": TEXT, "seed": 1, "max_len": 2})
 
 
 @pytest.fixture(scope="module")
-def app():
-    running = serve(AppSettings(allowed_hosts=allowed_hosts_for("127.0.0.1", ["demo.test"])))
-    yield running
-    running.stop()
+def app(serve_app):
+    return serve_app(allowed_hosts=allowed_hosts_for("127.0.0.1", ["demo.test"]))
 
 
 

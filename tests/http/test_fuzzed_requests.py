@@ -25,10 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from inference import SynthesisRequest
-from ui import AppSettings
 from ui.page.layout import register_clip
 
-from ..support.app_helpers import assert_same_audio, expected_pcm, pcm_of, record_figure, resources, serve, wait_until
+from ..support.app_helpers import assert_same_audio, expected_pcm, pcm_of, record_figure, resources, wait_until
 from ..support.gradio_queue import FILE_META, call, outputs
 
 EXAMPLES = int(os.environ.get("VOXCPM_FUZZ_EXAMPLES", "0"))
@@ -89,11 +88,10 @@ raw_bodies = st.one_of(valid(), valid(), near_valid, extra, anything).map(lambda
 
 
 @pytest.fixture(scope="module")
-def app():
-    running = serve(AppSettings(max_queue=4, max_upload_mb=2, clips_per_client=100_000))  # uploads in a loop
+def app(serve_app):
+    running = serve_app(max_queue=4, max_upload_mb=2, clips_per_client=100_000)  # uploads in a loop
     running.app.state.clips.max_clips = 100_000  # a full store refuses (issue 9); these tests are not about that
     yield running
-    running.stop()
 
 
 @pytest.fixture(scope="module")

@@ -29,8 +29,8 @@ MARK = b"voxcpm-secret-marker"
 
 
 @pytest.fixture(scope="module", params=[None, TOKEN], ids=["no-token", "token"])
-def app(request):
-    running = serve(AppSettings(token=request.param))
+def app(serve_app, request):
+    running = serve_app(token=request.param)
     running.token = request.param
     yield running
     running.stop()

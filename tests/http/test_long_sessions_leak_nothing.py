@@ -15,9 +15,7 @@ import httpx
 import numpy as np
 import pytest
 
-from ui import AppSettings
-
-from ..support.app_helpers import assert_same_audio, pcm_of, record_figure, resources, serve, wait_until
+from ..support.app_helpers import assert_same_audio, pcm_of, record_figure, resources, wait_until
 
 TEXT = "Hello world, this is a test."
 VOICE_TEXT = "Welcome to the museum. Please keep your ticket with you while you visit the galleries."
@@ -30,11 +28,10 @@ MAX_GROWTH = {"traced_mb": 1.0, "rss_mb": 48.0, "tensors": 4, "tensor_mb": 0.5, 
 
 
 @pytest.fixture(scope="module")
-def app():
-    running = serve(AppSettings(max_queue=32, keep_finished=KEEP_FINISHED))
+def app(serve_app):
+    running = serve_app(max_queue=32, keep_finished=KEEP_FINISHED)
     tracemalloc.start()  # after loading: only what requests allocate is of interest, and tracing is slow
     yield running
-    running.stop()
     tracemalloc.stop()
 
 

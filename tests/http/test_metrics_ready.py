@@ -28,13 +28,6 @@ def total(found: dict, name: str, **labels) -> float:
     return sum(v for (n, ls), v in found.items() if n == name and set(labels.items()) <= set(ls))
 
 
-@pytest.fixture(scope="module")
-def app():
-    running = serve(AppSettings())
-    yield running
-    running.stop()
-
-
 def test_metrics_count_what_was_served_and_refused(app):
     audio_s = 0.0
     with httpx.Client(base_url=app.url, timeout=120) as client:

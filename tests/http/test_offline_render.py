@@ -16,17 +16,16 @@ import torch
 
 from inference.runtime.decode_step import patches_to_frames
 from inference.runtime.offline import OfflineDecode
-from ui import AppSettings
 from ui.http.offline import PIECE_PATCHES, pcm16
 
-from ..support.app_helpers import load_engine, reference_engine, serve, wait_until
+from ..support.app_helpers import load_engine, reference_engine, wait_until
 
 P = 4  # the tiny model's patch size (frames per patch)
 PATCH_SAMPLES = 4 * 1920
 
 
 @pytest.fixture(scope="module")
-def app():
+def app(serve_app):
     """The app on an engine whose VAE decoder reports each call: ("stream", rows) for a step's
     streaming decode, ("offline", frames) for a piece of an offline render."""
     engine = load_engine()
@@ -37,10 +36,9 @@ def app():
         events.append(("stream", z.shape[0]) if kwargs.get("streaming") else ("offline", z.shape[-1]))
 
     engine.vae.decoder.register_forward_pre_hook(seen, with_kwargs=True)
-    running = serve(AppSettings(max_queue=4), engine=engine)
+    running = serve_app(max_queue=4, engine=engine)
     running.events = events
     yield running
-    running.stop()
 
 
 def latents(seed: int, patches: int) -> np.ndarray:

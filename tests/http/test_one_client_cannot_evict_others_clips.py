@@ -6,22 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-import pytest
 
-from ui import AppSettings
-
-from ..support.app_helpers import serve
 from .test_bad_input_gets_clear_message import encode, tone
 
 VOICE = Path(__file__).resolve().parents[2] / "assets" / "voices" / "guide_en.wav"
 TINY = encode(tone(0.12, 8000), 8000)  # about 2 KB: the cheapest clip the store accepts
-
-
-@pytest.fixture(scope="module")
-def app():
-    running = serve(AppSettings())
-    yield running
-    running.stop()
 
 
 def as_client(app, address: str) -> httpx.Client:

@@ -16,12 +16,11 @@ import pytest
 import soundfile as sf
 
 from inference import SynthesisRequest
-from ui import AppSettings
 from ui.http.audio_encoders import FORMATS
 from ui.http.builtin_voices import BUILTIN_VOICES
 from ui.library.uploads import decode_audio
 
-from ..support.app_helpers import SAMPLE_RATE, assert_same_audio, expected_pcm, serve
+from ..support.app_helpers import SAMPLE_RATE, assert_same_audio, expected_pcm
 
 VOICE = Path(__file__).resolve().parents[2] / "assets" / "voices" / "guide_en.wav"
 TRANSCRIPT = "Welcome to the museum. Please keep your ticket with you while you visit the galleries."
@@ -32,14 +31,13 @@ LOSSY = ("mp3", "opus")
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    running = serve(AppSettings(data_dir=str(tmp_path_factory.mktemp("data"))))
+def app(serve_app, tmp_path_factory):
+    running = serve_app(data_dir=str(tmp_path_factory.mktemp("data")))
     with httpx.Client(base_url=running.url, timeout=120) as client:
         clip_id = client.post("/voxcpm/upload", content=VOICE.read_bytes()).json()["id"]
         saved = client.post("/voxcpm/voices", json={"name": "Guide", "clip_id": clip_id, "transcript": TRANSCRIPT})
         assert saved.status_code == 201, saved.text
     yield running
-    running.stop()
 
 
 @pytest.fixture(scope="module")

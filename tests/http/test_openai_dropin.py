@@ -14,12 +14,11 @@ import pytest
 import soundfile as sf
 
 from inference import SynthesisRequest
-from ui import AppSettings
 from ui.http.audio_encoders import FORMATS
 from ui.http.builtin_voices import BUILTIN_VOICES
 from ui.library.uploads import decode_audio
 
-from ..support.app_helpers import SAMPLE_RATE, assert_same_audio, expected_pcm, serve
+from ..support.app_helpers import SAMPLE_RATE, assert_same_audio, expected_pcm
 
 VOICE = Path(__file__).resolve().parents[2] / "assets" / "voices" / "guide_en.wav"
 TEXT = "Hello world, this is a test."
@@ -27,10 +26,8 @@ EXTRA = {"seed": 11, "max_len": 6}
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    running = serve(AppSettings(data_dir=str(tmp_path_factory.mktemp("data"))))
-    yield running
-    running.stop()
+def app(serve_app, tmp_path_factory):
+    return serve_app(data_dir=str(tmp_path_factory.mktemp("data")))
 
 
 @pytest.fixture(scope="module")

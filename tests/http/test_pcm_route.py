@@ -24,10 +24,8 @@ TEXT = "Hello world, this is a test."
 
 
 @pytest.fixture(scope="module")
-def app():
-    running = serve(AppSettings(max_queue=2))
-    yield running
-    running.stop()
+def app(serve_app):
+    return serve_app(max_queue=2)
 
 
 

@@ -12,18 +12,15 @@ import startup
 from inference import SynthesisRequest
 from inference.serving.pool import WorkerPool
 from startup import StartupError
-from ui import AppSettings
 
-from ..support.app_helpers import assert_same_audio, expected_pcm, load_engine, pcm_of, serve, wait_until
+from ..support.app_helpers import assert_same_audio, expected_pcm, load_engine, pcm_of, wait_until
 
 TEXT = "Hello world, this is a test."
 
 
 @pytest.fixture(scope="module")
-def app():
-    running = serve(AppSettings(max_queue=2), engine=[load_engine(max_streams=2), load_engine(max_streams=2)])
-    yield running
-    running.stop()
+def app(serve_app):
+    return serve_app(max_queue=2, engine=[load_engine(max_streams=2), load_engine(max_streams=2)])
 
 
 

@@ -17,9 +17,8 @@ from inference.serving.pool import WorkerPool
 from inference.serving.worker import EngineWorker
 from inference.text import normalize as tn
 from inference.text import spoken as spoken_module
-from ui import AppSettings
 
-from ..support.app_helpers import load_engine, serve
+from ..support.app_helpers import load_engine
 from ..fixtures.engines import StandInEngine
 
 # Segment 2 normalizes to hundreds of words: its prompt alone exceeds the tiny model's 512 positions.
@@ -85,10 +84,8 @@ def test_an_input_error_is_raised_by_submit_and_no_job_is_made():
 
 
 @pytest.fixture(scope="module")
-def app():
-    running = serve(AppSettings(max_queue=2))
-    yield running
-    running.stop()
+def app(serve_app):
+    return serve_app(max_queue=2)
 
 
 def test_a_later_segment_too_long_for_the_cache_is_refused_before_any_audio(client):

@@ -11,18 +11,12 @@ from pathlib import Path
 import pytest
 from gradio.utils import get_upload_folder
 
-from ui import AppSettings
-
-from ..support.app_helpers import serve
-
 LIMIT_MB = 4
 
 
 @pytest.fixture(scope="module")
-def app():
-    running = serve(AppSettings(max_upload_mb=LIMIT_MB, body_timeout_s=1.5))
-    yield running
-    running.stop()
+def app(serve_app):
+    return serve_app(max_upload_mb=LIMIT_MB, body_timeout_s=1.5)
 
 
 

@@ -9,10 +9,9 @@ import pytest
 from scipy.signal import lfilter
 
 from inference.request import modes
-from ui import AppSettings
 from ui.http.speed import Stretcher, hops
 
-from ..support.app_helpers import SAMPLE_RATE, serve
+from ..support.app_helpers import SAMPLE_RATE
 from ..fixtures.frames import read_frames
 from ui.http.frames import AUDIO, META, STATUS
 
@@ -95,13 +94,6 @@ def test_no_gap_no_click_and_the_pitch_kept_at_every_speed(speed):
 def test_the_hops_give_the_speed_asked_for(speed):
     synthesis, analysis = hops(speed)
     assert analysis <= 1024 and abs(analysis / synthesis - speed) < 2e-3 * speed
-
-
-@pytest.fixture(scope="module")
-def app():
-    running = serve(AppSettings())
-    yield running
-    running.stop()
 
 
 def test_speed_on_the_page_route_bare_and_framed(app):

@@ -15,9 +15,8 @@ import pytest
 import soundfile as sf
 
 from inference.serving.asr import Transcriber
-from ui import AppSettings
 
-from ..support.app_helpers import load_engine, serve, state_swapped
+from ..support.app_helpers import load_engine, state_swapped
 from ..fixtures.tiny_whisper import write_tiny_whisper
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "voices"
@@ -54,7 +53,7 @@ def direct(whisper):
 
 
 @pytest.fixture(scope="module")
-def app(whisper, tmp_path_factory):
+def app(serve_app, whisper, tmp_path_factory):
     import transformers
 
     loaded: list[Observed] = []
@@ -65,11 +64,10 @@ def app(whisper, tmp_path_factory):
         return loaded[-1]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(transformers, "pipeline", observed)
-        running = serve(AppSettings(asr_model=whisper, data_dir=str(tmp_path_factory.mktemp("data"))),
-                        engine=load_engine())
+        running = serve_app(asr_model=whisper, data_dir=str(tmp_path_factory.mktemp("data")),
+                            engine=load_engine())
         running.loaded = loaded
         yield running
-    running.stop()
 
 
 def calls(app) -> int:

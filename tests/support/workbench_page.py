@@ -7,9 +7,7 @@ import time
 
 import pytest
 
-from ui import AppSettings
-
-from .app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, serve, set_max_len
+from .app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, set_max_len
 from .page_handles import click_generate, take_handles
 # test_browser skips (outside CI) without Playwright or Chromium, as these modules must.
 from ..browser.test_page_plays_every_mode import sync_playwright  # noqa: F401
@@ -18,11 +16,9 @@ MAX_LEN = 6
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    running = serve(AppSettings(prebuffer_ms=80, data_dir=str(tmp_path_factory.mktemp("data"))),
-                    engine=load_engine(max_streams=2))
-    yield running
-    running.stop()
+def app(serve_app, tmp_path_factory):
+    return serve_app(prebuffer_ms=80, data_dir=str(tmp_path_factory.mktemp("data")),
+                     engine=load_engine(max_streams=2))
 
 
 @pytest.fixture(scope="module")
