@@ -11,7 +11,14 @@ FIGURES = HERE / "artifacts" / "robust-figures.txt"
 TIERS = ("unit", "http", "browser", "gpu")
 # Tests over about 10 s on two CPU cores, left out of the fast tier: a file (all its tests) or one
 # test by name, relative to tests/. Timed with --durations on a quiet machine; see tests/README.md.
-SLOW: set[str] = set()
+SLOW = {
+    "unit/test_batching.py::test_every_golden_mode_equals_itself_alone_when_batched",
+    "unit/test_batching.py::test_per_row_seed_cfg_timesteps_and_lengths",
+    "unit/test_clips_encoded_together.py::test_joiners_clips_take_one_encoder_call_and_give_the_solo_audio",
+    "unit/test_continuation.py::test_a_retry_rewinds_the_decoder_to_the_segment_start",
+    "unit/test_continuation.py::test_each_segment_equals_the_official_prompt_cache_continuation",
+    "unit/test_continuation.py::test_segments_decode_as_one_continuous_stream",
+}
 # Tests that need CUDA outside tests/gpu/: each sits beside the CPU test of the same code.
 GPU = {
     "unit/test_split_products.py::test_on_cuda_split_products_beat_plain_tf32",
