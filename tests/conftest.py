@@ -9,15 +9,33 @@ import pytest
 HERE = Path(__file__).resolve().parent
 FIGURES = HERE / "artifacts" / "robust-figures.txt"
 TIERS = ("unit", "http", "browser", "gpu")
-# Tests over about 10 s on two CPU cores, left out of the fast tier: a file (all its tests) or one
-# test by name, relative to tests/. Timed with --durations on a quiet machine; see tests/README.md.
+# Left out of the fast tier: tests over about 5 s on two quiet cores, by --durations (a file, all
+# its tests, or one test by name, relative to tests/); and the http files that start app.py as a
+# user does or loop hundreds of requests, by what they do (not yet timed on a quiet machine).
 SLOW = {
+    "unit/test_audio_input.py::test_file_matches_librosa",
     "unit/test_batching.py::test_every_golden_mode_equals_itself_alone_when_batched",
     "unit/test_batching.py::test_per_row_seed_cfg_timesteps_and_lengths",
     "unit/test_clips_encoded_together.py::test_joiners_clips_take_one_encoder_call_and_give_the_solo_audio",
     "unit/test_continuation.py::test_a_retry_rewinds_the_decoder_to_the_segment_start",
     "unit/test_continuation.py::test_each_segment_equals_the_official_prompt_cache_continuation",
     "unit/test_continuation.py::test_segments_decode_as_one_continuous_stream",
+    "unit/test_deadline_admission.py::test_a_burst_joining_thirty_running_streams_never_starves_them",
+    "unit/test_deadline_admission.py::test_a_burst_on_an_idle_engine_is_prefilled_in_groups_as_it_starts",
+    "unit/test_deadline_admission.py::test_a_lone_joiner_gets_its_first_chunk_within_two_steps",
+    "unit/test_lora.py::test_merged_lora_equals_the_official_package_with_it",
+    "unit/test_pause_stream.py",
+    "unit/test_segment_hold.py::test_fast_generation_still_holds_and_retries_runaways",
+    "unit/test_segment_hold.py::test_generation_near_real_time_never_holds_audio_past_the_listeners_slack",
+    "unit/test_split_products.py::test_the_split_decode_equals_the_reference_layers",
+    "unit/test_vad.py::test_a_trimmed_request_encodes_the_trimmed_clip_and_remembers_it_apart",
+    "http/test_app_cli.py",
+    "http/test_fuzzed_requests.py",
+    "http/test_gradio_queue_cannot_reach_server_files.py::test_an_example_clip_works_after_another_app_deleted_its_copy",
+    "http/test_long_sessions_leak_nothing.py",
+    "http/test_lora_refusals.py",
+    "http/test_readme.py",
+    "http/test_startup_failures.py",
 }
 # Tests that need CUDA outside tests/gpu/: each sits beside the CPU test of the same code.
 GPU = {
