@@ -26,7 +26,7 @@ from ..support.page_handles import click_generate, take_handles
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 PATCH = 7680
-# test_browser skips (outside CI) without Playwright or Chromium, as this module must.
+# test_page_plays_every_mode skips (outside CI) without Playwright or Chromium, as this module must.
 from .test_page_plays_every_mode import sync_playwright  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 comes in by: the HTTP routes (4xx JSON) and the page's Gradio handler for clips (a note beside the
 clip, no id). Readable audio of any rate, width and channel count is converted exactly as the
 engine would convert the file itself. (The page's own path for text and settings is driven in
-tests/test_robust_browser.py.)"""
+tests/browser/test_page_bad_input.py.)"""
 from __future__ import annotations
 
 import io

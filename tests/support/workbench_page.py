@@ -9,7 +9,7 @@ import pytest
 
 from .app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, set_max_len
 from .page_handles import click_generate, take_handles
-# test_browser skips (outside CI) without Playwright or Chromium, as these modules must.
+# test_page_plays_every_mode skips (outside CI) without Playwright or Chromium, as these modules must.
 from ..browser.test_page_plays_every_mode import sync_playwright  # noqa: F401
 
 MAX_LEN = 6

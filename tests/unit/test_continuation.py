@@ -76,7 +76,7 @@ def test_each_segment_equals_the_official_prompt_cache_continuation(golden_engin
 
 def continuous_decode(engine: Engine, chunks) -> np.ndarray:
     """The chunks' latents decoded as one stream from silence, patch by patch through one fresh
-    decoder state (equal to the whole-sequence decode: tests/test_stream_whole.py), which a CPU
+    decoder state (equal to the whole-sequence decode: tests/unit/test_stream_whole.py), which a CPU
     does far faster than one long decode."""
     state = engine.vae.new_decoder_state(1)
     with torch.inference_mode():
@@ -113,7 +113,7 @@ def runaway_engine():
     engine = Engine.from_pretrained(str(path), device="cpu", dtype="float32", warmup=False, max_streams=2)
     engine.segment_weight = 4  # "Hi." and " Yo." are a segment each
     # Generation far ahead of playback, as on a GPU, however busy this CPU is: the listeners' clock
-    # runs at a hundredth of the wall's, so the runaway guard holds audio (tests/test_segment_hold.py
+    # runs at a hundredth of the wall's, so the runaway guard holds audio (tests/unit/test_segment_hold.py
     # covers generation near real time, where held audio goes out before the listener runs dry).
     engine.scheduler.clock = lambda: time.monotonic() / 100
     return engine
