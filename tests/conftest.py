@@ -1,4 +1,4 @@
-"""Session set-up shared by every test module."""
+"""Session set-up shared by every test module, and the tiers' markers (see tests/README.md)."""
 import os
 import tempfile
 from pathlib import Path
@@ -6,7 +6,42 @@ from pathlib import Path
 import httpx
 import pytest
 
-FIGURES = Path(__file__).resolve().parent / "artifacts" / "robust-figures.txt"
+HERE = Path(__file__).resolve().parent
+FIGURES = HERE / "artifacts" / "robust-figures.txt"
+TIERS = ("unit", "http", "browser", "gpu")
+# Left out of the fast tier: tests over about 5 s on two quiet cores, by --durations (a file, all
+# its tests, or one test by name, relative to tests/); and the http files that start app.py as a
+# user does or loop hundreds of requests, by what they do (not yet timed on a quiet machine).
+SLOW = {
+    "unit/test_audio_input.py::test_file_matches_librosa",
+    "unit/test_batching.py::test_every_golden_mode_equals_itself_alone_when_batched",
+    "unit/test_batching.py::test_per_row_seed_cfg_timesteps_and_lengths",
+    "unit/test_clips_encoded_together.py::test_joiners_clips_take_one_encoder_call_and_give_the_solo_audio",
+    "unit/test_continuation.py::test_a_retry_rewinds_the_decoder_to_the_segment_start",
+    "unit/test_continuation.py::test_each_segment_equals_the_official_prompt_cache_continuation",
+    "unit/test_continuation.py::test_segments_decode_as_one_continuous_stream",
+    "unit/test_deadline_admission.py::test_a_burst_joining_thirty_running_streams_never_starves_them",
+    "unit/test_deadline_admission.py::test_a_burst_on_an_idle_engine_is_prefilled_in_groups_as_it_starts",
+    "unit/test_deadline_admission.py::test_a_lone_joiner_gets_its_first_chunk_within_two_steps",
+    "unit/test_lora.py::test_merged_lora_equals_the_official_package_with_it",
+    "unit/test_pause_stream.py",
+    "unit/test_segment_hold.py::test_fast_generation_still_holds_and_retries_runaways",
+    "unit/test_segment_hold.py::test_generation_near_real_time_never_holds_audio_past_the_listeners_slack",
+    "unit/test_split_products.py::test_the_split_decode_equals_the_reference_layers",
+    "unit/test_vad.py::test_a_trimmed_request_encodes_the_trimmed_clip_and_remembers_it_apart",
+    "http/test_app_cli.py",
+    "http/test_fuzzed_requests.py",
+    "http/test_gradio_queue_cannot_reach_server_files.py::test_an_example_clip_works_after_another_app_deleted_its_copy",
+    "http/test_long_sessions_leak_nothing.py",
+    "http/test_lora_refusals.py",
+    "http/test_readme.py",
+    "http/test_startup_failures.py",
+}
+# Tests that need CUDA outside tests/gpu/: each sits beside the CPU test of the same code.
+GPU = {
+    "unit/test_split_products.py::test_on_cuda_split_products_beat_plain_tf32",
+    "unit/test_vae_stream.py::test_compiled_on_cuda_equals_the_reference_layers",
+}
 
 
 def pytest_sessionstart(session):
@@ -16,6 +51,57 @@ def pytest_sessionstart(session):
     # a throwaway folder, never in the user's real one.
     if "VOXCPM_DATA_DIR" not in os.environ:
         os.environ["VOXCPM_DATA_DIR"] = tempfile.mkdtemp(prefix="voxcpm-test-data-")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these markers
+def pytest_collection_modifyitems(config, items):
+    modules = {}
+    for item in items:
+        where = item.path.relative_to(HERE).as_posix()
+        modules[where] = item.module
+        if where.split("/")[0] in TIERS:
+            item.add_marker(where.split("/")[0])
+        named = f"{where}::{item.originalname}"
+        if where in SLOW or named in SLOW:
+            item.add_marker("slow")
+        if named in GPU:
+            item.add_marker("gpu")
+    # A renamed or moved test would silently lose its marker: refuse names that no longer exist.
+    for entry in SLOW | GPU:
+        where, _, name = entry.partition("::")
+        if not (HERE / where).is_file() or where in modules and name and not hasattr(modules[where], name):
+            raise pytest.UsageError(f"tests/conftest.py names {entry}, which no longer exists")
+
+
+@pytest.fixture(scope="module")
+def serve_app():
+    """The one way a module serves the app: serve_app(engine=None, **settings) runs the tiny random
+    model (or `engine`) with AppSettings(**settings) on 127.0.0.1 and returns the running app; all
+    it started stop when the module ends."""
+    from inference.config import Limits
+    from ui import AppSettings
+
+    from .support.app_helpers import serve
+
+    started = []
+
+    def start(engine=None, **settings):
+        # The serving limits (max_queue, keep_finished...) live in one Limits inside the settings.
+        limits = {name: settings.pop(name) for name in list(settings) if name in Limits.__dataclass_fields__}
+        if limits:
+            settings["limits"] = Limits(**limits)
+        started.append(serve(AppSettings(**settings), engine=engine))
+        return started[-1]
+    yield start
+    for running in reversed(started):
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def app(serve_app):
+    """The app with its default settings, for the module; a module that needs other settings
+    overrides `app` with serve_app(its settings)."""
+    return serve_app()
 
 
 @pytest.fixture()

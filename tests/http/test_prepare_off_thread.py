@@ -1,0 +1,98 @@
+"""A request is prepared before it reaches the engine's thread (issue 19 item 3): normalization,
+segmentation, tokenization of every segment and clip loading run on the submitting thread, the
+worker's thread only encodes, prefills and steps. And every segment's prompt is checked against
+the KV cache when the request is prepared (issue 21 item 3): a clear 400 before any audio."""
+from __future__ import annotations
+
+import collections
+import threading
+
+import numpy as np
+import pytest
+
+from inference import InputError, ReferenceClip, SynthesisRequest
+from inference.runtime import prepare as prepare_module
+from inference.runtime.engine import warmup_tone
+from inference.serving.pool import WorkerPool
+from inference.serving.worker import EngineWorker
+from inference.text import normalize as tn
+from inference.text import spoken as spoken_module
+
+from ..support.app_helpers import load_engine
+from ..fixtures.engines import StandInEngine
+
+# Segment 2 normalizes to hundreds of words: its prompt alone exceeds the tiny model's 512 positions.
+TOO_LONG_LATER = {"text": "Hello there, my friend. " * 12 + " " + "1" * 290 + ". Bye now.", "normalize": True, "max_len": 4}
+
+
+def recording(calls: collections.defaultdict, kind: str, fn):
+    def wrapped(*args, **kwargs):
+        calls[kind].add(threading.get_ident())
+        return fn(*args, **kwargs)
+    return wrapped
+
+
+def test_the_worker_thread_never_normalizes_segments_tokenizes_or_loads_clips(monkeypatch):
+    engine = load_engine(warmup=False, max_streams=2)
+    engine.preparer.segment_weight = 20  # several segments, each a prompt of its own
+    calls = collections.defaultdict(set)
+    monkeypatch.setattr(tn, "normalize", recording(calls, "normalize", tn.normalize))
+    monkeypatch.setattr(tn, "clean_text", recording(calls, "clean_text", tn.clean_text))
+    monkeypatch.setattr(spoken_module, "split_segments", recording(calls, "segment", spoken_module.split_segments))
+    monkeypatch.setattr(engine.tokenizer, "encode", recording(calls, "tokenize", engine.tokenizer.encode))
+    monkeypatch.setattr(prepare_module, "load_audio", recording(calls, "load_audio", prepare_module.load_audio))
+    tone = warmup_tone(1.0)
+    saved = ReferenceClip(16000, load=recording(calls, "saved_voice", lambda: tone))
+    req = SynthesisRequest("I paid $5 on Jan 5. We met at 10:30 and left at 11. " * 3, normalize=True, seed=1, max_len=3,
+                           reference_audio=saved, prompt_audio=(16000, tone), prompt_text="Warm up.")
+    worker = EngineWorker(engine)
+    try:
+        job = worker.submit(req)
+        audio = np.concatenate(list(job))
+        segments = job.status()["segment_count"]
+    finally:
+        worker.close()
+    assert audio.size > 0 and segments >= 3 and job.outcome == "ok"
+    assert set(calls) == {"normalize", "clean_text", "segment", "tokenize", "load_audio", "saved_voice"}
+    on_worker = sorted(kind for kind, threads in calls.items() if worker.thread_id in threads)
+    assert on_worker == [], f"the engine's thread ran {on_worker}"
+    assert all(threads == {threading.get_ident()} for threads in calls.values())
+
+
+def test_a_pool_prepares_once_on_the_callers_thread():
+    engines = [StandInEngine(rows=2), StandInEngine(rows=2)]
+    pool = WorkerPool(engines)
+    try:
+        jobs = [pool.submit(SynthesisRequest(f"Request {i}.", seed=i, max_len=2)) for i in range(3)]
+        for job in jobs:
+            list(job)
+    finally:
+        pool.close()
+    assert sum(len(e.started) for e in engines) == 3
+    assert [t for e in engines for t in e.prepared_on] == [threading.get_ident()] * 3
+
+
+def test_an_input_error_is_raised_by_submit_and_no_job_is_made():
+    engine = load_engine(warmup=False, max_streams=2)
+    worker = EngineWorker(engine)
+    try:
+        with pytest.raises(InputError, match=r"segment 2 of 3 .* 511"):
+            worker.submit(SynthesisRequest(**TOO_LONG_LATER), job_id="too-long")
+        assert worker.get("too-long") is None and worker.held == 0
+    finally:
+        worker.close()
+
+
+@pytest.fixture(scope="module")
+def app(serve_app):
+    return serve_app(max_queue=2)
+
+
+def test_a_later_segment_too_long_for_the_cache_is_refused_before_any_audio(client):
+    response = client.post("/voxcpm/stream?format=frames", json=TOO_LONG_LATER)
+    assert response.status_code == 400, response.content[:300]
+    message = response.text
+    assert "segment 2 of 3" in message and "511" in message and "positions" in message
+    assert "normalization off" in message and "shorten" in message
+    fine = client.post("/voxcpm/stream?format=frames", json={**TOO_LONG_LATER, "text": "Hello there. Bye now."})
+    assert fine.status_code == 200

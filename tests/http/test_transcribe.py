@@ -1,0 +1,175 @@
+"""POST /voxcpm/transcribe with a tiny random Whisper (tests/fixtures/tiny_whisper.py) loaded by the
+app's own code from `--asr-model FOLDER`: the text is the model's, made on the engine's worker
+thread, once per clip (uploads, the same file again, saved voices); bad input gets a 400 that says
+why, and a model that is off or cannot be loaded a 503 that says how to fix it, while every other
+route goes on serving."""
+from __future__ import annotations
+
+import io
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from inference.serving.asr import Transcriber
+
+from ..support.app_helpers import load_engine, state_swapped
+from ..fixtures.tiny_whisper import write_tiny_whisper
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets" / "voices"
+GUIDE, NARRATOR = (ASSETS / "guide_en.wav").read_bytes(), (ASSETS / "narrator_en.wav").read_bytes()
+
+
+class Observed:
+    """A loaded pipeline, as the app's code made it, counting its calls and the threads they ran on."""
+
+    def __init__(self, pipe):
+        self.pipe, self.threads = pipe, []
+
+    @property
+    def feature_extractor(self):
+        return self.pipe.feature_extractor
+
+    def __call__(self, inputs, **options):
+        self.threads.append(threading.get_ident())
+        return self.pipe(inputs, **options)
+
+
+@pytest.fixture(scope="module")
+def whisper(tmp_path_factory) -> str:
+    return str(write_tiny_whisper(tmp_path_factory.mktemp("whisper")))
+
+
+@pytest.fixture(scope="module")
+def direct(whisper):
+    """The same checkpoint through transformers' pipeline directly: what the route must answer."""
+    from transformers.pipelines import pipeline  # the function itself, whatever the app fixture watches
+
+    pipe = pipeline("automatic-speech-recognition", model=whisper, device="cpu")
+    return lambda audio: pipe({"raw": audio, "sampling_rate": 16000})["text"].strip()
+
+
+@pytest.fixture(scope="module")
+def app(serve_app, whisper, tmp_path_factory):
+    import transformers
+
+    loaded: list[Observed] = []
+    real = transformers.pipeline
+
+    def observed(*args, **options):  # the app's loading code runs as it is; only its result is watched
+        loaded.append(Observed(real(*args, **options)))
+        return loaded[-1]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(transformers, "pipeline", observed)
+        running = serve_app(asr_model=whisper, data_dir=str(tmp_path_factory.mktemp("data")),
+                            engine=load_engine())
+        running.loaded = loaded
+        yield running
+
+
+def calls(app) -> int:
+    return sum(len(p.threads) for p in app.loaded)
+
+
+def upload(client, data: bytes) -> str:
+    response = client.post("/voxcpm/upload", content=data)
+    assert response.status_code == 200, response.text
+    return response.json()["id"]
+
+
+def clip_audio(data: bytes) -> np.ndarray:
+    audio, rate = sf.read(io.BytesIO(data), dtype="float32")
+    assert rate == 16000
+    return audio
+
+
+def test_an_uploaded_clip_gets_the_models_text_made_on_the_worker_thread(app, client, whisper, direct):
+    response = client.post("/voxcpm/transcribe", json={"reference_id": upload(client, GUIDE)})
+    assert response.status_code == 200, response.text
+    want = direct(clip_audio(GUIDE))
+    assert want and response.json() == {"text": want, "automatic": True, "model": whisper}
+    assert len(app.loaded) == 1, "loaded once, on first use"
+    assert app.loaded[0].threads == [app.worker.thread_id], "the model ran on the engine's worker thread"
+
+
+def test_a_clip_is_transcribed_once_whatever_door_it_comes_back_through(app, client, direct):
+    first = client.post("/voxcpm/transcribe", json={"reference_id": upload(client, NARRATOR)}).json()["text"]
+    assert first == direct(clip_audio(NARRATOR))
+    before = calls(app)
+    again = client.post("/voxcpm/transcribe", json={"reference_id": upload(client, NARRATOR)})  # the same file again
+    as_file = client.post("/voxcpm/transcribe", files={"file": ("n.wav", NARRATOR, "audio/wav")})
+    assert again.json()["text"] == as_file.json()["text"] == first
+    assert calls(app) == before, "the same audio is not transcribed twice"
+    other = clip_audio(GUIDE)[: 16000 * 2]
+    buffer = io.BytesIO()
+    sf.write(buffer, other, 16000, format="WAV", subtype="FLOAT")
+    fresh = client.post("/voxcpm/transcribe", files={"file": ("g.wav", buffer.getvalue(), "audio/wav")})
+    assert fresh.status_code == 200 and fresh.json()["text"] == direct(other)
+    assert calls(app) == before + 1
+
+
+def test_a_saved_voice_without_a_transcript_is_transcribed_and_may_keep_it(app, client, direct):
+    saved = client.post("/voxcpm/voices", json={"name": "Quiet guide", "clip_id": upload(client, GUIDE)})
+    assert saved.status_code == 201 and saved.json()["transcript"] is None
+    flac = client.get("/voxcpm/voices/Quiet guide/audio").content
+    want = direct(clip_audio(flac))
+    before = calls(app)
+    got = client.post("/voxcpm/transcribe", json={"voice": "quiet guide"})
+    assert got.status_code == 200 and got.json()["text"] == want
+    assert client.get("/voxcpm/voices").json()["voices"][0]["transcript"] is None, "only kept as automatic"
+    kept = client.post("/voxcpm/transcribe", json={"voice": "Quiet guide", "save": True})
+    assert kept.json()["text"] == want and calls(app) == before + 1, "kept beside the voice: not made again"
+    assert client.get("/voxcpm/voices").json()["voices"][0]["transcript"] == want
+    refused = client.post("/voxcpm/transcribe", json={"voice": "Quiet guide", "save": True})
+    assert refused.status_code == 409 and "already has a transcript" in refused.json()["error"]
+
+
+@pytest.mark.parametrize("body, says", [
+    ({}, "give one clip"),
+    ({"reference_id": "a", "voice": "b"}, "give one clip"),
+    ({"reference_id": "no-such-clip"}, "expired or was never uploaded"),
+    ({"text": "hello"}, "unknown field 'text'"),
+])
+def test_a_request_without_one_usable_clip_gets_a_400_saying_why(client, body, says):
+    response = client.post("/voxcpm/transcribe", json=body)
+    assert response.status_code == 400 and says in response.json()["error"]
+
+
+def test_a_long_or_unreadable_clip_gets_a_400_saying_why(client):
+    long = io.BytesIO()
+    sf.write(long, np.tile(clip_audio(GUIDE), 6)[: 16000 * 31], 16000, format="WAV")
+    for request in ({"json": {"reference_id": upload(client, long.getvalue())}},
+                    {"files": {"file": ("long.wav", long.getvalue(), "audio/wav")}}):
+        response = client.post("/voxcpm/transcribe", **request)
+        assert response.status_code == 400 and "up to 30 s" in response.json()["error"]
+    junk = client.post("/voxcpm/transcribe", files={"file": ("x.wav", b"not audio at all", "audio/wav")})
+    assert junk.status_code == 400 and "could not be read as audio" in junk.json()["error"]
+    nameless = client.post("/voxcpm/transcribe", files={"other": ("x.wav", GUIDE, "audio/wav")})
+    assert nameless.status_code == 400 and "no file field" in nameless.json()["error"]
+
+
+@pytest.mark.parametrize("model, says", [
+    (None, "switched off on this server (--asr-model none)"),
+    ("/no/such/whisper", "the folder /no/such/whisper does not exist"),
+    ("openai/not-in-this-cache", "not in the Hugging Face cache and HF_HUB_OFFLINE is set"),
+])
+def test_no_model_gets_a_503_saying_how_to_fix_it_and_the_rest_serves(app, client, monkeypatch, model, says):
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with state_swapped(app.app.state.ctx, "asr", Transcriber(model)):
+        check_the_503_and_the_rest(client, model, says)
+
+
+def check_the_503_and_the_rest(client, model, says):
+    clip_id = upload(client, GUIDE)
+    response = client.post("/voxcpm/transcribe", json={"reference_id": clip_id})
+    assert response.status_code == 503, response.text
+    assert says in response.json()["error"] and "--asr-model" in response.json()["error"]
+    if model is not None:
+        assert "To fix:" in response.json()["error"] and "--asr-model none" in response.json()["error"]
+    spoken = client.post("/voxcpm/stream", json={"mode": "cloning", "text": "Hi.", "reference_id": clip_id,
+                                                 "seed": 1, "max_len": 2})
+    assert spoken.status_code == 200 and spoken.content, "the other routes are unaffected"

@@ -1,0 +1,226 @@
+"""Shared by the web-app tests: the tiny random model, and the app served on a free loopback port."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import uvicorn
+
+from inference import Engine, SynthesisRequest
+from inference.runtime import offline
+from inference.model.tiny_checkpoint import write_tiny_checkpoint
+
+SAMPLE_RATE = 48000
+CHROMIUM = "/usr/bin/chromium"
+BROWSER_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--autoplay-policy=no-user-gesture-required", "--use-fake-ui-for-media-stream",
+                 "--use-fake-device-for-media-stream"]
+
+
+@functools.lru_cache(maxsize=1)
+def tiny_checkpoint() -> str:
+    path = tempfile.mkdtemp(prefix="voxcpm2-tiny-test-")
+    write_tiny_checkpoint(path, seed=0)
+    return path
+
+
+def load_engine(**limits) -> Engine:
+    return Engine.from_pretrained(tiny_checkpoint(), device="cpu", dtype="float32", **limits)
+
+
+@functools.lru_cache(maxsize=1)
+def reference_engine() -> Engine:
+    """A second engine on the same weights, used only by the test thread to compute expected audio
+    (the app's engine belongs to its worker thread)."""
+    return load_engine()
+
+
+def expected_pcm(request: SynthesisRequest) -> np.ndarray:
+    audio = reference_engine().synthesize(request)
+    return np.clip(np.rint(audio * 32767.0), -32768, 32767).astype(np.int16)
+
+
+def pcm_of(data: bytes) -> np.ndarray:
+    assert len(data) % 2 == 0, "the stream must hold whole int16 samples"
+    return np.frombuffer(data, dtype="<i2").astype(np.int16)
+
+
+def assert_same_audio(got: np.ndarray, want: np.ndarray):
+    assert got.shape == want.shape, f"{got.shape[0]} samples streamed, {want.shape[0]} synthesized"
+    worst = int(np.max(np.abs(got.astype(np.int32) - want.astype(np.int32)))) if got.size else 0
+    assert worst <= 1, f"streamed audio differs from synthesize() by up to {worst} LSB"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RunningApp:
+    url: str
+    app: object
+    worker: object
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    def stop(self):
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def serve(settings=None, engine: Engine | None = None) -> RunningApp:
+    """The whole app (routes, player files, Gradio page) on 127.0.0.1, in a background thread."""
+    from ui import create_app
+    from ui.guard.connections import server_config
+
+    app, worker = create_app(engine or load_engine(), settings)
+    port = free_port()
+    server = uvicorn.Server(server_config(app, app.state.ctx.settings, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the app did not start")
+        time.sleep(0.05)
+    return RunningApp(f"http://127.0.0.1:{port}", app, worker, server, thread)
+
+
+def wait_healthy(base: str, proc, timeout: float = 120.0):
+    """Until app.py (a subprocess) answers its health probe: 503 while it loads, 200 once ready."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            out = proc.stdout.read() if proc.stdout else ""
+            raise AssertionError(f"app.py exited early:\n{out}")
+        try:
+            if httpx.get(f"{base}/voxcpm/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError("app.py did not become healthy in time")
+
+
+@contextlib.contextmanager
+def state_swapped(ctx, name: str, value):
+    """Sets one field of the app's context (`app.state.ctx`, ui/context.AppContext) for a block and
+    puts the old one back, however the block ends."""
+    old = getattr(ctx, name)
+    setattr(ctx, name, value)
+    try:
+        yield value
+    finally:
+        setattr(ctx, name, old)
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("timed out waiting for a condition")
+
+
+def resources(app: RunningApp | None = None) -> dict:
+    """What a leak would make grow, in this process (the server runs in it): resident and
+    Python-traced memory, live torch tensors, open files and sockets, threads, and what the app
+    holds on to (listed jobs, stored clips)."""
+    import gc
+    import os
+    import tracemalloc
+
+    import torch
+
+    gc.collect()
+    tensors = [o for o in gc.get_objects() if issubclass(type(o), torch.Tensor)]  # type(): no proxy warnings
+    out = {
+        "rss_mb": _rss_mb(),
+        "traced_mb": tracemalloc.get_traced_memory()[0] / 2**20 if tracemalloc.is_tracing() else None,
+        "tensors": len(tensors),
+        "tensor_mb": sum(t.nelement() * t.element_size() for t in tensors) / 2**20,
+        "open_fds": len(os.listdir("/proc/self/fd")),
+        "threads": threading.active_count(),
+    }
+    if torch.cuda.is_available():
+        out["cuda_mb"] = torch.cuda.memory_allocated() / 2**20
+    if app is not None:
+        out["jobs"] = len(app.worker._jobs)
+        out["clips"] = len(app.app.state.ctx.clips)
+    return out
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def record_figure(line: str):
+    """Figures the robustness tests measured, for the CI log and tests/artifacts/robust-figures.txt."""
+    from pathlib import Path
+
+    artifacts = Path(__file__).resolve().parents[1] / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    with open(artifacts / "robust-figures.txt", "a", encoding="utf-8") as out:
+        out.write(line.rstrip() + "\n")
+    print(line)
+
+
+def set_max_len(page, patches: int):
+    """Open the advanced settings and set the maximum length in the page (Playwright page)."""
+    box = page.locator("#vox-max-len input[type=number]")
+    if not box.is_visible():  # the accordion toggles: open it only when closed
+        page.get_by_text("Advanced settings").click()
+    box.wait_for()
+    # Gradio may still be rendering the accordion's content: retry until the slider holds the value.
+    for _ in range(20):
+        box.fill(str(patches))
+        box.press("Enter")
+        page.wait_for_timeout(250)
+        if page.evaluate("document.querySelector('#vox-max-len input[type=range]').value") == str(patches):
+            return
+    raise AssertionError("could not set the maximum length")
+
+
+def decode_whole(engine: Engine, latents: np.ndarray, context=None, pauses=()) -> np.ndarray:
+    """The offline reference decode (inference/runtime/offline.py) of [n, D, P] latents on the engine's VAE."""
+    return offline.decode_whole(engine.vae, latents, context, engine.runner.step.dtype, engine.device, pauses)
+
+
+def first_prompt(engine: Engine, req: SynthesisRequest):
+    """The prompt of the request's first segment, as the engine would prefill it."""
+    return engine.preparer.plan(req).start.prompt
+
+
+def step_into(engine, got: dict) -> list:
+    """One engine step; the chunks it returned appended to got[stream] (a stream's list starts
+    with its first chunks or its end). Returns what the step returned."""
+    produced = engine.step()
+    for stream, chunks in produced:
+        got.setdefault(stream, []).extend(chunks)
+    return produced
+
+
+def run_to_end(engine: Engine, req: SynthesisRequest):
+    """(released chunks, the stream) of one request on an engine, stepped to its end."""
+    stream, got = engine.start(req), {}
+    while not stream.done:
+        step_into(engine, got)
+    assert stream.error is None, stream.error
+    return got.get(stream, []), stream

@@ -1,0 +1,155 @@
+"""Deadline-aware admission (inference/runtime/scheduler.py) on the tiny model, with a fake clock
+and a fake device time: a step takes STEP_S, a prefill JOIN_S per joining stream. A burst that
+joins 30 running streams is split across steps so that no running listener's buffer runs dry,
+and a joining stream's first chunk comes one step after its prefill."""
+from __future__ import annotations
+
+import pytest
+
+from inference import Engine, SynthesisRequest
+from inference.runtime.scheduler import Scheduler
+
+from ..support.app_helpers import step_into, tiny_checkpoint
+
+STEP_S, JOIN_S = 0.08, 0.05  # a patch is 0.16 s of audio: the running streams gain 0.08 s a step
+TEXT = "Hello world, this is a test."
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture()
+def engine(monkeypatch):
+    engine = Engine.from_pretrained(tiny_checkpoint(), device="cpu", dtype="float32", warmup=False, max_streams=48)
+    clock, runner = FakeClock(), engine.runner
+    engine.scheduler = Scheduler(runner, engine.rows, clock)
+    admit, launch = runner.admit, runner.launch
+    engine.prefilled = []  # the rows of each prefill, in order
+
+    def timed_admit(joins):
+        clock.now += JOIN_S * len(joins)
+        engine.prefilled.append([j.row for j in joins])
+        admit(joins)
+
+    def timed_launch(*args):
+        clock.now += STEP_S
+        launch(*args)
+    monkeypatch.setattr(runner, "admit", timed_admit)
+    monkeypatch.setattr(runner, "launch", timed_launch)
+    engine.clock = clock
+    return engine
+
+
+class Timeline:
+    """When each stream got each of its chunks: (step, clock) pairs, by stream."""
+
+    def __init__(self, engine):
+        self.engine, self.steps, self.got = engine, 0, {}
+
+    def start(self, seed: int, patches: int = 60):
+        stream = self.engine.start(SynthesisRequest(TEXT, seed=seed, min_len=patches, max_len=patches))
+        self.got[stream] = []
+        return stream
+
+    def step(self):
+        produced = self.engine.step()
+        self.steps += 1
+        for stream, chunks in produced:
+            if stream in self.got:
+                self.got[stream] += [(self.steps, self.engine.clock())] * len(chunks)
+
+
+def assert_never_dry(got: list[tuple[int, float]], patch_s: float, label: str):
+    """Each chunk after the first comes one step after the one before, and before the listener
+    has played everything released until then (its buffer never runs dry)."""
+    steps, times = [s for s, _ in got], [t for _, t in got]
+    assert all(b - a == 1 for a, b in zip(steps, steps[1:])), f"{label}: chunks at steps {steps}"
+    for i in range(1, len(times)):
+        deadline = times[0] + i * patch_s
+        assert times[i] <= deadline + 1e-9, f"{label}: chunk {i} came {times[i] - deadline:.3f} s after the buffer ran dry"
+
+
+def test_a_burst_joining_thirty_running_streams_never_starves_them(engine):
+    timeline = Timeline(engine)
+    running = [timeline.start(seed) for seed in range(30)]
+    while not all(timeline.got[s] for s in running):
+        timeline.step()
+    for _ in range(3):  # the listeners now hold 0.4 s: twelve prefills at once (0.6 s) would outrun it
+        timeline.step()
+    first_prefill = len(engine.prefilled)
+    burst = [timeline.start(100 + i, patches=4) for i in range(12)]
+    while not all(timeline.got[s] for s in burst):
+        timeline.step()
+    patch_s = engine.scheduler.patch_s
+    for i, stream in enumerate(running):
+        assert_never_dry(timeline.got[stream], patch_s, f"running stream {i}")
+    prefills = engine.prefilled[first_prefill:]
+    assert sorted(row for rows in prefills for row in rows) == sorted(s.row for s in burst)
+    assert len(prefills) > 1 and max(map(len, prefills)) < 12, f"the burst was prefilled as {prefills}"
+    # Each newcomer's first patch is launched in the step that prefilled it, collected in the next.
+    prefill_step = {row: timeline.steps - len(prefills) + k for k, rows in enumerate(prefills) for row in rows}
+    first_steps = {s.row: timeline.got[s][0][0] for s in burst}
+    late = {row: (prefill_step[row], first_steps[row]) for row in first_steps if first_steps[row] > prefill_step[row] + 1}
+    assert not late, f"first chunks later than one step after their prefill (prefill step, chunk step): {late}"
+
+
+def test_a_lone_joiner_gets_its_first_chunk_within_two_steps(engine):
+    timeline = Timeline(engine)
+    running = [timeline.start(seed) for seed in range(30)]
+    for _ in range(5):
+        timeline.step()
+    for seed in range(3):
+        joiner, asked_at = timeline.start(200 + seed, patches=3), timeline.steps
+        while not timeline.got[joiner]:
+            timeline.step()
+        assert timeline.got[joiner][0][0] - asked_at <= 2
+    patch_s = engine.scheduler.patch_s
+    for i, stream in enumerate(running):
+        assert_never_dry(timeline.got[stream], patch_s, f"running stream {i}")
+
+
+def test_a_burst_on_an_idle_engine_is_prefilled_in_groups_as_it_starts(engine):
+    """Admission ahead: nothing plays, so each group of `admit_ahead` newcomers is prefilled as
+    soon as it is started; the rest join at the first step, which launches everyone's first patch.
+    The audio is what the same requests make when every prefill waits for the step."""
+    import numpy as np
+
+    engine.scheduler.admit_ahead = 4
+    requests = [SynthesisRequest(TEXT, seed=300 + i, min_len=3, max_len=3) for i in range(11)]
+    streams, got = [engine.start(r) for r in requests], {}
+    assert engine.prefilled == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert [s.row for s in engine.scheduler.joining] == [8, 9, 10]
+    step_into(engine, got)
+    assert engine.prefilled[2:] == [[8, 9, 10]] and not engine.scheduler.joining
+    step_into(engine, got)
+    assert all(len(got.get(s, [])) == 1 for s in streams), "every first chunk comes with the second step"
+    while not all(s.done for s in streams):
+        step_into(engine, got)
+    ahead = [np.concatenate([c.audio for c in got[s]]) for s in streams]
+
+    engine.scheduler.admit_ahead = 0
+    engine.prefilled.clear()
+    streams, got = [engine.start(r) for r in requests], {}
+    assert engine.prefilled == []
+    while not all(s.done for s in streams):
+        step_into(engine, got)
+    assert engine.prefilled == [list(range(11))]
+    for mine, want in zip(ahead, [np.concatenate([c.audio for c in got[s]]) for s in streams]):
+        np.testing.assert_allclose(mine, want, atol=1e-5)
+
+
+def test_no_admission_ahead_while_listeners_play(engine):
+    engine.scheduler.admit_ahead = 2
+    timeline = Timeline(engine)
+    running = [timeline.start(seed) for seed in range(2)]  # prefilled ahead: the engine was idle
+    assert engine.prefilled == [[0, 1]]
+    while not all(timeline.got[s] for s in running):
+        timeline.step()
+    for seed in range(2, 6):
+        timeline.start(seed)
+    assert engine.prefilled == [[0, 1]], "a prefill now would delay the playing streams"

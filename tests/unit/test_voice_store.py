@@ -1,0 +1,154 @@
+"""The voice library on disk without the app: saves, renames, deletes, names, limits, and saves cut
+short by a killed process (nothing half-saved appears; the leftovers are swept)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from inference.errors import InputError
+from ui.library.voice_store import VoiceError, VoiceLibrary
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tone(seconds: float = 1.0, rate: int = 16000) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    return (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+
+
+def test_saved_voices_survive_reopening_with_audio_transcript_and_patches(tmp_path):
+    lib = VoiceLibrary(tmp_path)
+    patches = {"enc1": {"right": torch.randn(3, 4, 64), "left": torch.randn(3, 4, 64)}}
+    lib.save("Anna", tone(), "Hello there.", patches)
+    lib.save("狮子 2", tone(0.5))
+    lib.close()
+    again = VoiceLibrary(tmp_path)
+    assert [v.name for v in again.list()] == ["Anna", "狮子 2"]
+    voice, clip = again.clip("anna", "enc1")  # names are found without regard to case
+    assert voice.transcript == "Hello there." and voice.seconds == pytest.approx(1.0)
+    for side in ("right", "left"):
+        torch.testing.assert_close(clip.latents(("enc1", side)), patches["enc1"][side], rtol=0, atol=0)
+    assert clip.latents(("another encoder", "right")) is None
+    rate, audio = clip.samples()  # 24-bit FLAC: within one step of 2**-23
+    assert rate == 16000 and np.max(np.abs(audio - tone())) < 2**-22
+    assert again.audio_bytes("Anna")[:4] == b"fLaC"
+
+
+def test_rename_and_delete(tmp_path):
+    lib = VoiceLibrary(tmp_path)
+    lib.save("Anna", tone())
+    lib.save("Ben", tone())
+    assert lib.rename("Anna", "ANNA").name == "ANNA"  # only the case may change into a taken name
+    with pytest.raises(VoiceError) as taken:
+        lib.rename("ANNA", "ben")
+    assert taken.value.status == 409 and "already exists" in str(taken.value)
+    lib.delete("ben")
+    assert [v.name for v in lib.list()] == ["ANNA"]
+    assert sorted(p.suffix for p in tmp_path.glob("*.flac")) == [".flac"]
+    with pytest.raises(VoiceError) as missing:
+        lib.delete("Ben")
+    assert missing.value.status == 404 and "ANNA" in str(missing.value)
+
+
+@pytest.mark.parametrize("name", ["", "   ", "../../etc/passwd", "a/b", "design", "Design", "x" * 65, "_hidden",
+                                  "two  spaces", "\u202egnp.exe", "tab\there"])
+def test_bad_names_are_refused_with_the_rule(tmp_path, name):
+    lib = VoiceLibrary(tmp_path)
+    with pytest.raises(InputError, match="1 to 64 characters"):
+        lib.save(name, tone())
+    assert lib.list() == [] and not list(tmp_path.glob("*.flac"))
+
+
+def test_limits_on_count_and_size(tmp_path):
+    lib = VoiceLibrary(tmp_path, max_voices=2, max_bytes=200_000)
+    lib.save("one", tone(0.5))
+    lib.save("two", tone(0.5))
+    with pytest.raises(VoiceError, match="holds 2 voices") as full:
+        lib.save("three", tone(0.5))
+    assert full.value.status == 507
+    lib.delete("two")
+    with pytest.raises(VoiceError, match="limit of 0 MB"):
+        lib.save("long", tone(10.0))  # 320 kB of float32: more than the room left
+    assert [v.name for v in lib.list()] == ["one"]
+
+
+
+def test_the_size_limit_counts_the_encoded_files(tmp_path):
+    """Noise takes about 3 bytes a sample as 24-bit FLAC, more than an estimate from the samples
+    (2 bytes each) allows for: the size on disk decides, and nothing of a refused save stays."""
+    noise = np.random.default_rng(0).uniform(-0.9, 0.9, 16000).astype(np.float32)
+    lib = VoiceLibrary(tmp_path, max_bytes=40_000)
+    with pytest.raises(VoiceError, match=r"takes \d\d KiB on disk.* 39 KiB left of the library's limit of 39 KiB") as over:
+        lib.save("noise", noise, latents={"enc": {"right": torch.zeros(2, 4, 64)}})
+    assert over.value.status == 507
+    assert lib.list() == [] and lib.used_bytes() == 0
+    assert {p.name for p in tmp_path.iterdir()} == {"index.sqlite3"}
+    lib.save("tone", tone(0.5))  # what fits is still saved
+    saved = 0
+    for i in range(20):  # then noise until refused: the files on disk stay within the limit
+        try:
+            lib.save(f"noise {i}", noise[:4000])
+            saved += 1
+        except VoiceError:
+            break
+    on_disk = sum(p.stat().st_size for p in tmp_path.iterdir() if p.suffix in (".flac", ".npz"))
+    assert saved > 0 and on_disk == lib.used_bytes() <= lib.max_bytes
+
+
+def test_names_are_looked_up_as_they_are_saved(tmp_path):
+    """Surrounding spaces and decomposed letters are normalized for every call, not only a save."""
+    lib = VoiceLibrary(tmp_path)
+    lib.save(" Anna ", tone(), latents={"enc": {"right": torch.zeros(2, 4, 64)}})
+    lib.save("Zoe\u0308", tone())  # e + combining diaeresis
+    assert [v.name for v in lib.list()] == ["Anna", "Zo\u00eb"]
+    assert lib.get(" Anna").name == "Anna" and lib.get("Zoe\u0308 ").name == "Zo\u00eb"
+    assert lib.audio_bytes(" anna ")[:4] == b"fLaC"
+    assert lib.clip("\tAnna\n", "enc")[0].name == "Anna"
+    with pytest.raises(VoiceError, match="already exists"):
+        lib.rename("Zo\u00eb", " anna")
+    assert lib.rename(" Zoe\u0308", "Zo\u00eb Two").name == "Zo\u00eb Two"
+    lib.delete("Zoe\u0308 Two ")
+    assert [v.name for v in lib.list()] == ["Anna"]
+
+
+KILLED_SAVE = """
+import os, signal, sys
+import numpy as np
+import ui.library.voice_store as store
+lib = store.VoiceLibrary(sys.argv[1])
+lib.save("kept", np.full(16000, 0.1, np.float32))
+if sys.argv[2] == "before-commit":  # every file written and renamed into place, the row not yet
+    lib._before_commit = lambda: os.kill(os.getpid(), signal.SIGKILL)
+else:  # half of the FLAC written to its temporary file
+    def half_then_die(out, audio, *args, **kwargs):
+        out.write(b"fLaC" + b"\\0" * 1000)
+        out.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    store.sf.write = half_then_die
+lib.save("half", np.full(32000, 0.2, np.float32), "a transcript", {"enc": {"right": __import__("torch").zeros(2, 4, 64)}})
+"""
+
+
+@pytest.mark.parametrize("where", ["before-commit", "mid-write"])
+def test_a_save_killed_midway_leaves_no_half_voice(tmp_path, where):
+    script = tmp_path / "save.py"
+    script.write_text(textwrap.dedent(KILLED_SAVE))
+    folder = tmp_path / "voices"
+    proc = subprocess.run([sys.executable, str(script), str(folder), where], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == -9, proc.stderr  # SIGKILL: nothing was cleaned up on the way out
+    leftovers = {p.name for p in folder.iterdir()} - {"index.sqlite3"}
+    assert len(leftovers) > 1, "the kill should have left the cut save's files behind"
+    lib = VoiceLibrary(folder)
+    assert [v.name for v in lib.list()] == ["kept"]
+    assert lib.swept >= 1
+    kept = lib.get("kept")
+    assert {p.name for p in folder.iterdir()} - {"index.sqlite3"} == {f"{kept.id}.flac"}
+    lib.save("half", tone())  # the name the cut save wanted is free
