@@ -13,7 +13,7 @@ import soundfile as sf
 
 from inference import SynthesisRequest
 from inference.request import modes
-from inference.config import LIMITS, Limits
+from inference.config import LIMITS
 from ui import AppSettings
 from ui.library.uploads import decode_audio
 
