@@ -52,16 +52,21 @@ def runtime(socket_path: Path, command: str) -> str:
     return out.decode()
 
 
-def server_states(socket_path: Path) -> dict[str, str]:
-    """HAProxy's view of each replica (UP, DOWN...), from its runtime API's `show stat`."""
+def server_stats(socket_path: Path) -> dict[str, dict]:
+    """HAProxy's view of each replica (status UP/DOWN, the last check's status and HTTP code), from
+    its runtime API's `show stat`."""
     rows = runtime(socket_path, "show stat").splitlines()
     header = rows[0].lstrip("# ").split(",")
-    states = {}
+    stats = {}
     for row in rows[1:]:
         cells = dict(zip(header, row.split(",")))
         if cells.get("pxname") == "voxcpm" and cells.get("svname") not in ("BACKEND", "FRONTEND", None):
-            states[cells["svname"]] = cells["status"]
-    return states
+            stats[cells["svname"]] = cells
+    return stats
+
+
+def server_states(socket_path: Path) -> dict[str, str]:
+    return {name: cells["status"] for name, cells in server_stats(socket_path).items()}
 
 
 def start_replica(port: int, tmp: Path, name: str) -> subprocess.Popen:
@@ -206,6 +211,33 @@ def test_sessions_stick_to_one_replica_and_survive_a_killed_one(cluster):
     counted = requests_counted(replicas[survivor])
     say(f"{survivor}'s /metrics voxcpm_requests_total: {counted} (streams it served: {served[survivor]})")
     assert counted == served[survivor]
+
+    # r1 restarted on its port: while it loads, /ready answers 503. HAProxy keeps it out for new
+    # sessions, but a session whose cookie names it is still sent there (`option persist`: drained,
+    # not redispatched) and gets the loading answer; once it is ready, new sessions reach it again.
+    cluster["procs"][victim] = start_replica(int(replicas[victim].rsplit(":", 1)[1]), cluster["log_dir"], victim)
+    wait_until(lambda: server_stats(cluster["socket"])[victim]["check_code"] == "503", timeout=120, interval=0.2)
+    say(f"{victim} restarted and loading: HAProxy's check of /ready got 503 "
+        f"({server_stats(cluster['socket'])[victim]['check_status']}), state {server_states(cluster['socket'])[victim]}")
+    for n in range(3):
+        fresh = page_session(lb)
+        assert fresh.get("/").status_code == 200 and fresh.cookies.get("VOXCPM_REPLICA") == survivor
+    stale = page_session(lb)
+    stale.cookies.set("VOXCPM_REPLICA", victim)
+    loading = stale.post("/voxcpm/stream", json=DESIGN)
+    assert loading.status_code == 503, loading.status_code  # the loading replica's own answer
+    say(f"while {victim} loads: 3 new sessions served by {survivor}; a session whose cookie names {victim} "
+        f"reaches {victim} and gets its 503 (Retry-After {loading.headers.get('retry-after')})")
+    wait_until(lambda: server_states(cluster["socket"])[victim] == "UP", timeout=300, interval=0.5)
+    landed = []
+    for n in range(4):
+        fresh = page_session(lb)
+        assert fresh.get("/").status_code == 200
+        landed.append(fresh.cookies.get("VOXCPM_REPLICA"))
+        if landed[-1] == victim:
+            break
+    assert landed[-1] == victim, landed
+    say(f"{victim} ready, HAProxy's checks bring it back UP: new sessions went to {landed}")
 
     balancer_lines = [line for line in (cluster["log_dir"] / "haproxy.log").read_text().splitlines() if "voxcpm/" in line]
     assert any(f"voxcpm/{survivor}" in line for line in balancer_lines)
