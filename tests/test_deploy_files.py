@@ -5,6 +5,7 @@ probes. (Docker cannot build here; .ci/run runs deploy/install.sh, the Dockerfil
 clean virtual environment. deploy/haproxy.cfg runs in tests/test_replicas_behind_haproxy.py.)"""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -62,6 +63,11 @@ def test_manifests_cover_deployment_service_and_ingress():
     assert annotations["nginx.ingress.kubernetes.io/proxy-buffering"] == "off"  # patches reach the player as made
 
 
+def healthcheck_command() -> list[str]:
+    """The Dockerfile's HEALTHCHECK command, in exec form (the replica test runs it against a replica)."""
+    return json.loads(re.search(r"(?ms)^HEALTHCHECK .*?CMD (\[.*?\])$", dockerfile())[1])
+
+
 def image_volumes() -> list[str]:
     return re.findall(r'"(/[^"]+)"', re.search(r"(?m)^VOLUME (.*)$", dockerfile())[1])
 
@@ -79,7 +85,7 @@ def test_dockerfile_runs_the_shared_install_as_a_non_root_user_with_its_data_on_
     assert user and user[-1] not in ("root", "0")
     env = dict(re.findall(r"(HF_HOME|VOXCPM_DATA_DIR)=(\S+)", text))
     assert set(image_volumes()) == {env["HF_HOME"], env["VOXCPM_DATA_DIR"]}
-    assert re.search(r"(?ms)^HEALTHCHECK .*?/ready", text)
+    assert "/ready" in healthcheck_command()[-1]
     assert 'ENTRYPOINT ["sh", "deploy/entrypoint.sh"]' in text
 
 
@@ -90,7 +96,7 @@ def test_compose_reserves_a_gpu_requires_the_token_and_keeps_the_volumes():
     assert service["environment"]["VOXCPM_TOKEN"].startswith("${VOXCPM_TOKEN:?")  # `up` refuses without it
     assert {v.split(":")[1] for v in service["volumes"]} == set(image_volumes())
     assert service["restart"] == "unless-stopped"
-    assert "/ready" in " ".join(service["healthcheck"]["test"])
+    assert service["healthcheck"]["test"] == ["CMD", *healthcheck_command()]
     assert service["build"]["dockerfile"] == "deploy/Dockerfile"
 
 

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from .app_helpers import free_port, wait_healthy, wait_until
+from .test_deploy_files import healthcheck_command
 
 ROOT = Path(__file__).resolve().parent.parent
 HAPROXY = shutil.which("haproxy") or ("/usr/sbin/haproxy" if os.path.exists("/usr/sbin/haproxy") else None)
@@ -126,6 +127,13 @@ def page_session(lb: str) -> httpx.Client:
     return httpx.Client(base_url=lb, timeout=120, headers={"X-VoxCPM-Token": TOKEN})
 
 
+def container_healthy(base: str) -> bool:
+    """The image's HEALTHCHECK command (python in the image is this one) run against a replica."""
+    command = [sys.executable if part == "python" else part for part in healthcheck_command()]
+    env = {**os.environ, "PORT": base.rsplit(":", 1)[1]}
+    return subprocess.run(command, env=env, capture_output=True, timeout=30).returncode == 0
+
+
 def page_round(session: httpx.Client, replicas: dict[str, str]) -> tuple[str, str]:
     """What the page does in one session: open, upload a clip, stream with it, poll the job, fetch
     the offline render. (The replica its cookie names, a line for the log.)"""
@@ -227,6 +235,7 @@ def test_sessions_stick_to_one_replica_and_survive_a_killed_one(cluster):
     wait_until(lambda: server_stats(sock)[victim]["check_code"] == "503", timeout=120, interval=0.2)
     say(f"{victim} restarted and loading: HAProxy's check of /ready got 503 "
         f"({server_stats(sock)[victim]['check_status']}), state {server_states(sock)[victim]}")
+    assert not container_healthy(replicas[victim]) and container_healthy(replicas[survivor])
     for n in range(3):
         fresh = page_session(lb)
         assert fresh.get("/").status_code == 200 and fresh.cookies.get("VOXCPM_REPLICA") == survivor
@@ -234,8 +243,9 @@ def test_sessions_stick_to_one_replica_and_survive_a_killed_one(cluster):
     stale.cookies.set("VOXCPM_REPLICA", victim)
     loading = stale.post("/voxcpm/stream", json=DESIGN)
     assert loading.status_code == 503 and "retry-after" in loading.headers, loading.status_code
-    say(f"while {victim} loads: 3 new sessions served by {survivor}; a session whose cookie names {victim} "
-        f"reaches {victim} and gets its 503 (Retry-After {loading.headers['retry-after']})")
+    say(f"while {victim} loads: the image's HEALTHCHECK fails on {victim}, passes on {survivor}; 3 new sessions "
+        f"served by {survivor}; a session whose cookie names {victim} reaches {victim} and gets its 503 "
+        f"(Retry-After {loading.headers['retry-after']})")
     wait_until(lambda: server_states(sock)[victim] == "UP", timeout=300, interval=0.5)
     landed = []
     for n in range(4):
