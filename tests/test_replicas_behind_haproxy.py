@@ -73,10 +73,10 @@ def server_states(socket_path: Path) -> dict[str, str]:
 def start_replica(port: int, tmp: Path, name: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in ("GRADIO_SERVER_NAME", "SPACE_ID", "VOXCPM_TOKEN")}
     env["TMPDIR"] = str(tmp)
-    log = open(tmp / f"{name}.log", "w+")
-    return subprocess.Popen([sys.executable, "app.py", "--random-weights", "--device", "cpu", "--port", str(port),
-                             "--token", TOKEN, "--data-dir", str(tmp / name), "--asr-model", "none"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    with open(tmp / f"{name}.log", "a") as log:  # the child keeps its own descriptor
+        return subprocess.Popen([sys.executable, "app.py", "--random-weights", "--device", "cpu", "--port",
+                                 str(port), "--token", TOKEN, "--data-dir", str(tmp / name), "--asr-model", "none"],
+                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def requests_counted(base: str) -> int:
@@ -100,15 +100,18 @@ def cluster(tmp_path):
     balancer = None
     try:
         for name, proc in procs.items():
-            proc.stdout = open(tmp_path / f"{name}.log")  # wait_healthy reads it if the replica dies
-            wait_healthy(f"http://127.0.0.1:{ports[name]}", proc, timeout=300)
+            try:
+                wait_healthy(f"http://127.0.0.1:{ports[name]}", proc, timeout=300)
+            except AssertionError as exc:
+                raise AssertionError(f"{name}: {exc}\n{(tmp_path / f'{name}.log').read_text()}") from None
         lb_port, sock = free_port(), tmp_path / "haproxy.sock"
         config = tmp_path / "haproxy.cfg"
         config.write_text(haproxy_config(lb_port, ports, sock))
         check = subprocess.run([HAPROXY, "-c", "-f", str(config)], capture_output=True, text=True)
         assert check.returncode == 0, check.stdout + check.stderr
-        balancer_log = open(tmp_path / "haproxy.log", "w+")
-        balancer = subprocess.Popen([HAPROXY, "-db", "-f", str(config)], stdout=balancer_log, stderr=subprocess.STDOUT)
+        with open(tmp_path / "haproxy.log", "w") as balancer_log:  # HAProxy logs each request to stdout
+            balancer = subprocess.Popen([HAPROXY, "-db", "-f", str(config)], stdout=balancer_log,
+                                        stderr=subprocess.STDOUT)
         wait_until(lambda: sock.exists() and server_states(sock) == {"r1": "UP", "r2": "UP"}, timeout=30, interval=0.2)
         yield dict(lb=f"http://127.0.0.1:{lb_port}", socket=sock, procs=procs, log_dir=tmp_path,
                    replicas={name: f"http://127.0.0.1:{port}" for name, port in ports.items()})
@@ -125,6 +128,13 @@ def cluster(tmp_path):
 def page_session(lb: str) -> httpx.Client:
     """A client that keeps cookies, as a browser does: the balancer's VOXCPM_REPLICA among them."""
     return httpx.Client(base_url=lb, timeout=120, headers={"X-VoxCPM-Token": TOKEN})
+
+
+def alive(proc: subprocess.Popen, log: Path) -> bool:
+    """True while the replica runs; its log in the failure once it has exited."""
+    if proc.poll() is not None:
+        raise AssertionError(f"the replica exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+    return True
 
 
 def container_healthy(base: str) -> bool:
@@ -232,7 +242,9 @@ def test_sessions_stick_to_one_replica_and_survive_a_killed_one(cluster):
     # sessions, but a session whose cookie names it is still sent there (`option persist`: drained,
     # not redispatched) and gets the loading answer; once it is ready, new sessions reach it again.
     cluster["procs"][victim] = start_replica(int(replicas[victim].rsplit(":", 1)[1]), cluster["log_dir"], victim)
-    wait_until(lambda: server_stats(sock)[victim]["check_code"] == "503", timeout=120, interval=0.2)
+    restarted, restart_log = cluster["procs"][victim], cluster["log_dir"] / f"{victim}.log"
+    wait_until(lambda: alive(restarted, restart_log) and server_stats(sock)[victim]["check_code"] == "503",
+               timeout=120, interval=0.2)
     say(f"{victim} restarted and loading: HAProxy's check of /ready got 503 "
         f"({server_stats(sock)[victim]['check_status']}), state {server_states(sock)[victim]}")
     assert not container_healthy(replicas[victim]) and container_healthy(replicas[survivor])
@@ -246,7 +258,7 @@ def test_sessions_stick_to_one_replica_and_survive_a_killed_one(cluster):
     say(f"while {victim} loads: the image's HEALTHCHECK fails on {victim}, passes on {survivor}; 3 new sessions "
         f"served by {survivor}; a session whose cookie names {victim} reaches {victim} and gets its 503 "
         f"(Retry-After {loading.headers['retry-after']})")
-    wait_until(lambda: server_states(sock)[victim] == "UP", timeout=300, interval=0.5)
+    wait_until(lambda: alive(restarted, restart_log) and server_states(sock)[victim] == "UP", timeout=300, interval=0.5)
     landed = []
     for n in range(4):
         fresh = page_session(lb)
