@@ -35,7 +35,7 @@ fi
 for phase in "$@"; do
   echo "== $phase ($(date +%T))"
   case "$phase" in
-    tests) python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_short_attention.py tests/test_vae_kernels.py tests/test_vae_stream.py tests/test_split_products.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
+    tests) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_fast_path.py tests/unit/test_short_attention.py tests/unit/test_vae_kernels.py tests/unit/test_vae_stream.py tests/unit/test_split_products.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
     sweep) python3 -m bench.bench --checkpoint "$CKPT" --sweep-only --concurrency 1 8 32 64 128 --rounds 2 \
              --max-streams 128 ${SWEEP_ARGS:-} 2>&1 | grep -v "^20..-" | tee "$OUT/sweep.md" ;;
     profile) python3 -m bench.lab.profile_step --buckets 1 8 32 64 128 ${PROFILE_ARGS:-} 2>&1 | tee "$OUT/profile.txt" | tail -60 ;;

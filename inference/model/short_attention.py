@@ -8,7 +8,7 @@ output is written in [N, T, H, D] memory order and handed back as the [N, H, T, 
 layout flash returns, so the output projection reads it without a copy.
 
 Imported lazily (runtime/compiled.py): a CPU-only install needs no Triton. Under
-TRITON_INTERPRET=1 it runs on the CPU (tests/test_short_attention.py).
+TRITON_INTERPRET=1 it runs on the CPU (tests/unit/test_short_attention.py).
 """
 from __future__ import annotations
 

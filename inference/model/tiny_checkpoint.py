@@ -2,7 +2,7 @@
 
 Used by the golden parity tests (the official package loads the same files) and by the app's
 `--random-weights` mode. It must not import the official package: the app ships without it.
-Tensor names and shapes mirror the official modules; tests/test_golden_parity.py checks that.
+Tensor names and shapes mirror the official modules; tests/unit/test_golden_parity.py checks that.
 """
 from __future__ import annotations
 

