@@ -51,6 +51,10 @@ def pytest_sessionstart(session):
     # a throwaway folder, never in the user's real one.
     if "VOXCPM_DATA_DIR" not in os.environ:
         os.environ["VOXCPM_DATA_DIR"] = tempfile.mkdtemp(prefix="voxcpm-test-data-")
+    # Gradio's upload cache too: the tests that look for server files copied into it would see the
+    # copies another run on the same machine made (another checkout's paths hash elsewhere).
+    if "GRADIO_TEMP_DIR" not in os.environ:
+        os.environ["GRADIO_TEMP_DIR"] = tempfile.mkdtemp(prefix="voxcpm-test-gradio-")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by these markers
