@@ -256,6 +256,22 @@ class DecodeStep:
             torch.cuda.current_stream(self.device).wait_stream(self.side_stream)
 
 
+def host_memory() -> tuple[int, int]:
+    """(available, total) bytes of host memory. Available as the kernel counts it (MemAvailable:
+    free pages plus the page cache it can drop), not the free pages alone, which a busy machine's
+    cache keeps small: that refused a start with 2.4 GB "free" while 19 GB were available."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = os.sysconf("SC_PHYS_PAGES") * page
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, total
+    except OSError:  # not Linux
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * page, total
+
+
 def plan_rows(model, vae, device: torch.device, max_streams: int) -> tuple[int, int]:
     """(rows to allocate, rows the free memory would hold). Each row costs its KV cache rows,
     noise, schedule, decoder state and staging; a tenth of the memory (at least 2 GiB) stays free
@@ -266,8 +282,7 @@ def plan_rows(model, vae, device: torch.device, max_streams: int) -> tuple[int, 
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
     else:
-        page = os.sysconf("SC_PAGE_SIZE")
-        free, total = os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+        free, total = host_memory()
     fit = (free - max(2 << 30, total // 10)) // per_row
     if fit < 1:
         raise MemoryError(f"not enough free {device.type} memory for one stream: each needs "

@@ -115,3 +115,17 @@ def test_a_request_refused_for_one_field_names_it(engine):
         with pytest.raises(InputError, match="the limit is") as refused:
             engine.prepare(SynthesisRequest(**fields))
         assert refused.value.param == param
+
+
+def test_host_memory_counts_the_page_cache_the_kernel_can_drop():
+    """Rows on the CPU are sized by the memory the kernel can hand out, page cache included: the
+    free pages alone once refused to start a replica on a machine with 19 GB available."""
+    import os
+
+    from inference.runtime.decode_step import host_memory
+
+    page = os.sysconf("SC_PAGE_SIZE")
+    free_pages = os.sysconf("SC_AVPHYS_PAGES") * page
+    available, total = host_memory()
+    assert total == os.sysconf("SC_PHYS_PAGES") * page
+    assert free_pages * 0.9 <= available <= total  # MemAvailable = free + reclaimable (10%: pages move meanwhile)
