@@ -127,7 +127,7 @@ class HostTimes:
 
     def __init__(self, engine):
         r = engine.runner
-        self.parts = [("prepare", engine, "prepare"), ("plan", engine, "plan"), ("admission", r, "admit"),
+        self.parts = [("prepare", engine, "prepare"), ("plan", engine.preparer, "plan"), ("admission", r, "admit"),
                       ("of which pinned uploads", r.step, "upload"), ("prefill launch", r, "padded_prefill"),
                       ("row loads", r.step, "load_rows"), ("patch launch", r, "launch")]
         self.spent = collections.Counter()
