@@ -219,7 +219,7 @@ def test_underruns_end_amber_with_their_gaps(app, page):
 
     def slow_step():  # slower than real time: the player runs dry between patches
         time.sleep(0.3)
-        step()
+        return step()
     engine.step = slow_step
     try:
         take = _take(page)

@@ -80,7 +80,7 @@ def slowed(app, seconds: float = 0.3):
 
     def slow_step():
         time.sleep(seconds)
-        step()
+        return step()
     engine.step = slow_step
     try:
         yield
