@@ -33,7 +33,9 @@ def test_settle_sets_every_live_object_aside_and_frees_the_garbage(unfrozen):
     del cycle
     before = gc.get_freeze_count()
     frozen = gc_pauses.settle()
-    assert frozen == gc.get_freeze_count() >= before + len(alive)
+    # Afterwards the frozen set can only shrink (another thread's frozen objects may die meanwhile),
+    # and it still holds every object this test keeps alive.
+    assert frozen >= gc.get_freeze_count() >= before + len(alive)
     walked = {id(o) for o in gc.get_objects()}  # what later collections still look at
     assert not any(id(item) in walked for item in alive[:: 1000])
     later = [[i] for i in range(10)]
