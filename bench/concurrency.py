@@ -38,10 +38,10 @@ def drive(engine, arrivals: list[float], patches: int, timesteps: int) -> dict:
         if not live:
             time.sleep(max(0.0, min(arrivals[waiting[0]] - now, 0.01)))
             continue
-        made = {id(stream): len(chunks) for stream, chunks in engine.step()}
+        made = {stream: len(chunks) for stream, chunks in engine.step()}
         arrived = time.perf_counter()
         for i, stream in list(live.items()):
-            chunk_times[i] += [arrived] * made.get(id(stream), 0)
+            chunk_times[i] += [arrived] * made.get(stream, 0)
             if stream.done:
                 del live[i]
     wall = time.perf_counter() - t0

@@ -45,13 +45,15 @@ class OfflineRender:
 def encode_voice(serving: Serving, reference: ReferenceClip, transcript: str | None,
                  identity: str) -> concurrent.futures.Future:
     """The clip encoded on each side a request with the voice will want, as the request would
-    (inference/request/prompt.encode_voice): padded on the right as a reference, and on the left as
+    (RequestPreparer.encode_clip): padded on the right as a reference, and on the left as
     a continuation prompt when there is a transcript. The future holds {side: float32 patches}, the
     encoder `identity`'s, for the voice library to keep (the ReferenceClip keeps them too)."""
     def encode_sides(engine: ServiceEngine) -> dict[str, np.ndarray]:
         engine.encode_audio(reference, "right", "reference audio")
         if transcript:
             engine.encode_audio(reference, "left", "prompt audio")
+        # Deliberate GPU->CPU copy (it waits for the encoder): the library stores host arrays, and
+        # this runs between two steps, on the engine's thread, once per saved voice.
         return {side: patches.cpu().numpy() for side, patches in reference.known(identity).items()}
     return serving.call(encode_sides)
 

@@ -265,11 +265,11 @@ class EngineWorker:
     def _deliver(self, produced: list):
         """Each running job's chunks of the step (what engine.step() returned) to its consumer;
         jobs that ended are finished."""
-        made = {id(stream): chunks for stream, chunks in produced}
+        made = dict(produced)  # stream -> its chunks of the step
         for job, running in list(self._running.items()):
             stream = running.stream
             try:
-                hand_over(job, running, made.get(id(stream), []), self.unread)
+                hand_over(job, running, made.get(stream, []), self.unread)
             except FellBehind as exc:
                 self.engine.stop(stream)
                 self._fail(job, exc)
