@@ -1,7 +1,8 @@
 """The official `openai` client against the app on 127.0.0.1: speech in every format, whole and
 streamed (audio and SSE), equal to engine.synthesize of the same request (lossless formats sample
-for sample, lossy ones by length and correlation); voices and models listed; bad fields answered
-with OpenAI-style JSON errors."""
+for sample, lossy ones by length and correlation); pcm at OpenAI's 24 kHz unless another
+`sample_rate` is asked, every format and stream format lasting the model's audio at every rate;
+voices and models listed; bad fields answered with OpenAI-style JSON errors."""
 from __future__ import annotations
 
 import base64
@@ -14,6 +15,7 @@ import numpy as np
 import openai
 import pytest
 import soundfile as sf
+import soxr
 
 from inference import SynthesisRequest
 from ui.services.audio import FORMATS
@@ -27,6 +29,9 @@ TRANSCRIPT = "Welcome to the museum. Please keep your ticket with you while you 
 TEXT = "Hello world, this is a test."
 DESIGN = dict(model="voxcpm2", input=TEXT, voice="design", instructions="A calm, low voice")
 EXTRA = {"seed": 11, "max_len": 6}
+# The body asks for the model's rate, so the audio compares sample for sample with synthesize()'s
+# (pcm is otherwise sent at OpenAI's 24 kHz).
+AT_MODEL_RATE = {**EXTRA, "sample_rate": SAMPLE_RATE}
 LOSSY = ("mp3", "opus")
 
 
@@ -75,9 +80,10 @@ def assert_matches(got: np.ndarray, want: np.ndarray, fmt: str):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_format_whole_and_streamed_equals_synthesize(client, design_pcm, fmt):
-    whole = client.audio.speech.create(**DESIGN, response_format=fmt, extra_body=EXTRA)
+    whole = client.audio.speech.create(**DESIGN, response_format=fmt, extra_body=AT_MODEL_RATE)
     assert_matches(decode(whole.content, fmt), design_pcm, fmt)
-    with client.audio.speech.with_streaming_response.create(**DESIGN, response_format=fmt, extra_body=EXTRA) as resp:
+    with client.audio.speech.with_streaming_response.create(**DESIGN, response_format=fmt,
+                                                             extra_body=AT_MODEL_RATE) as resp:
         assert resp.headers["x-seed"] == "11"
         parts = [part for part in resp.iter_bytes() if part]
     if fmt in ("pcm", "wav"):
@@ -88,7 +94,7 @@ def test_every_format_whole_and_streamed_equals_synthesize(client, design_pcm, f
 @pytest.mark.parametrize("fmt", ["pcm", "mp3"])
 def test_sse_deltas_carry_the_audio_and_end_with_usage(client, design_pcm, fmt):
     with client.audio.speech.with_streaming_response.create(**DESIGN, response_format=fmt, stream_format="sse",
-                                                             extra_body=EXTRA) as resp:
+                                                             extra_body=AT_MODEL_RATE) as resp:
         assert resp.headers["content-type"].startswith("text/event-stream")
         events = [json.loads(line[6:]) for line in resp.iter_lines() if line.startswith("data: ")]
     deltas = [e for e in events if e["type"] == "speech.audio.delta"]
@@ -100,11 +106,12 @@ def test_sse_deltas_carry_the_audio_and_end_with_usage(client, design_pcm, fmt):
 
 def test_a_saved_voice_is_continued_from_or_styled(client):
     clip = decode_audio(VOICE.read_bytes(), max_seconds=60)
-    got = client.audio.speech.create(model="voxcpm2", input=TEXT, voice="Guide", response_format="wav", extra_body=EXTRA)
+    got = client.audio.speech.create(model="voxcpm2", input=TEXT, voice="Guide", response_format="wav",
+                                     extra_body=AT_MODEL_RATE)
     want = expected_pcm(SynthesisRequest(TEXT, reference_audio=clip, prompt_audio=clip, prompt_text=TRANSCRIPT, **EXTRA))
     assert_same_audio(decode(got.content, "wav"), want)
     styled = client.audio.speech.create(model="voxcpm2", input=TEXT, voice={"id": "Guide"}, instructions="Whispering",
-                                        response_format="pcm", extra_body=EXTRA)
+                                        response_format="pcm", extra_body=AT_MODEL_RATE)
     want = expected_pcm(SynthesisRequest(TEXT, reference_audio=clip, control="Whispering", **EXTRA))
     assert_same_audio(decode(styled.content, "pcm"), want)
 
@@ -165,7 +172,7 @@ def test_an_unknown_voice_names_the_built_in_ones_and_where_to_list_them(app):
 
 def test_normalize_extension_reads_numbers_as_words(client):
     body = dict(model="voxcpm2", input="It costs 1,250 dollars.", voice="design", instructions="A calm, low voice")
-    got = client.audio.speech.create(**body, response_format="pcm", extra_body={**EXTRA, "normalize": True})
+    got = client.audio.speech.create(**body, response_format="pcm", extra_body={**AT_MODEL_RATE, "normalize": True})
     want = expected_pcm(SynthesisRequest(body["input"], control=body["instructions"], normalize=True, **EXTRA))
     assert_same_audio(np.frombuffer(got.content, "<i2"), want)
     plain = expected_pcm(SynthesisRequest(body["input"], control=body["instructions"], **EXTRA))
@@ -195,7 +202,7 @@ def test_an_overlong_voice_is_refused_naming_the_parameter(app, voice):
 
 def test_a_saved_voice_is_found_with_spaces_around_its_name(client):
     got = client.audio.speech.create(model="voxcpm2", input=TEXT, voice=" guide ", response_format="pcm",
-                                     extra_body=EXTRA)
+                                     extra_body=AT_MODEL_RATE)
     assert len(got.content) > 0
 
 
@@ -227,3 +234,72 @@ def test_refusals_are_logged_with_what_was_asked(app, caplog):
     assert len(lines) == 2, lines
     assert f"mode=design text_chars={len(TEXT)} voice='design' format='mp3' " in lines[0]
     assert f"mode=cloning text_chars={len(TEXT)} voice='nobody' format='wav' " in lines[1]
+
+
+# OpenAI's pcm contract (issue 35). A client reads no rate from pcm: it plays it at 24 kHz.
+OPENAI_PCM_RATE = 24000
+PATCH_S = 0.16  # one patch of the model's audio
+
+
+def sent(client, fmt: str, stream: str, extra: dict) -> tuple[bytes, httpx.Headers]:
+    """The audio bytes of one request as the client reads them (the SSE deltas joined), and its headers."""
+    with client.audio.speech.with_streaming_response.create(**DESIGN, response_format=fmt, stream_format=stream,
+                                                             extra_body=extra) as resp:
+        if stream == "audio":
+            return b"".join(resp.iter_bytes()), resp.headers
+        events = [json.loads(line[6:]) for line in resp.iter_lines() if line.startswith("data: ")]
+        assert events[-1]["type"] == "speech.audio.done", events[-1]
+        return b"".join(base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta"), resp.headers
+
+
+def decoded_samples(data: bytes, fmt: str, rate: int) -> int:
+    """Samples a client decodes: pcm at the rate it assumes, the others as their own header says (checked)."""
+    if fmt == "pcm":
+        assert len(data) % 2 == 0
+        return len(data) // 2
+    audio, header_rate = sf.read(io.BytesIO(data), dtype="float32")
+    assert header_rate == rate, f"{fmt} says {header_rate} Hz, {rate} expected"
+    return audio.shape[0]
+
+
+@pytest.mark.parametrize("rate", [None, 16000], ids=["default_rate", "16k"])
+@pytest.mark.parametrize("stream", ["audio", "sse"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_format_and_stream_format_lasts_the_models_audio(client, design_pcm, fmt, stream, rate):
+    extra = EXTRA if rate is None else {**EXTRA, "sample_rate": rate}
+    data, headers = sent(client, fmt, stream, extra)
+    want_rate = rate or (OPENAI_PCM_RATE if fmt == "pcm" else SAMPLE_RATE)
+    assert headers["x-sample-rate"] == str(want_rate)
+    if stream == "audio" and fmt == "pcm":
+        assert headers["content-type"] == f"audio/pcm;rate={want_rate};channels=1"
+    samples = decoded_samples(data, fmt, want_rate)
+    model_s = design_pcm.size / SAMPLE_RATE
+    assert abs(samples / want_rate - model_s) <= PATCH_S, f"{fmt}/{stream}: {samples / want_rate:.3f} s, model {model_s:.3f} s"
+    if fmt not in LOSSY:  # the resampler's tail is flushed: not one sample lost or added
+        assert samples == design_pcm.size * want_rate // SAMPLE_RATE
+
+
+def test_default_pcm_is_the_models_audio_resampled_to_24_khz(client, design_pcm):
+    """Patch by patch through soxr's stream, as soxr resamples the whole take at once (to rounding)."""
+    got = client.audio.speech.create(**DESIGN, response_format="pcm", extra_body=EXTRA)
+    assert got.response.headers["content-type"] == "audio/pcm;rate=24000;channels=1"
+    want = soxr.resample(design_pcm / 32767.0, SAMPLE_RATE, OPENAI_PCM_RATE, quality="HQ")
+    want = np.clip(np.rint(want * 32767.0), -32768, 32767)
+    pcm = np.frombuffer(got.content, "<i2")
+    assert pcm.shape == want.shape
+    assert np.max(np.abs(pcm - want)) <= 2  # the model's float audio against its int16 rounding
+
+
+@pytest.mark.parametrize("rate, fmt, words", [
+    (12345, "pcm", "sample_rate 12345 is not supported: use one of 8000, 16000, 22050, 24000, 44100, 48000 (Hz)"),
+    (0, "mp3", "sample_rate 0 is not supported: use one of 8000, 16000, 22050, 24000, 44100, 48000"),
+    ("24000", "pcm", "sample_rate must be a whole number of hertz: use one of 8000, 16000, 22050, 24000"),
+    (24000.5, "wav", "sample_rate must be a whole number of hertz: use one of 8000, 16000, 22050, 24000"),
+    (44100, "opus", "sample_rate 44100 cannot be sent as opus: opus takes 8000, 16000, 24000, 48000"),
+    (22050, "opus", "sample_rate 22050 cannot be sent as opus: opus takes 8000, 16000, 24000, 48000"),
+])
+def test_a_bad_sample_rate_is_refused_naming_the_accepted_ones(app, rate, fmt, words):
+    response = httpx.post(app.url + "/v1/audio/speech", json={**DESIGN, "response_format": fmt, "sample_rate": rate},
+                          timeout=60)
+    error = openai_error_of(response, 400)
+    assert error["param"] == "sample_rate" and words in error["message"], error

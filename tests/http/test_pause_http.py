@@ -79,7 +79,7 @@ def test_bare_pcm_and_the_openai_route_carry_the_same_silence(app, client, want)
     pcm, _ = want
     assert_same_audio(pcm_of(client.post("/voxcpm/stream", json=BODY).content), pcm)
     body = {"model": "tts-1", "voice": "design", "instructions": "A calm voice", "input": TEXT,
-            "response_format": "pcm", "seed": 8, "max_len": 4}
+            "response_format": "pcm", "sample_rate": SAMPLE_RATE, "seed": 8, "max_len": 4}
     response = httpx.post(f"{app.url}/v1/audio/speech", json=body, timeout=120)
     assert response.status_code == 200, response.text
     assert_same_audio(pcm_of(response.content), pcm)

@@ -11,11 +11,14 @@ error under /v1, an unknown path or method included):
   a transcript and no `instructions` are given (ultimate cloning), else as a reference with
   `instructions` as the style. `voice: "design"` designs a voice from `instructions`. OpenAI's
   voice names (alloy, ash, ...) are built-in designed voices (ui/http/builtin_voices.py).
-- `response_format`: wav, pcm (16-bit mono at 48 kHz), flac, mp3 or opus (ui/services/audio.py).
+- `response_format`: wav, pcm (16-bit mono, no header), flac, mp3 or opus (ui/services/audio.py).
+- `sample_rate` (an extension): 8000 to 48000 Hz (audio.SAMPLE_RATES), in any format; left out, pcm
+  is sent at 24 kHz as OpenAI's is (its clients have no header to read a rate from), the other
+  formats at the model's 48 kHz. X-Sample-Rate (and pcm's content type) say the rate sent.
 - `stream_format`: "audio" (the file, sent as it is encoded) or "sse" (events
   `speech.audio.delta` with base64 audio, then `speech.audio.done` with usage).
 - `speed`: 0.25 to 4.0, by pitch-preserving time-stretching as the audio streams (ui/services/audio.py).
-- Extensions: seed, cfg_value, inference_timesteps, max_len, normalize, trim_silence.
+- Extensions: seed, cfg_value, inference_timesteps, max_len, normalize, trim_silence, sample_rate.
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ from .speech_body import (DESIGN, MODEL_ID, OPENAI_MODELS, openai_asked, openai_
 from ..context import app_context
 from ..guard.answers import OPENAI_PREFIX, openai_error_body
 from ..library.refusal import Refusal
-from ..services.audio import MEDIA_TYPES, Encoder
+from ..services.audio import MEDIA_TYPES, Encoder, sent_rate
 from ..services.metrics import observe_stream
 
 openai_router = APIRouter()
@@ -70,12 +73,15 @@ async def speech(request: Request):
                                     build=lambda body: to_request(body, state.voices, state.voice_lookup))
     fmt, events = speech.response_format, speech.stream_format == "sse"
     first = await first_audio(job, request)
+    model_rate = state.worker.sample_rate
+    rate = sent_rate(fmt, speech.sample_rate, model_rate)
     headers = {"X-Seed": str(req.seed), "X-Request-Id": job.id, "Cache-Control": "no-store",
-               "X-Sample-Rate": str(state.worker.sample_rate)}
-    chunks = observe_stream(state.metrics, job, encoded(job, first, Encoder(fmt, state.worker.sample_rate, speed_of(speech))))
+               "X-Sample-Rate": str(rate)}
+    encoder = Encoder(fmt, model_rate, speed_of(speech), rate)
+    chunks = observe_stream(state.metrics, job, encoded(job, first, encoder))
     if events:
         return StreamingResponse(sse(chunks, job, len(req.text)), media_type="text/event-stream", headers=headers)
-    media = MEDIA_TYPES[fmt] + (f";rate={state.worker.sample_rate};channels=1" if fmt == "pcm" else "")
+    media = MEDIA_TYPES[fmt] + (f";rate={rate};channels=1" if fmt == "pcm" else "")
     return StreamingResponse(chunks, media_type=media, headers=headers)
 
 

@@ -23,7 +23,7 @@ from .common import Asked, text_length
 from .schema import blank, check_speed, random_seed
 from ..library.voice_names import RESERVED
 from ..library.voice_store import VoiceError
-from ..services.audio import FORMATS, NOT_OFFERED, missing_formats
+from ..services.audio import FORMATS, NOT_OFFERED, PCM_RATE, SAMPLE_RATES, missing_formats, rates_for
 
 MODEL_ID = "voxcpm2"
 # OpenAI's speech models are names for the one model here, so a client written for OpenAI only
@@ -77,11 +77,12 @@ class SpeechBody(BaseModel):
     max_len: int = modes.default("max_len")
     normalize: bool = False
     trim_silence: bool = False
+    sample_rate: int | None = None  # None: 24 kHz for pcm (OpenAI's), the model's for the other formats
 
 
 def parse_speech(raw) -> SpeechBody:
     """The OpenAI body, its JSON types and shape checked, and the choices only this route has
-    (model, response_format, stream_format, speed, the lowest max_len)."""
+    (model, response_format, stream_format, sample_rate, speed, the lowest max_len)."""
     try:
         speech = SpeechBody.model_validate(raw)
     except ValidationError as exc:
@@ -92,6 +93,7 @@ def parse_speech(raw) -> SpeechBody:
     _choice("response_format", speech.response_format, [f for f in FORMATS if f not in missing_formats()],
             NOT_OFFERED)
     _choice("stream_format", speech.stream_format, ["audio", "sse"])
+    _check_rate(speech.sample_rate, speech.response_format)
     if speech.speed is not None:
         check_speed(speed_of(speech))
     if (problem := MAX_LEN.check(speech.max_len)) is not None:
@@ -192,6 +194,23 @@ def _choice(field: str, value: str, accepted: list[str], why: dict[str, str] | N
                                 + (f" ({reason})" if reason else ""))
 
 
+def _check_rate(rate: int | None, fmt: str):
+    """A sample_rate from the list, and one the format can carry (Opus has no 22.05 or 44.1 kHz)."""
+    if rate is None:
+        return
+    if rate not in SAMPLE_RATES:
+        raise _rate_refused(f"sample_rate {str(rate)[:20]} is not supported")
+    if rate not in rates_for(fmt):
+        raise ParamError("sample_rate", f"sample_rate {rate} cannot be sent as {fmt}: {fmt} takes "
+                                        f"{', '.join(map(str, rates_for(fmt)))}")
+
+
+def _rate_refused(problem: str) -> ParamError:
+    return ParamError("sample_rate", f"{problem}: use one of {', '.join(map(str, SAMPLE_RATES))} (Hz), or leave "
+                                     f"it out for pcm at {PCM_RATE} (as OpenAI sends it) and the other formats at "
+                                     f"the model's rate")
+
+
 def _described(exc: ValidationError) -> ParamError:
     """Pydantic's first complaint about the body in one sentence, naming the parameter."""
     err = exc.errors(include_url=False, include_input=False)[0]
@@ -203,4 +222,6 @@ def _described(exc: ValidationError) -> ParamError:
         return ParamError(param, f"unknown parameter {where!r}: the accepted ones are {accepted}")
     if err.get("type") == "missing":
         return ParamError(param, f"missing required parameter {where!r}")
+    if param == "sample_rate":  # a string or a fraction: still told the rates there are
+        return _rate_refused("sample_rate must be a whole number of hertz")
     return ParamError(param, f"parameter {where!r}: {err.get('msg', 'invalid value')}")
