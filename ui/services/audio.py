@@ -32,8 +32,9 @@ the request asked for (`sample_rate`), else at the format's default (`sent_rate`
 
 The rates (`SAMPLE_RATES`, each format's in `rates_for`) are the one list the route checks and its
 docs name. Another rate than the model's is made by soxr's streaming resampler (`Resampler`), patch
-by patch after the time-stretch, so a patch is sent as soon as it is made, a few milliseconds of
-the resampler's filter held back until the next one or the end.
+by patch after the time-stretch, so a patch is sent as soon as it is made; soxr holds back part of
+it (its filter and its processing blocks: up to 36 ms at 16 and 24 kHz, 150 ms at 8 kHz) until the
+next patch or the end.
 
 libsndfile writes MP3 and Opus front to back; at the end it goes back once to fill in a header
 (MP3's Xing/LAME tag). Bytes already sent cannot change, so those rewrites are dropped: the
