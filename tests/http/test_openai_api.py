@@ -280,12 +280,15 @@ def test_every_format_and_stream_format_lasts_the_models_audio(client, design_pc
 
 
 def test_default_pcm_is_the_models_audio_resampled_to_24_khz(client, design_pcm):
-    """Patch by patch through soxr's stream, as soxr resamples the whole take at once (to rounding)."""
-    got = client.audio.speech.create(**DESIGN, response_format="pcm", extra_body=EXTRA)
-    assert got.response.headers["content-type"] == "audio/pcm;rate=24000;channels=1"
+    """Sent patch by patch through soxr's stream, and equal to soxr resampling the whole take at once
+    (to rounding)."""
+    with client.audio.speech.with_streaming_response.create(**DESIGN, response_format="pcm", extra_body=EXTRA) as resp:
+        assert resp.headers["content-type"] == "audio/pcm;rate=24000;channels=1"
+        parts = [part for part in resp.iter_bytes() if part]
+    assert len(parts) > 1, "pcm at 24 kHz still arrives as it is made"
     want = soxr.resample(design_pcm / 32767.0, SAMPLE_RATE, OPENAI_PCM_RATE, quality="HQ")
     want = np.clip(np.rint(want * 32767.0), -32768, 32767)
-    pcm = np.frombuffer(got.content, "<i2")
+    pcm = np.frombuffer(b"".join(parts), "<i2")
     assert pcm.shape == want.shape
     assert np.max(np.abs(pcm - want)) <= 2  # the model's float audio against its int16 rounding
 
