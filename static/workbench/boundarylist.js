@@ -22,8 +22,10 @@ export class BoundaryList {
     const v = Number(value);
     if (value === '' || !(v > 0) || v > 1000) {
       this.el('blist-threshold').value = String(this.threshold);
-      return this.wb.say(`The threshold is a number from 0 to 1000 (times the neighbouring sample steps); ` +
-        `${FLAG_THRESHOLD} is the default. It stays at ${this.threshold}.`);
+      const why = `The threshold is a number from 0 to 1000 (times the neighbouring sample steps); ` +
+        `${FLAG_THRESHOLD} is the default. It stays at ${this.threshold}.`;
+      this.el('blist-count').textContent = why; // beside the field, and in the toolbar's message line
+      return this.wb.say(why);
     }
     this.threshold = v;
     this.show(this.wb.selected);

@@ -90,6 +90,7 @@ export class Compare {
     this.el('diff').dataset.ok = '';
     if (!source) {
       this.abx.load(null);
+      this.showClips();
       await this.wb.view.showB(null);
       await this.diffView.show(null);
       this.el('diff').textContent = 'Pick B: the offline render (decoded on the server on demand) or another take.';
@@ -113,6 +114,7 @@ export class Compare {
     await this.wb.view.showB(pcm);
     await this.diffView.show(new Int16Array(a.pcm), pcm, a.sampleRate);
     this.abx.load(new Int16Array(a.pcm), pcm, a.sampleRate);
+    this.showClips(); // a new B: what played before is gone
     const d = difference(new Int16Array(a.pcm), pcm);
     this.last = d;
     const verdict = other || loaded ? '' : d.snrDb >= SNR_BOUND_DB && d.lengthA === d.lengthB

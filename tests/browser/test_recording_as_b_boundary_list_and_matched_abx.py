@@ -113,6 +113,7 @@ def test_the_boundary_list_sorts_jumps_loops_and_marks_by_threshold(page, shown)
     page.fill(f"{WB} [data-wb=blist-threshold]", "-1")
     page.press(f"{WB} [data-wb=blist-threshold]", "Tab")
     assert "from 0 to 1000" in page.locator(f"{WB} [data-wb=message]").inner_text()
+    assert "It stays at" in page.locator(f"{WB} [data-wb=blist-count]").inner_text()
     assert page.input_value(f"{WB} [data-wb=blist-threshold]") == f"{threshold:g}"
 
     # Sorted by time again; the second boundary's time jumps there, its loop plays 50 ms either side.
