@@ -34,13 +34,13 @@ export class Compare {
     const rate = this.wb.selected?.sampleRate;
     if (!file || !rate) return;
     const diff = this.el('diff');
-    const before = diff.textContent;
+    const before = this.el('b-source').value && diff.dataset.line; // what B is now, said again after a refusal
     diff.textContent = `Decoding ${file.name}…`;
     try {
       this.recording = { name: file.name, file, rate, ...(await decodeRecording(file, rate)) };
     } catch (err) {
       // Said beside the button, and in the toolbar's message line; B stays what it was.
-      diff.textContent = this.el('b-source').value ? `${err.message} B is unchanged: ${before}` : err.message;
+      diff.textContent = before ? `${err.message} B is unchanged: ${before}` : err.message;
       this.wb.say(err.message);
       return;
     }
@@ -88,6 +88,7 @@ export class Compare {
     const a = this.wb.selected;
     const source = this.el('b-source').value;
     this.el('diff').dataset.ok = '';
+    this.el('diff').dataset.line = '';
     if (!source) {
       this.abx.load(null);
       this.showClips();
@@ -121,6 +122,7 @@ export class Compare {
       ? ` ✓ stream = offline within the bound (SNR ≥ ${SNR_BOUND_DB} dB)` : ` ✗ beyond the bound (SNR ≥ ${SNR_BOUND_DB} dB)`;
     const b = other ? `take ${other.n}` : loaded ? `${loaded.name}, ${loaded.describe}` : 'offline render';
     this.el('diff').textContent = `A (take ${a.n}) vs B (${b}): ${describeDifference(d)}.${verdict}`;
+    this.el('diff').dataset.line = this.el('diff').textContent;
     this.el('diff').dataset.ok = other || loaded ? '' : String(verdict.includes('✓'));
   }
 

@@ -86,7 +86,8 @@ def test_a_recording_from_a_file_is_b_at_the_takes_rate(page, shown):
         message = page.locator(f"{WB} [data-wb=message]")
         message.filter(has_text=why).wait_for(timeout=10_000)
         assert f"“{name}”" in message.inner_text() and "WAV, FLAC, OGG or MP3" in message.inner_text()
-        assert "B is unchanged: A (take" in page.locator(f"{WB} [data-wb=diff]").inner_text()
+        beside = page.locator(f"{WB} [data-wb=diff]").inner_text()
+        assert beside.startswith(f"“{name}”") and beside.count("B is unchanged: A (take") == 1, beside
     assert page.locator(f"{WB} [data-wb=b-source] option:checked").inner_text() == "loaded: reference-16k.wav"
 
 
