@@ -67,3 +67,13 @@ function percent(fraction) {
   const p = fraction * 100;
   return p === 0 ? '0' : p >= 10 ? p.toFixed(0) : p.toFixed(Math.min(6, 1 - Math.floor(Math.log10(p))));
 }
+
+// The per-boundary list: each scored boundary with its time, marked bad above `threshold` (the
+// list's own, adjustable: the take keeps its flags at FLAG_THRESHOLD), sorted by `key` ('ms' or
+// 'score') in `dir` ('asc' or 'desc'); ties keep time order.
+export function boundaryRows(scores, rate, threshold = FLAG_THRESHOLD, key = 'ms', dir = 'asc') {
+  const rows = scores.map((s, i) => ({ index: i + 1, offset: s.offset, ms: (s.offset / rate) * 1000, score: s.score,
+    jump: s.jump, typical: s.typical, bad: s.score > threshold }));
+  const sign = dir === 'desc' ? -1 : 1;
+  return rows.sort((x, y) => sign * (x[key] - y[key]) || x.offset - y.offset);
+}

@@ -1,11 +1,15 @@
 // B and what is measured against it: the offline render of A (the whole-sequence decode of the same
-// latents, fetched from the server on demand) or another take, their difference, and blind ABX.
+// latents, fetched from the server on demand), another take or a recording loaded from a file (a
+// reference, or an earlier build's WAV), their difference, and blind ABX over a region at matched
+// loudness.
 
 import { describeDifference, difference } from './analysis.js';
 import { route } from '../player/server.js';
 import { readWav, wavBlob } from '../player/pcm.js';
 import WaveSurfer from '../vendor/wavesurfer/wavesurfer.esm.js';
 import { addSpectrogram } from './waveview.js';
+import { describeClips, matchedClips } from './matched.js';
+import { decodeRecording } from './recording.js';
 
 const SNR_BOUND_DB = 50; // stream == offline up to float rounding (float32 VAE: 56.7 dB on an H200, >100 dB on CPU; docs/benchmarks.md)
 
@@ -17,10 +21,41 @@ export class Compare {
     this.abx = new Abx();
     this.last = null; // the last difference measured
     this.diffView = new DiffView(wb.root, wb.view);
+    this.recording = null; // {name, file, rate, pcm}: the one loaded from a file, kept until the next
+  }
+
+  // The select's option for a loaded recording (the workbench lists B's sources).
+  options() {
+    return this.recording ? [new Option(`loaded: ${this.recording.name}`, 'file')] : [];
+  }
+
+  // A recording chosen as B: decoded here, at A's rate, then shown as B.
+  async load(file) {
+    const rate = this.wb.selected?.sampleRate;
+    if (!file || !rate) return;
+    const diff = this.el('diff');
+    const before = this.el('b-source').value && diff.dataset.line; // what B is now, said again after a refusal
+    diff.textContent = `Decoding ${file.name}…`;
+    try {
+      this.recording = { name: file.name, file, rate, ...(await decodeRecording(file, rate)) };
+    } catch (err) {
+      // Said beside the button, and in the toolbar's message line; B stays what it was.
+      diff.textContent = before ? `${err.message} B is unchanged: ${before}` : err.message;
+      this.wb.say(err.message);
+      return;
+    }
+    this.wb.render();
+    await this.pick('file');
   }
 
   wire(on) {
     this.el('b-source').addEventListener('change', () => this.show().catch((e) => this.wb.say(String(e.message || e))));
+    const file = this.el('b-file');
+    file.addEventListener('change', () => {
+      const chosen = file.files[0];
+      file.value = ''; // the same file chosen again (after another B) is a change again
+      this.load(chosen).catch((e) => this.wb.say(String(e.message || e)));
+    });
     on('abx-start', async () => this.abxStart());
     this.el('play').addEventListener('click', () => this.abx.stop());
     for (const w of ['a', 'b', 'x']) on(`abx-play-${w}`, async () => this.abxPlay(w.toUpperCase()));
@@ -47,13 +82,16 @@ export class Compare {
     return this.offline.get(take.id);
   }
 
-  // B: the offline render of A (the whole-sequence decode of the same latents) or another take.
+  // B: the offline render of A (the whole-sequence decode of the same latents), another take or
+  // the loaded recording.
   async show() {
     const a = this.wb.selected;
     const source = this.el('b-source').value;
     this.el('diff').dataset.ok = '';
+    this.el('diff').dataset.line = '';
     if (!source) {
       this.abx.load(null);
+      this.showClips();
       await this.wb.view.showB(null);
       await this.diffView.show(null);
       this.el('diff').textContent = 'Pick B: the offline render (decoded on the server on demand) or another take.';
@@ -61,9 +99,11 @@ export class Compare {
     }
     this.el('diff').textContent = 'Fetching B…';
     const other = this.wb.takes.find((t) => t.id === source);
+    const loaded = source === 'file' ? this.recording : null;
     let pcm = null;
     try {
-      pcm = other ? new Int16Array(other.pcm) : (await this.offlineOf(a)).pcm;
+      if (loaded && loaded.rate !== a.sampleRate) Object.assign(loaded, await decodeRecording(loaded.file, a.sampleRate), { rate: a.sampleRate });
+      pcm = loaded ? loaded.pcm : other ? new Int16Array(other.pcm) : (await this.offlineOf(a)).pcm;
     } catch (err) {
       this.abx.load(null);
       await this.wb.view.showB(null);
@@ -75,32 +115,52 @@ export class Compare {
     await this.wb.view.showB(pcm);
     await this.diffView.show(new Int16Array(a.pcm), pcm, a.sampleRate);
     this.abx.load(new Int16Array(a.pcm), pcm, a.sampleRate);
+    this.showClips(); // a new B: what played before is gone
     const d = difference(new Int16Array(a.pcm), pcm);
     this.last = d;
-    const verdict = other ? '' : d.snrDb >= SNR_BOUND_DB && d.lengthA === d.lengthB
+    const verdict = other || loaded ? '' : d.snrDb >= SNR_BOUND_DB && d.lengthA === d.lengthB
       ? ` ✓ stream = offline within the bound (SNR ≥ ${SNR_BOUND_DB} dB)` : ` ✗ beyond the bound (SNR ≥ ${SNR_BOUND_DB} dB)`;
-    this.el('diff').textContent = `A (take ${a.n}) vs B (${other ? `take ${other.n}` : 'offline render'}): ${describeDifference(d)}.${verdict}`;
-    this.el('diff').dataset.ok = other ? '' : String(verdict.includes('✓'));
+    const b = other ? `take ${other.n}` : loaded ? `${loaded.name}, ${loaded.describe}` : 'offline render';
+    this.el('diff').textContent = `A (take ${a.n}) vs B (${b}): ${describeDifference(d)}.${verdict}`;
+    this.el('diff').dataset.line = this.el('diff').textContent;
+    this.el('diff').dataset.ok = other || loaded ? '' : String(verdict.includes('✓'));
   }
 
   abxStart() {
     if (!this.abx.ready()) return this.showAbx('Pick B first: ABX compares this take (A) with B.');
     const trials = Math.max(1, Math.min(100, Math.round(Number(this.el('abx-trials').value) || 10)));
     this.wb.view.stop();
-    this.abx.start(trials);
+    this.abx.start(trials, this.region());
+    this.showClips();
     this.showAbx(`Trial 1 of ${trials}: listen to A, B and X, then say which X is.`);
   }
 
   abxPlay(which) {
     this.wb.view.stop(); // X plays through the ABX player: no cursor, readout or button says which side it is
     if (!this.abx.session && which === 'X') return this.showAbx('Start a session first.');
-    if (!this.abx.play(which)) this.showAbx('Pick B first: ABX compares this take (A) with B.');
+    if (!this.abx.play(which, this.region())) return this.showAbx('Pick B first: ABX compares this take (A) with B.');
+    this.showClips();
+  }
+
+  // The selection on A's waveform in samples, or all of it: what A, B and X play.
+  region() {
+    const s = this.wb.view.selection;
+    const rate = this.wb.selected.sampleRate;
+    return s ? [s.start * rate, s.end * rate] : [0, Infinity];
+  }
+
+  showClips() {
+    const c = this.abx.clips;
+    this.el('abx-clip').textContent = c ? `${describeClips(c)}.` : '';
   }
 
   async abxAnswer(answer) {
     const session = this.abx.session;
     if (!session) return this.showAbx('Start a session first.');
-    const done = this.abx.answer(answer, { b: this.el('b-source').value });
+    const c = session.clips;
+    const ms = (n) => Math.round((n / c.rate) * 10000) / 10;
+    const done = this.abx.answer(answer, { b: this.el('b-source').value, from_ms: ms(c.from), to_ms: ms(c.to),
+      gain_a_db: Math.round(c.gainA * 100) / 100, gain_b_db: Math.round(c.gainB * 100) / 100 });
     if (!done) return this.showAbx(`Trial ${session.answers.length + 1} of ${session.trials}: answered so far ` +
       `${session.answers.length}; the score comes at the end.`);
     await this.wb.save(this.wb.selected, { abx: [...this.wb.selected.abx, ...done] });
@@ -176,30 +236,53 @@ export function describeScore(trials) {
 class Abx {
   constructor() {
     this.audio = new Audio();
-    this.urls = null; // side -> WAV URL, while a B is loaded
-    this.session = null; // {trials, x, answers}
+    this.sides = null; // {a, b, rate}: Int16Array samples, while a B is loaded
+    this.clips = null; // what plays: matchedClips() of the region last asked for
+    this.urls = null; // side -> WAV URL of this.clips
+    this.session = null; // {trials, x, answers, clips}
     this.side = null;
   }
 
   // a, b: Int16Array samples (b null: nothing to compare with).
   load(a, b, rate) {
     this.stop();
-    if (this.urls) Object.values(this.urls).forEach((u) => URL.revokeObjectURL(u));
-    this.urls = b ? { A: URL.createObjectURL(wavBlob([a], rate)), B: URL.createObjectURL(wavBlob([b], rate)) } : null;
+    this.sides = b ? { a, b, rate } : null;
+    this.cut(null);
     this.session = null;
   }
 
   ready() {
-    return Boolean(this.urls);
+    return Boolean(this.sides);
   }
 
-  start(trials) {
-    this.session = { trials, x: pick(), answers: [] };
+  // The clips of samples [from, to): cut, matched and made playable once per region asked for.
+  cut(region) {
+    const key = region && region.join(':');
+    if (region && this.clips?.key === key) return this.clips;
+    if (this.urls) {
+      // The element lets go of a URL before it is revoked: one still held is fetched again, and fails, for seconds.
+      if (Object.values(this.urls).includes(this.audio.src)) { this.audio.removeAttribute('src'); this.audio.load(); }
+      Object.values(this.urls).forEach((u) => URL.revokeObjectURL(u));
+    }
+    this.clips = null;
+    this.urls = null;
+    if (!region || !this.sides) return null;
+    const { a, b, rate } = this.sides;
+    this.clips = { ...matchedClips(a, b, rate, region[0], region[1]), key, region };
+    this.urls = { A: URL.createObjectURL(wavBlob([this.clips.a], rate)), B: URL.createObjectURL(wavBlob([this.clips.b], rate)) };
+    return this.clips;
   }
 
-  play(which) {
+  // A session keeps the region it started with: every trial plays the same clips.
+  start(trials, region) {
+    this.session = { trials, x: pick(), answers: [], clips: this.cut(region) };
+  }
+
+  play(which, region) {
     const side = which === 'X' ? this.session?.x : which;
-    if (!side || !this.urls) return false;
+    if (!side || !this.sides) return false;
+    if (!this.session) this.cut(region);
+    else if (this.clips !== this.session.clips) this.session.clips = this.cut(this.session.clips.region);
     this.audio.src = this.urls[side];
     this.side = which;
     this.audio.play().catch(() => {});

@@ -3,6 +3,7 @@
 // boundary scores, A/B against another take or its offline render, blind ABX, notes and exports.
 
 import { FLAG_THRESHOLD } from './analysis.js';
+import { BoundaryList } from './boundarylist.js';
 import { Compare } from './compare.js';
 import { TakeFields, matches, moveInList, summary, takeRow, wireListing } from './listing.js';
 import { Markers, RegionFields } from './markers.js';
@@ -50,6 +51,7 @@ export class Workbench {
     this.markers = new Markers(this);
     this.region = new RegionFields(this);
     this.fields = new TakeFields(this);
+    this.boundaryList = new BoundaryList(this);
     this.wire();
     this.takes = await this.store.list();
     this.render();
@@ -188,6 +190,7 @@ export class Workbench {
     this.fields.show(t);
     this.el('notes').value = t.notes || '';
     this.showBoundaries(t);
+    this.boundaryList.show(t);
     this.compare.showAbx();
     await this.compare.pick('');
     if (measured) await this.store.update(t);
@@ -244,7 +247,7 @@ export class Workbench {
     const select = this.el('b-source');
     const keep = select.value;
     select.replaceChildren(new Option('nothing yet', ''), new Option('its offline render', 'offline'),
-      ...this.takes.filter((t) => t !== this.selected).map((t) => new Option(`take ${t.n}`, t.id)));
+      ...this.takes.filter((t) => t !== this.selected).map((t) => new Option(`take ${t.n}`, t.id)), ...this.compare.options());
     select.value = [...select.options].some((o) => o.value === keep) ? keep : '';
     if (this.selected) this.el('head').replaceChildren(...summary(this.selected));
   }

@@ -48,7 +48,7 @@ def workbench_html() -> str:
 def _take_view() -> str:
     """One take on screen: its facts, waveform, timeline, spectrogram, B, ABX, boundaries, notes, exports."""
     return f"""<div class="vox-wb-view" data-wb="view" hidden>{_about_and_controls()}{_waveform_a()}{_b_and_abx()}
-    <div class="vox-wb-boundaries" data-wb="boundaries"></div>
+    <div class="vox-wb-boundaries" data-wb="boundaries"></div>{_boundary_list()}
     <label class="vox-wb-notes">Notes for this take (kept with it, and in the bundle)
       <textarea data-wb="notes" rows="2"></textarea></label>
     <div class="vox-wb-export">
@@ -103,6 +103,8 @@ def _b_and_abx() -> str:
     """B's source and waveform, the difference A−B, and blind ABX."""
     return """
     <div class="vox-wb-ab"><label>B: <select data-wb="b-source" aria-label="What B is"></select></label>
+      <label class="vox-wb-button">Load a recording as B… <input type="file" data-wb="b-file" class="vox-wb-file"
+        accept="audio/*,.wav,.flac,.ogg,.mp3" aria-label="Load a recording (a reference, or an earlier build's WAV) as B"></label>
       <span data-wb="diff" role="status"></span></div>
     <div data-wb="wave-b" aria-label="Waveform of B"></div>
     <div data-wb="diff-view" hidden><div class="vox-wb-label">A−B: the difference (scaled to fit) and its spectrogram</div>
@@ -116,7 +118,22 @@ def _b_and_abx() -> str:
       <button type="button" class="vox-wb-button" data-wb="abx-play-x">Play X</button>
       <button type="button" class="vox-wb-button" data-wb="abx-answer-a">X is A</button>
       <button type="button" class="vox-wb-button" data-wb="abx-answer-b">X is B</button>
-      <span data-wb="abx-score" role="status"></span></div>"""
+      <span data-wb="abx-score" role="status"></span>
+      <span class="vox-wb-abx-clip" data-wb="abx-clip"></span></div>"""
+
+
+def _boundary_list() -> str:
+    """Every scored chunk boundary: time, score, jump; sortable; jump or loop ±50 ms; a threshold."""
+    return """
+    <div class="vox-wb-blist" data-wb="blist" role="group" aria-label="Chunk boundaries, one by one" hidden>
+      <div class="vox-wb-blist-bar"><label>Bad above <input type="number" data-wb="blist-threshold" min="0.1" max="1000"
+        step="0.5" aria-label="Threshold: a boundary is bad above this many times the neighbouring sample steps"> ×
+        the neighbouring steps</label> <span data-wb="blist-count" role="status"></span></div>
+      <div class="vox-wb-blist-box"><table><thead><tr><th scope="col">#</th>
+        <th scope="col" data-sort-key="ms" aria-sort="ascending"><button type="button" data-sort="ms">Time</button></th>
+        <th scope="col" data-sort-key="score" aria-sort="none"><button type="button" data-sort="score">Score</button></th>
+        <th scope="col">Jump (steps)</th><th scope="col">Listen</th></tr></thead>
+        <tbody data-wb="blist-rows"></tbody></table></div></div>"""
 
 
 def http_routes_html() -> str:
