@@ -12,7 +12,9 @@ patch as it came could have played since the first one (at the request's speed),
 took. A pause's silence or a segment released at once lands as a burst in one step, and nobody
 could have played it yet, so a reader is never behind for it. A job stops when it is more than the
 per-job limit behind, or when all jobs together hold more unread audio than the budget and it is
-itself behind (by more than KEEP_UP_S): a client that keeps up finishes while the server is full.
+itself behind (by more than KEEP_UP_S): a client that keeps up finishes while the server is full,
+and one that stops reading adds what its stream makes in KEEP_UP_S of wall time (and a step) before
+it is stopped.
 
 Output. One request may produce at most `max_output_seconds` of audio after its speed, speech and
 silence together (Limits): the engine refuses a text whose pauses alone pass it (Engine.prepare),

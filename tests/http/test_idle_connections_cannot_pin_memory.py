@@ -59,9 +59,10 @@ def test_unread_audio_is_bounded_across_connections(budget_app, caplog):
                       f"{held:.2f} s held = {held * RATE * 4 / 2**20:.2f} MiB of float32; "
                       f"outcomes {[job.outcome for job in jobs]}")
         # The budget, plus what each stream made while its listener's clock ran KEEP_UP_S past what it
-        # read (and a step more), at the speed this machine generates.
+        # read, and a step more (up to a second on this shared CPU), at the speed this machine
+        # generates. Per stream only, each would hold what it made in 3 s: about twice this.
         made_per_s = max(j.metrics.samples / RATE / (j.metrics.finished_at - j.metrics.first_chunk_at) for j in jobs)
-        assert held <= 4.0 + 5 * (KEEP_UP_S + 0.3) * made_per_s, f"{held:.1f} s of audio waits unread"
+        assert held <= 4.0 + 5 * (KEEP_UP_S + 1.0) * made_per_s, f"{held:.1f} s of audio waits unread"
         assert all(job.outcome == "too_slow" for job in jobs)
         assert any("across all connections" in job.error for job in jobs)
         assert "over the budget of 4 s" in caplog.text
