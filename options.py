@@ -78,6 +78,9 @@ def _limit_options(p: argparse.ArgumentParser):
                    help="longest text, description or transcript (default: %(default)s)")
     p.add_argument("--max-audio-seconds", type=float, default=LIMITS.max_audio_seconds,
                    help="longest reference clip (default: %(default)s)")
+    p.add_argument("--max-output-seconds", type=float, default=LIMITS.max_output_seconds,
+                   help="most audio one request may produce, speech and pauses after its speed: a text whose "
+                        "pauses alone pass it is refused, the rest is cut there (default: %(default)s)")
     p.add_argument("--max-upload-mb", type=int, default=SETTINGS.max_upload_mb, help="largest uploaded file (default: %(default)s)")
     p.add_argument("--upload-ttl-min", type=float, default=SETTINGS.upload_ttl_s / 60,
                    help="minutes an uploaded clip is kept (default: %(default)s)")

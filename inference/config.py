@@ -15,9 +15,12 @@ class Limits:
     max_streams: int = 128  # streams generated at once, one batch row each (fewer if memory holds fewer)
     max_text_chars: int = 20000  # longest text, description or transcript
     max_audio_seconds: float = 60.0  # longest reference clip
+    # The most audio one request may produce, speech and pauses after its speed: 10 min is 110 MiB of
+    # float32 at 48 kHz. A text whose pauses alone pass it is refused; otherwise the audio is cut there.
+    max_output_seconds: float = 600.0
     # The serving layer's (inference/serving/): admission, and what a client that stops reading may cost.
     max_queue: int = 16  # requests waiting for a free row (per GPU with several)
-    max_backlog_s: float = 120.0  # unread audio one stream may pile up before it is stopped
+    max_backlog_s: float = 120.0  # how far one stream's client may fall behind playing it before it is stopped
     max_unread_s: float = 240.0  # unread audio all streams together may hold (serving/delivery.py)
     keep_finished: int = 256  # finished requests whose status can still be asked for
     latents_mb: int = 64  # finished requests' latents kept for their offline render (serving/latent_store.py)
@@ -26,12 +29,12 @@ class Limits:
     def engine_options(self) -> dict:
         """Engine.from_pretrained's limit arguments."""
         return dict(max_streams=self.max_streams, max_text_chars=self.max_text_chars,
-                    max_audio_seconds=self.max_audio_seconds)
+                    max_audio_seconds=self.max_audio_seconds, max_output_seconds=self.max_output_seconds)
 
     def worker_options(self) -> dict:
         """EngineWorker's (and WorkerPool's) limit arguments; the latent store is built by its owner."""
         return dict(max_queue=self.max_queue, keep_finished=self.keep_finished, max_backlog_s=self.max_backlog_s,
-                    max_unread_s=self.max_unread_s)
+                    max_unread_s=self.max_unread_s, max_output_s=self.max_output_seconds)
 
 
 LIMITS = Limits()

@@ -36,6 +36,10 @@ class SynthesisRequest:
     normalize: bool = False
     # Cut the silence at both ends of the reference and prompt clips (inference/request/vad.py); off by default.
     trim_silence: bool = False
+    # The playback speed the listener gets (time-stretched by the HTTP layer, not the model): the
+    # engine bounds the audio a request may produce after it (Limits.max_output_seconds), and the
+    # serving layer reads its consumer's clock by it (inference/serving/delivery.py).
+    speed: float = default("speed")
 
     def __post_init__(self):
         _check(isinstance(self.text, str) and has_content(self.text),
@@ -50,7 +54,8 @@ class SynthesisRequest:
         _check(_is_number(self.cfg_value), f"cfg_value {self.cfg_value!r} must be a number", "cfg_value")
         for name in ("inference_timesteps", "min_len", "max_len"):
             _check(_is_int(getattr(self, name)), f"{name} {getattr(self, name)!r} must be a whole number", name)
-        for name in ("cfg_value", "inference_timesteps", "min_len", "max_len"):
+        _check(_is_number(self.speed), f"speed {self.speed!r} must be a number", "speed")
+        for name in ("cfg_value", "inference_timesteps", "min_len", "max_len", "speed"):
             _check_range(name, getattr(self, name))
         _check(isinstance(self.normalize, bool), f"normalize must be true or false, got {self.normalize!r}",
                "normalize")

@@ -61,7 +61,7 @@ class Engine:
 
     def __init__(self, loaded: LoadedModel, *, cuda_graphs: bool = True, compile: bool = True,
                  max_streams: int = LIMITS.max_streams, max_audio_seconds: float = LIMITS.max_audio_seconds,
-                 max_text_chars: int = LIMITS.max_text_chars):
+                 max_text_chars: int = LIMITS.max_text_chars, max_output_seconds: float = LIMITS.max_output_seconds):
         self.cfg, self.model, self.vae, self.tokenizer = loaded.cfg, loaded.model, loaded.vae, loaded.tokenizer
         self.device = loaded.device
         on_gpu = self.device.type == "cuda"
@@ -74,7 +74,7 @@ class Engine:
             self.vae.decoder.compile_stream()
         self.runner = BatchRunner(self.model, self.vae, self.rows, step_functions(compile and on_gpu))
         self.cuda_graphs = cuda_graphs and on_gpu
-        self.preparer = RequestPreparer(loaded, max_audio_seconds, max_text_chars)
+        self.preparer = RequestPreparer(loaded, max_audio_seconds, max_text_chars, max_output_seconds)
         self.scheduler = Scheduler(self.runner, self.rows)
         self.warmup_seconds: float | None = None
         # The chunks of each stream() generator not yet taken, made by any caller's step. Only
@@ -92,7 +92,8 @@ class Engine:
         `cuda_graphs` replays captured graphs per patch and `compile` fuses each layer's kernels
         (both switch off for debugging); warm-up does all capture and compilation. `lora`: a
         folder or hub id of LoRA weights from the official fine-tuning, merged into the weights
-        at load (inference/model/lora.py). `limits`: max_streams, max_audio_seconds, max_text_chars."""
+        at load (inference/model/lora.py). `limits`: max_streams, max_audio_seconds, max_text_chars,
+        max_output_seconds (Limits.engine_options())."""
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = dtype or ("bfloat16" if device.startswith("cuda") else "float32")
         loaded = load_checkpoint(name_or_path, device=device, dtype=dtype, vae_dtype=vae_dtype,
@@ -118,6 +119,10 @@ class Engine:
     @property
     def max_audio_seconds(self) -> float:
         return self.preparer.max_audio_seconds
+
+    @property
+    def max_output_seconds(self) -> float:
+        return self.preparer.max_output_seconds
 
     @property
     def encoder_identity(self) -> str:

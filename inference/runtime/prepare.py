@@ -53,10 +53,12 @@ class Prepared:
 
 
 class RequestPreparer:
-    def __init__(self, loaded: LoadedModel, max_audio_seconds: float, max_text_chars: int):
+    def __init__(self, loaded: LoadedModel, max_audio_seconds: float, max_text_chars: int,
+                 max_output_seconds: float = float("inf")):
         self.cfg, self.model, self.vae, self.tokenizer = loaded.cfg, loaded.model, loaded.vae, loaded.tokenizer
         self.device = loaded.device
         self.max_audio_seconds, self.max_text_chars = max_audio_seconds, max_text_chars
+        self.max_output_seconds = max_output_seconds  # the serving layer cuts the speech at it; pauses are known now
         self.segment_weight = SEGMENT_WEIGHT  # the bound on one segment of a long text (inference/text/segments.py)
         # What encoded patches depend on: a ReferenceClip's memo from another checkpoint is not used.
         self.encoder_identity = encoder_identity(self.vae, self.cfg.vae.sample_rate, self.cfg.prompt_pad_samples)
@@ -87,10 +89,20 @@ class RequestPreparer:
         prompt = None if req.prompt_audio is None else self.load_clip(req.prompt_audio, "left", "prompt audio", trim)
         transcript = req.prompt_text if prompt is not None else ""
         spoken = SpokenText(req.text, req.normalize, self.segment_weight)
+        self.check_silence(spoken, req.speed)
         tokens = Tokens(self.tokenizer.encode, spoken.segments, control_prefix(req), transcript)
         prepared = Prepared(req, spoken, tokens, transcript, reference, prompt)
         self.check_room(prepared)
         return prepared
+
+    def check_silence(self, spoken: SpokenText, speed: float):
+        """Refuses a text whose pauses alone, at its speed, last longer than a request's audio may."""
+        silence = sum(p["ms"] for p in spoken.pauses) / 1000.0 / speed
+        if silence > self.max_output_seconds:
+            at = "" if speed == 1 else f" at speed {speed:g}"
+            raise InputError(f"the text's pause tags add up to {silence:.1f} s of silence{at}; a request may produce "
+                             f"at most {self.max_output_seconds:g} s of audio, speech and pauses together: use "
+                             f"fewer or shorter pauses, or split the text", "text")
 
     def check_room(self, p: Prepared):
         """Every segment's shortest prompt (the voice, without the tail a continuation drops when

@@ -43,7 +43,12 @@ FIX = ("To fix: give a local copy with --asr-model /path/to/folder (a Whisper ch
 
 class AsrUnavailable(Exception):
     """No transcript can be made (switched off, or the model cannot be loaded): the message says why
-    and how to fix it. The HTTP layer answers 503."""
+    and how to fix it. The HTTP layer answers 503, with Retry-After when `retry_after_s` is set
+    (a failed load is tried again then; switched off, it never is)."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,7 @@ class Transcriber:
                                  "Whisper checkpoint (a hub id or a local folder)")
         failure = self._failure
         if failure is not None and time.monotonic() - failure[0] < self.retry_after_s:
-            raise AsrUnavailable(failure[1])
+            raise AsrUnavailable(failure[1], self.retry_after_s - (time.monotonic() - failure[0]))
 
     def loading(self, device: str) -> concurrent.futures.Future:
         """The load of the model on `device`: started now on a thread of its own, unless one is under
@@ -133,7 +138,7 @@ class Transcriber:
             message = load_failure(self.model, exc)
             self._failure = (time.monotonic(), message)
             log.warning("%s", message, exc_info=log.isEnabledFor(logging.DEBUG))
-            future.set_exception(AsrUnavailable(message))
+            future.set_exception(AsrUnavailable(message, self.retry_after_s))
             return
         self._loaded[device], self._failure = loaded, None
         log.info("speech recognition model %s loaded on %s in %.1f s", self.model, device, time.monotonic() - began)

@@ -6,9 +6,19 @@ when it fails, what its consumer is told.
 Unread audio. Audio waits in a job's channel until its consumer reads it; a client that stops
 reading (or never starts) leaves it there, finished jobs included, until the connection goes. A
 limit per job alone lets many such clients together pin any amount of memory (five of them held
-50-65 MB), so there is also a budget for all jobs together. Over it, a job stops as soon as it is
-itself behind (its consumer has not taken the previous patch), so a client that keeps up finishes
-while the server is full and one that does not adds at most a patch to the total.
+50-65 MB), so there is also a budget for all jobs together. Whether a consumer keeps up is judged
+against the listener's clock, not by counting chunks: it is behind by what a listener who took each
+patch as it came could have played since the first one (at the request's speed), less what it
+took. A pause's silence or a segment released at once lands as a burst in one step, and nobody
+could have played it yet, so a reader is never behind for it. A job stops when it is more than the
+per-job limit behind, or when all jobs together hold more unread audio than the budget and it is
+itself behind (by more than KEEP_UP_S): a client that keeps up finishes while the server is full,
+and one that stops reading adds what its stream makes in KEEP_UP_S of wall time (and a step) before
+it is stopped.
+
+Output. One request may produce at most `max_output_seconds` of audio after its speed, speech and
+silence together (Limits): the engine refuses a text whose pauses alone pass it (Engine.prepare),
+and the rest is cut here, at the bound, with its own outcome and message.
 
 Failures. One request's failure must not take the worker down, and its consumer must not see the
 server's internals: input errors keep their own message (it says what to change), a consumer that
@@ -17,6 +27,7 @@ the log. An out-of-memory failure also gives back what the failed request held.
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import traceback
@@ -43,17 +54,27 @@ class Running:
     retries_logged: int = 0
 
 
-def hand_over(job: Job, running: Running, chunks: list[AudioChunk], unread: UnreadBudget):
-    """The chunks its stream made in the last step, to the job; raises FellBehind when its consumer lags."""
+def hand_over(job: Job, running: Running, chunks: list[AudioChunk], unread: UnreadBudget, bound: OutputBound):
+    """The chunks its stream made in the last step, to the job; raises FellBehind when its consumer
+    lags, OutputCut once the job has all the audio a request may have (the last chunk cut to fit)."""
     report_text(job, running)
     for chunk in chunks:
-        if chunk.pause:
-            keep_pause(running, len(chunk.audio))
-        else:
-            running.patches.append(chunk.latents)
-        job.deliver(chunk)
-        if (why := unread.check(job, chunk.audio.shape[0])) is not None:
-            raise FellBehind(why)
+        room = bound.room(job)
+        if len(chunk.audio) >= room:
+            if room > 0:
+                _deliver(job, running, dataclasses.replace(chunk, audio=chunk.audio[:room]))
+            raise OutputCut(bound.message(job))
+        _deliver(job, running, chunk)
+    if (why := unread.check(job)) is not None:
+        raise FellBehind(why)
+
+
+def _deliver(job: Job, running: Running, chunk: AudioChunk):
+    if chunk.pause:
+        keep_pause(running, len(chunk.audio))
+    else:
+        running.patches.append(chunk.latents)
+    job.deliver(chunk)
 
 
 def keep_pause(running: Running, samples: int):
@@ -88,40 +109,53 @@ def outcome_line(job: Job, served: int, streams: int, sample_rate: int) -> str:
 
 
 # -- the unread-audio budget ----------------------------------------
-FELL_BEHIND = ("Stopped: the connection fell more than {seconds:g} s of audio behind the generation, "
+FELL_BEHIND = ("Stopped: the connection fell more than {seconds:g} s behind playing the audio it was sent, "
                "so the rest was not made.")
 SERVER_FULL = ("Stopped: the server holds as much unread audio as it allows ({seconds:g} s across all "
                "connections) and this connection was not keeping up, so the rest was not made.")
+# A consumer this close to the listener's clock keeps up: an event loop's hiccup, a TCP window.
+KEEP_UP_S = 0.5
 
 
 class UnreadBudget:
-    def __init__(self, sample_rate: int, per_job_s: float, total_s: float, unread_patches: Callable[[], int]):
-        """unread_patches(): patches waiting unread across every job the worker lists (running and
-        finished), as `patches_waiting` counts them; asked only when a job is itself behind."""
+    def __init__(self, sample_rate: int, per_job_s: float, total_s: float, unread_samples: Callable[[], int]):
+        """per_job_s: how far (in the listener's seconds) a job's consumer may fall behind its clock;
+        total_s: the model's audio all listed jobs (running and finished) may hold unread together,
+        as unread_samples() counts it; asked only when a job is itself behind."""
         self.sample_rate, self.per_job_s, self.total_s = sample_rate, per_job_s, total_s
-        self.unread_patches = unread_patches
+        self.unread_samples = unread_samples
 
-    def check(self, job, chunk_samples: int) -> str | None:
-        """None while `job` may go on; else why it must stop. Patches are of equal length, so
-        unread audio is counted in patches of `chunk_samples`."""
-        rate = self.sample_rate
-        if job.unread_chunks() * chunk_samples > self.per_job_s * rate:
+    def check(self, job) -> str | None:
+        """None while `job` may go on; else why it must stop."""
+        behind = job.behind_samples() / (self.sample_rate * job.speed)  # the listener's seconds
+        if behind > self.per_job_s:
             return FELL_BEHIND.format(seconds=self.per_job_s)
-        if job.unread_chunks() <= 1:  # its consumer has everything but the patch just made
+        if behind <= KEEP_UP_S:
             return None
-        total = self.unread_patches() * chunk_samples
-        if total <= self.total_s * rate:
+        total = self.unread_samples() / self.sample_rate
+        if total <= self.total_s:
             return None
         log.warning("stopping request %s: %.1f s of audio wait unread across all connections, over the "
-                    "budget of %g s, and this one is %d patches behind", job.id, total / rate, self.total_s,
-                    job.unread_chunks())
+                    "budget of %g s, and this one is %.1f s behind its listener's clock", job.id, total,
+                    self.total_s, behind)
         return SERVER_FULL.format(seconds=self.total_s)
 
 
-def patches_waiting(job) -> int:
-    """Patches of audio in the job's channel: a finished job's last event is its end, not audio."""
-    waiting = job.unread_chunks()
-    return waiting if job.live else max(0, waiting - 1)
+# -- the bound on one request's audio -------------------------------
+CUT = ("Cut: this request reached {seconds:g} s of audio (speech and pauses, at speed {speed:g}), the most one "
+       "request may produce here (--max-output-seconds), so the rest of the text was not spoken.")
+
+
+class OutputBound:
+    def __init__(self, sample_rate: int, max_output_s: float):
+        self.sample_rate, self.max_output_s = sample_rate, max_output_s
+
+    def room(self, job) -> int:
+        """The model's samples `job` may still deliver: its audio after the speed stays within the bound."""
+        return int(self.max_output_s * self.sample_rate * job.speed) - job.metrics.samples
+
+    def message(self, job) -> str:
+        return CUT.format(seconds=self.max_output_s, speed=job.speed)
 
 
 # -- failures -------------------------------------------------------
@@ -136,6 +170,10 @@ _CUDA_ALLOC_FAILURES = ("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED
 
 class FellBehind(Exception):
     """The job's consumer has more unread audio than allowed: it is not reading the stream."""
+
+
+class OutputCut(Exception):
+    """The job has made all the audio one request may have (OutputBound)."""
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -158,6 +196,8 @@ def classify(exc: BaseException) -> tuple[str, str]:
         return str(exc), "input_error"
     if isinstance(exc, FellBehind):
         return str(exc), "too_slow"
+    if isinstance(exc, OutputCut):
+        return str(exc), "too_long"
     if is_out_of_memory(exc):
         return OUT_OF_MEMORY, "out_of_memory"
     return INTERNAL_ERROR, "error"

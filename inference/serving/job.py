@@ -50,6 +50,7 @@ class JobMetrics:
     finished_at: float | None = None
     patches: int = 0
     samples: int = 0
+    chunks: int = 0  # handed over: the model's patches and the pieces of each pause's silence
 
     def as_dict(self, sample_rate: int) -> dict:
         audio_s = self.samples / sample_rate
@@ -72,6 +73,7 @@ class Job:
         self.id = job_id
         self.mode = request.mode
         self.text_chars = len(request.text)
+        self.speed = float(getattr(request, "speed", 1.0))  # the listener's, after the HTTP layer's stretch
         self.metrics = JobMetrics(queued_at=time.perf_counter())
         self._request: SynthesisRequest | None = request
         self._prepared = prepared  # engine.prepare(request), made on the submitting thread
@@ -85,6 +87,12 @@ class Job:
         self._ended = False
         self._text_report: Report | None = None
         self._segment_ends: list[int] = []
+        # The consumer against the listener's clock (delivery.UnreadBudget), in the model's samples:
+        # what it took from the channel (its thread writes, the worker's reads), and what a listener
+        # that took everything at once could have played by the last hand-over (the worker's).
+        self._taken = 0
+        self._playable = 0.0
+        self._clock_at: float | None = None
         # Called by the worker's thread after each event it puts; replaced whole, never changed in
         # place, so the worker iterates a consistent tuple while a consumer adds or removes one.
         self._wakers: tuple[Callable[[], None], ...] = ()
@@ -152,6 +160,18 @@ class Job:
     def unread_chunks(self) -> int:
         return self._events.qsize()
 
+    def unread_samples(self) -> int:
+        """The model's samples handed over and not yet taken by the consumer (what the channel holds)."""
+        return self.metrics.samples - self._taken
+
+    def behind_samples(self) -> float:
+        """How far the consumer is behind a listener who took every patch as it came and played it
+        at its speed from the first one on, in the model's samples: audio that listener could have
+        played by the last hand-over, less what the consumer took. A burst (a pause's silence, a
+        segment released at once) is not behind, as no listener could have played it yet; a
+        consumer that stops reading falls behind by its speed every second."""
+        return max(0.0, self._playable - self._taken)
+
     def watch(self, wake: Callable[[], None]):
         """wake() is called on the worker's thread after each event is put (so a consumer that
         clears its flag before a non-blocking `poll()` never misses one); it must be quick and must
@@ -177,7 +197,9 @@ class Job:
             kind, value = self._events.get(block, timeout)
         except queue.Empty:
             return None
-        if kind != "chunk":
+        if kind == "chunk":
+            self._taken += len(value.chunk.audio)
+        else:
             self._ended = True
         return kind, value
 
@@ -199,13 +221,20 @@ class Job:
         out = {"id": self.id, "state": self._state, "position": self.position, "error": self._error,
                "outcome": self._outcome}
         out.update(self.metrics.as_dict(self._sample_rate))
+        # The audio sent is the model's at the listener's speed (the HTTP layer's stretch makes
+        # round(samples / speed) of it): a stopped take's marks are placed in what was sent.
+        out.update(speed=self.speed, output_samples=self.sent(self.metrics.samples))
         out.update(self.text_status())
         return out
 
+    def sent(self, samples: int) -> int:
+        """The model's `samples` as the samples of audio sent, at the request's speed."""
+        return samples if self.speed == 1 else round(samples / self.speed)
+
     def text_status(self) -> dict:
-        """What the page shows of the text: as spoken, which segment ends where in the audio,
+        """What the page shows of the text: as spoken, which segment ends where in the audio sent,
         the seed each segment kept, and any runaway retries."""
-        report, ends = self._text_report, self.segment_ends
+        report, ends = self._text_report, [self.sent(end) for end in self.segment_ends]
         if report is None:
             return {}
         return {"spoken_text": report.spoken_text(), "segments": report.segments, "pauses": report.pauses,
@@ -227,10 +256,15 @@ class Job:
         while len(ends) <= chunk.segment:
             ends.append(m.samples)
         if m.first_chunk_at is None:
-            m.first_chunk_at = now
+            m.first_chunk_at = self._clock_at = now
+        # The listener's clock runs at its speed but never past what it had: while it waits for
+        # audio (a slow step), it has nothing to play, so a slow server does not make it behind.
+        played = self._playable + (now - self._clock_at) * self._sample_rate * self.speed
+        self._playable, self._clock_at = min(played, float(m.samples)), now
         delivery = Delivery(chunk, m.samples, now - m.started_at)
         m.patches += not chunk.pause  # the model's patches; a pause's silence counts in samples only
         m.samples += chunk.audio.shape[0]
+        m.chunks += 1
         ends[chunk.segment] = m.samples
         self._put(("chunk", delivery))
 
@@ -258,7 +292,9 @@ class Job:
     def _drain(self):
         try:
             while True:
-                self._events.get_nowait()
+                kind, value = self._events.get_nowait()
+                if kind == "chunk":
+                    self._taken += len(value.chunk.audio)  # dropped: no longer held
         except queue.Empty:
             pass
 

@@ -26,8 +26,8 @@ import torch
 from ..config import LIMITS
 from ..errors import InputError, QueueFullError
 from ..request.request import SynthesisRequest
-from .delivery import (SHUTTING_DOWN, FellBehind, Running, UnreadBudget, classify, hand_over, log_failure,
-                       outcome_line, patches_waiting, release_memory)
+from .delivery import (SHUTTING_DOWN, FellBehind, OutputBound, OutputCut, Running, UnreadBudget, classify, hand_over,
+                       log_failure, outcome_line, release_memory)
 from .interfaces import BatchEngine
 from .job import Job
 from .latent_store import LatentStore
@@ -43,18 +43,21 @@ class EngineWorker:
     def __init__(self, engine: BatchEngine, max_queue: int = LIMITS.max_queue,
                  keep_finished: int = LIMITS.keep_finished, warm_up: bool = False,
                  max_backlog_s: float = LIMITS.max_backlog_s, max_unread_s: float = LIMITS.max_unread_s,
-                 latents: LatentStore | None = None):
+                 max_output_s: float = LIMITS.max_output_seconds, latents: LatentStore | None = None):
         """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs are
         captured by the thread that replays them. max_queue: jobs allowed to wait once every row is
-        taken. max_backlog_s: audio a job may hold unread before it is stopped, so that a client that
-        stops reading cannot pile up memory; max_unread_s: the same for all jobs together. latents:
+        taken. max_backlog_s: how far a job's consumer may fall behind its listener's clock before
+        it is stopped; max_unread_s: unread audio all jobs together may hold before those behind
+        are stopped, so that clients that stop reading cannot pile up memory (delivery.py);
+        max_output_s: the most audio one job may deliver, after its speed (the rest is cut). latents:
         where finished jobs' latents are kept for their offline render (none kept without it)."""
         self.engine = engine
         self.device, self.rows = str(engine.device), int(engine.rows)
         self.sample_rate = int(engine.sample_rate)
         self.max_queue = max_queue
         self.latents = latents
-        self.unread = UnreadBudget(self.sample_rate, max_backlog_s, max_unread_s, self._unread_patches)
+        self.unread = UnreadBudget(self.sample_rate, max_backlog_s, max_unread_s, self._unread_samples)
+        self.output = OutputBound(self.sample_rate, max_output_s)
         self._lock = threading.Condition()  # guards everything below that other threads read
         self._waiting: collections.deque[Job] = collections.deque()
         self._jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()  # listed: live and finished
@@ -192,10 +195,10 @@ class EngineWorker:
             if not self._jobs[job_id].live:
                 del self._jobs[job_id]
 
-    def _unread_patches(self) -> int:
+    def _unread_samples(self) -> int:
         with self._lock:
             jobs = list(self._jobs.values())
-        return sum(patches_waiting(job) for job in jobs)
+        return sum(job.unread_samples() for job in jobs)
 
     # -- the batch loop -------------------------------------------------------------------------
     def _loop(self):
@@ -269,8 +272,8 @@ class EngineWorker:
         for job, running in list(self._running.items()):
             stream = running.stream
             try:
-                hand_over(job, running, made.get(stream, []), self.unread)
-            except FellBehind as exc:
+                hand_over(job, running, made.get(stream, []), self.unread, self.output)
+            except (FellBehind, OutputCut) as exc:
                 self.engine.stop(stream)
                 self._fail(job, exc)
                 continue

@@ -10,11 +10,11 @@ import time
 import pytest
 
 from inference.config import Limits
+from inference.serving.delivery import KEEP_UP_S
 from ui import AppSettings
 
 from ..support.app_helpers import record_figure, serve, wait_until
 
-PATCH = 7680  # samples per patch of the tiny model, at 48 kHz
 RATE = 48000
 TEXT = "Hello world, this is a test."
 
@@ -22,7 +22,7 @@ TEXT = "Hello world, this is a test."
 def unread_seconds(app) -> float:
     """Audio waiting in all listed jobs (a finished job's last event is its end, not audio)."""
     jobs = list(app.worker._jobs.values())
-    return sum(max(0, j.unread_chunks() - (j.state not in ("queued", "running"))) for j in jobs) * PATCH / RATE
+    return sum(j.unread_samples() for j in jobs) / RATE
 
 
 def silent_reader(app, request_id: str, patches: int = 300) -> socket.socket:
@@ -58,8 +58,11 @@ def test_unread_audio_is_bounded_across_connections(budget_app, caplog):
         record_figure(f"unread audio, 5 clients that never read (per stream 3 s, all streams 4 s): "
                       f"{held:.2f} s held = {held * RATE * 4 / 2**20:.2f} MiB of float32; "
                       f"outcomes {[job.outcome for job in jobs]}")
-        # The budget, plus the few patches each stream made between falling behind and being stopped.
-        assert held <= 4.0 + 5 * 4 * PATCH / RATE, f"{held:.1f} s of audio waits unread"  # per-stream only: 15 s
+        # The budget, plus what each stream made while its listener's clock ran KEEP_UP_S past what it
+        # read, and a step more (up to a second on this shared CPU), at the speed this machine
+        # generates. Per stream only, each would hold what it made in 3 s: about twice this.
+        made_per_s = max(j.metrics.samples / RATE / (j.metrics.finished_at - j.metrics.first_chunk_at) for j in jobs)
+        assert held <= 4.0 + 5 * (KEEP_UP_S + 1.0) * made_per_s, f"{held:.1f} s of audio waits unread"
         assert all(job.outcome == "too_slow" for job in jobs)
         assert any("across all connections" in job.error for job in jobs)
         assert "over the budget of 4 s" in caplog.text

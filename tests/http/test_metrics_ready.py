@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 
 import httpx
 import pytest
@@ -98,10 +99,31 @@ def test_underruns_the_page_reports_are_counted_once_per_take(app):
         answers = [client.post("/voxcpm/playback", json=report).json() for _ in range(2)]
         stranger = client.post("/voxcpm/playback", json={**report, "job": "nobody-ran-this"}).json()
         bad = client.post("/voxcpm/playback", json={**report, "underruns": -1})
-    assert answers == [{"counted": True}, {"counted": False}] and stranger == {"counted": False}
+    assert answers == [{"counted": True, "underruns": 2, "gap_ms": 150.0}, {"counted": False}]
+    assert stranger == {"counted": False}
     assert bad.status_code == 400 and "underruns" in bad.json()["error"]
     after = samples(app.url)
     grew = {name: total(after, name) - total(before, name) for name in
             ("voxcpm_playback_reports_total", "voxcpm_playback_underruns_total", "voxcpm_playback_gap_seconds_total")}
     assert grew == {"voxcpm_playback_reports_total": 1, "voxcpm_playback_underruns_total": 2,
                     "voxcpm_playback_gap_seconds_total": pytest.approx(0.15)}
+
+
+def test_a_playback_report_is_clamped_to_what_its_take_could_have_had(app):
+    """Issue 37, item 7: one short take cannot report 100,000 underruns and a day of gaps."""
+    job = "playback-take-0002"
+    with httpx.Client(base_url=app.url, timeout=120) as client:
+        asked = time.perf_counter()
+        stream = client.post("/voxcpm/stream", json={"text": "Hi.", "control": "A calm voice", "max_len": 2,
+                                                     "request_id": job})
+        assert stream.status_code == 200
+        chunks = client.get(f"/voxcpm/jobs/{job}").json()["patches"]  # no pause: one chunk a patch
+        before = samples(app.url)
+        answer = client.post("/voxcpm/playback", json={"job": job, "underruns": 100_000,
+                                                       "gap_ms": 86_400_000.0}).json()
+        took_ms = (time.perf_counter() - asked) * 1000.0
+    after = samples(app.url)
+    assert answer["counted"] and answer["underruns"] == chunks and 0 < answer["gap_ms"] <= took_ms
+    assert total(after, "voxcpm_playback_underruns_total") - total(before, "voxcpm_playback_underruns_total") == chunks
+    gap_s = total(after, "voxcpm_playback_gap_seconds_total") - total(before, "voxcpm_playback_gap_seconds_total")
+    assert gap_s == pytest.approx(answer["gap_ms"] / 1000.0, abs=1e-6) and gap_s <= took_ms / 1000.0

@@ -22,7 +22,7 @@ from ui.services.audio import FORMATS
 from ui.http.builtin_voices import BUILTIN_VOICES
 from ui.library.uploads import decode_audio
 
-from ..support.app_helpers import SAMPLE_RATE, assert_same_audio, expected_pcm
+from ..support.app_helpers import SAMPLE_RATE, assert_same_audio, expected_pcm, state_swapped
 
 VOICE = Path(__file__).resolve().parents[2] / "assets" / "voices" / "guide_en.wav"
 TRANSCRIPT = "Welcome to the museum. Please keep your ticket with you while you visit the galleries."
@@ -131,7 +131,7 @@ def test_voices_and_models_are_listed(app, client):
     ({"model": "tts-2"}, 400, "use one of voxcpm2, tts-1, tts-1-hd, gpt-4o-mini-tts"),
     ({"voice": "nobody"}, 404, "no saved voice named 'nobody'"),
     ({"voice": None}, 400, "voice is required"),
-    ({"input": ""}, 400, "text is empty"),
+    ({"input": ""}, 400, "input is empty"),
     ({"cfg_value": 99.0}, 400, "cfg_value"),
     ({"temperature": 0.5}, 400, "unknown parameter 'temperature'"),
     ({"normalize": [1]}, 400, "normalize"),
@@ -147,10 +147,11 @@ def test_bad_fields_get_openai_style_errors(app, change, status, words):
 
 
 @pytest.mark.parametrize("change, status, param, words", [
-    ({"input": ""}, 400, "input", "text is empty"),
-    ({"input": " \u200b "}, 400, "input", "text is empty"),
+    ({"input": ""}, 400, "input", "input is empty"),
+    ({"input": " \u200b "}, 400, "input", "input is empty"),
     ({"input": "x" * 20001}, 400, "input", "the limit is 20000"),
-    ({"input": "[pause 1s]"}, 400, "input", "only pause tags"),
+    ({"input": "[pause 1s]"}, 400, "input", "the input holds only pause tags"),
+    ({"input": "Hello [pause abc] there."}, 400, "input", "the pause tag '[pause abc]' is not understood"),
     ({"input": "Hello [pause 99s] there."}, 400, "input", "the pause tag '[pause 99s]'"),
     ({"voice": "nobody"}, 404, "voice", "no saved voice named 'nobody'"),
     ({"cfg_value": 99.0}, 400, "cfg_value", "cfg_value 99.0 is out of range"),
@@ -168,6 +169,12 @@ def test_an_unknown_voice_names_the_built_in_ones_and_where_to_list_them(app):
     error = openai_error_of(response, 404, "not_found_error")
     assert all(name in error["message"] for name in [*BUILTIN_VOICES, "'design'"]), error["message"]
     assert "GET /v1/audio/voices" in error["message"] and error["param"] == "voice"
+    # Issue 37, item 6: the same on a server without a voice library.
+    with state_swapped(app.app.state.ctx, "voices", None):
+        response = httpx.post(app.url + "/v1/audio/speech", json={**DESIGN, "voice": "nobody"}, timeout=60)
+    error = openai_error_of(response, 404, "not_found_error")
+    assert "no voice named 'nobody'" in error["message"] and "GET /v1/audio/voices" in error["message"]
+    assert all(name in error["message"] for name in BUILTIN_VOICES) and error["param"] == "voice"
 
 
 def test_normalize_extension_reads_numbers_as_words(client):

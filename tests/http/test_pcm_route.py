@@ -284,4 +284,5 @@ def test_spec_is_the_one_spec_of_the_modes(client):
     defaults = AppSettings()
     assert own == {"sample_rate": SAMPLE_RATE, "prebuffer_ms": defaults.prebuffer_ms,
                    "limits": {"max_text_chars": LIMITS.max_text_chars, "max_audio_seconds": LIMITS.max_audio_seconds,
+                              "max_output_seconds": LIMITS.max_output_seconds,
                               "max_upload_mb": defaults.max_upload_mb}}

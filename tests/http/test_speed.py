@@ -114,6 +114,20 @@ def test_speed_on_the_page_route_bare_and_framed(app):
     assert too_fast.status_code == 400 and "speed 4.5 is out of range" in too_fast.json()["error"]
 
 
+def test_the_job_status_of_a_stretched_stream_tells_the_audio_sent(app):
+    """Issue 37, item 5: a stopped take has no status frame, so the page marks its segments from
+    /voxcpm/jobs/ID: its speed, the samples sent and the segment ends in them, as the frame has them."""
+    body = {"text": "One. [pause 300ms] Two.", "control": "A calm voice", "seed": 3, "max_len": 4, "speed": 0.5}
+    with httpx.Client(base_url=app.url, timeout=120) as http:
+        response = http.post("/voxcpm/stream?format=frames", json=body)
+        job = http.get(f"/voxcpm/jobs/{response.headers['x-request-id']}").json()
+    framed = read_frames(response.content)
+    sent, final = sum(p.size for kind, p in framed if kind == AUDIO), framed[-1][1]
+    assert job["speed"] == 0.5 and job["output_samples"] == sent == 2 * job["samples"]
+    assert job["segment_ends"] == final["segment_ends"] and job["segment_ends"][-1] == sent
+    assert len(job["segment_ends"]) == 2
+
+
 @pytest.mark.parametrize("speed", [0.5, 1.5])
 def test_the_joins_of_a_stretched_stream_are_no_rougher_than_the_rest(app, speed):
     body = {"text": TEXT, "control": "A calm voice", "seed": 5, "max_len": 10, "speed": speed}

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import io
 import threading
+import time
+import tracemalloc
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import soundfile as sf
@@ -150,6 +153,45 @@ def test_a_long_or_unreadable_clip_gets_a_400_saying_why(client):
     assert nameless.status_code == 400 and "no file field" in nameless.json()["error"]
 
 
+def test_a_file_over_30_s_is_refused_by_its_header_before_any_of_it_is_decoded(client):
+    """Issue 37, item 3: 40 s at 96 kHz would decode to 15 MiB of float32; its header says 40 s."""
+    t = np.arange(96000 * 40, dtype=np.float32) / 96000
+    buffer = io.BytesIO()
+    sf.write(buffer, 0.1 * np.sin(2 * np.pi * 220 * t), 96000, format="FLAC")
+    data = buffer.getvalue()
+    del t
+    tracemalloc.start()
+    try:
+        response = client.post("/voxcpm/transcribe", files={"file": ("long.flac", data, "audio/flac")})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert response.status_code == 400 and "lasts 40.0 s" in response.json()["error"]
+    assert "up to 30 s" in response.json()["error"]
+    assert peak < 3 * len(data) + 4 * 2**20, f"{peak / 2**20:.1f} MiB traced: the file was decoded"
+
+
+def test_files_to_transcribe_share_the_uploads_limit_on_decodes_at_once(app):
+    """Issue 37, item 3: while every decode slot of the uploads is taken, a file to transcribe waits."""
+    slots = app.app.state.ctx.clips._decoding  # the UploadStore's own: 2 decodes at once
+    assert slots.acquire(blocking=False) and slots.acquire(blocking=False)
+    done: dict = {}
+
+    def send():
+        with httpx.Client(base_url=app.url, timeout=60) as other:
+            done["response"] = other.post("/voxcpm/transcribe", files={"file": ("g.wav", GUIDE, "audio/wav")})
+    sender = threading.Thread(target=send)
+    try:
+        sender.start()
+        time.sleep(0.5)
+        assert "response" not in done, "decoded while the uploads' decodes were all taken"
+    finally:
+        slots.release()
+        slots.release()
+    sender.join(60)
+    assert done["response"].status_code == 200, done["response"].text
+
+
 @pytest.mark.parametrize("model, says", [
     (None, "switched off on this server (--asr-model none)"),
     ("/no/such/whisper", "the folder /no/such/whisper does not exist"),
@@ -170,6 +212,10 @@ def check_the_503_and_the_rest(client, model, says):
     assert says in response.json()["error"] and "--asr-model" in response.json()["error"]
     if model is not None:
         assert "To fix:" in response.json()["error"] and "--asr-model none" in response.json()["error"]
+        # Issue 37, item 4: the load is tried again after a while, and the answer says when.
+        assert 1 <= int(response.headers["retry-after"]) <= 60
+    else:
+        assert "retry-after" not in response.headers, "switched off: trying again will not help"
     spoken = client.post("/voxcpm/stream", json={"mode": "cloning", "text": "Hi.", "reference_id": clip_id,
                                                  "seed": 1, "max_len": 2})
     assert spoken.status_code == 200 and spoken.content, "the other routes are unaffected"

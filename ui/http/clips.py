@@ -20,17 +20,20 @@ a model that cannot be loaded (the message says how to fix it), or a server shut
 from __future__ import annotations
 
 import asyncio
+import io
+import math
 from dataclasses import dataclass
 from typing import Callable
 
 import anyio
 import numpy as np
+import soundfile as sf
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from inference.errors import InputError
-from inference.serving.asr import AsrUnavailable, NotLoaded, Transcriber, check_length
+from inference.serving.asr import MAX_SECONDS, AsrUnavailable, NotLoaded, Transcriber, check_length
 from inference.errors import QueueFullError
 from inference.serving.services import transcribe as transcribe_on
 
@@ -39,7 +42,7 @@ from .schema import blank, describe_validation
 from .voices import READ_ONLY
 from ..context import app_context
 from ..library.transcripts import content_hash
-from ..library.uploads import StoreFull, client_key, decode_audio
+from ..library.uploads import StoreFull, client_key
 
 clips_router = APIRouter()
 LOAD_ATTEMPTS = 3  # a pool may send each call to another GPU, which loads its own copy
@@ -93,8 +96,9 @@ async def transcribe(request: Request):
             text = await run(state.worker, asr, source.rate, await anyio.to_thread.run_sync(source.audio))
         if source.cached is None or source.save:
             await anyio.to_thread.run_sync(source.keep, text)
-    except AsrUnavailable as exc:
-        raise HTTPError(503, str(exc)) from None
+    except AsrUnavailable as exc:  # a failed load is tried again after a while: say when
+        retry = None if exc.retry_after_s is None else {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+        raise HTTPError(503, str(exc), retry) from None
     return {"text": text, "automatic": True, "model": asr.model}
 
 
@@ -153,11 +157,26 @@ def voice_source(state, name: str, save: bool, model: str) -> Source:
 
 
 async def file_source(request: Request, state, model: str) -> Source:
+    """A file sent to be transcribed: decoded as an upload is (the same limit on decodes at once),
+    refused by its header's length when over the transcriber's bound, before any decoding."""
     clips = state.clips
     data = await form_file(request, SOURCES)
-    rate, audio = await anyio.to_thread.run_sync(decode_audio, data, clips.max_seconds, clips.target_rate)
+    check_length(header_seconds(data))
+    # decode_mono reads no further than the header's length, now known to be within the bound, so a
+    # file whose header lies (or a format that only estimates it) cannot make it decode more.
+    rate, audio = await anyio.to_thread.run_sync(clips.decode, data, MAX_SECONDS)
     check_length(len(audio) / rate)
     return Source(rate, lambda: audio, clips.transcript(content_hash(audio), model), lambda text: None)
+
+
+def header_seconds(data: bytes) -> float:
+    """The length a file's header claims (0 when it has none that can be read: the decode then says
+    why), read without decoding any audio."""
+    try:
+        info = sf.info(io.BytesIO(data))
+    except Exception:  # noqa: BLE001 - libsndfile's reasons; read_mono refuses the file in the user's terms
+        return 0.0
+    return info.frames / info.samplerate if info.frames > 0 and info.samplerate > 0 else 0.0
 
 
 def is_multipart(request: Request) -> bool:

@@ -36,8 +36,8 @@ from inference.serving.job import Job
 
 from .builtin_voices import listed
 from .common import errors_as, first_audio, next_event, submit
-from .speech_body import (DESIGN, MODEL_ID, OPENAI_MODELS, openai_asked, openai_param, parse_speech, speed_of,
-                          to_request)
+from .speech_body import (DESIGN, MODEL_ID, OPENAI_MODELS, openai_asked, openai_message, openai_param, parse_speech,
+                          speed_of, to_request)
 from ..context import app_context
 from ..guard.answers import OPENAI_PREFIX, openai_error_body
 from ..library.refusal import Refusal
@@ -61,7 +61,7 @@ def openai_guarded(handler):
             return await handler(*args, **kwargs)
         except InputError as exc:
             status = exc.status if isinstance(exc, Refusal) else 400
-            return openai_error(status, str(exc), param=openai_param(exc.param))
+            return openai_error(status, openai_message(exc), param=openai_param(exc.param))
     return errors_as(openai_error)(named)
 
 

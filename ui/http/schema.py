@@ -75,7 +75,7 @@ def to_request(body: StreamBody, clips, voices=None) -> SynthesisRequest:
     seed = body.seed if body.seed is not None else random_seed()
     common = dict(text=body.text, cfg_value=body.cfg_value, inference_timesteps=body.inference_timesteps,
                   min_len=body.min_len, max_len=body.max_len, seed=seed, normalize=body.normalize,
-                  trim_silence=body.trim_silence)
+                  trim_silence=body.trim_silence, speed=body.speed)
     if body.mode == "design":
         _refuse(body.reference_id, "a reference clip is not used in voice design: pick a cloning mode", "reference_id")
         _refuse(body.voice, "a saved voice is not used in voice design: pick a cloning mode", "voice")

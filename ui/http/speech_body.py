@@ -10,6 +10,7 @@ it does not take (min_len) never appear in its messages.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -53,6 +54,16 @@ def openai_param(param: str | None) -> str | None:
     """An input error's field (the page's or the engine's name) as this route's parameter."""
     named = OPENAI_NAMES.get(param, param)
     return named if named in SpeechBody.model_fields else None
+
+
+_ENGINE_TEXT = re.compile(r"^(the )?text\b")
+
+
+def openai_message(exc: InputError) -> str:
+    """An input error's message in this route's terms: the engine's checks call the words to speak
+    `text` ("text is empty", "the text holds only pause tags"), which this body calls `input`."""
+    message = str(exc)
+    return _ENGINE_TEXT.sub(r"\1input", message) if exc.param == "text" else message
 
 
 class VoiceId(BaseModel):
@@ -121,7 +132,7 @@ def to_request(speech: SpeechBody, library=None, voices=None) -> SynthesisReques
     instructions = None if blank(speech.instructions) else speech.instructions.strip()
     seed = random_seed() if speech.seed is None else speech.seed
     common = dict(cfg_value=speech.cfg_value, inference_timesteps=speech.inference_timesteps, max_len=speech.max_len,
-                  normalize=speech.normalize, trim_silence=speech.trim_silence)
+                  normalize=speech.normalize, trim_silence=speech.trim_silence, speed=speed_of(speech))
     designed = voice.strip().casefold() == DESIGN
     builtin = None if designed else builtin_voice(voice)
     if builtin is not None and _is_saved(voice, library):  # a saved voice of a built-in name wins
@@ -135,8 +146,7 @@ def to_request(speech: SpeechBody, library=None, voices=None) -> SynthesisReques
             seed = builtin.seed if speech.seed is None else speech.seed
         return SynthesisRequest(speech.input, control=instructions, seed=seed, **common)
     if library is None:
-        raise ParamError("voice", f"this server keeps no voice library: use a built-in voice (GET "
-                                  f"/v1/audio/voices) or {DESIGN!r} with `instructions`")
+        raise unknown_voice(f"no voice named {voice[:80]!r}: this server keeps no voice library")
     transcript = _saved(voice, library).transcript
     _, clip = voices(voice)
     if instructions is None and transcript:
@@ -152,10 +162,15 @@ def _saved(voice: str, library):
     except VoiceError as exc:
         if exc.status != 404:
             raise
-        unknown = VoiceError(404, f"{exc}; built-in voices: {', '.join(BUILTIN_VOICES)}, or {DESIGN!r} to "
-                                  f"design one from `instructions` (GET /v1/audio/voices lists them all)")
-        unknown.param = "voice"
-        raise unknown from None
+        raise unknown_voice(str(exc)) from None
+
+
+def unknown_voice(why: str) -> VoiceError:
+    """A 404 for `voice` that names this route's other choices and where they are listed."""
+    unknown = VoiceError(404, f"{why}; built-in voices: {', '.join(BUILTIN_VOICES)}, or {DESIGN!r} to design one "
+                              f"from `instructions` (GET /v1/audio/voices lists them all)")
+    unknown.param = "voice"
+    return unknown
 
 
 def _is_saved(voice: str, library) -> bool:

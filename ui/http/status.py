@@ -44,7 +44,7 @@ async def spec(request: Request):
     limits = ctx.limits
     return {**modes.spec_json(), "sample_rate": ctx.worker.sample_rate, "prebuffer_ms": ctx.settings.prebuffer_ms,
             "limits": {"max_text_chars": limits.max_text_chars, "max_audio_seconds": limits.max_audio_seconds,
-                       "max_upload_mb": ctx.settings.max_upload_mb}}
+                       "max_output_seconds": limits.max_output_seconds, "max_upload_mb": ctx.settings.max_upload_mb}}
 
 
 @status_router.get("/metrics")
@@ -74,11 +74,14 @@ class PlaybackReport(BaseModel):
 @status_router.post("/voxcpm/playback")
 @guarded
 async def playback(request: Request):
-    """{"counted": true} the first time a request the worker lists is reported, else false."""
+    """{"counted": true, "underruns", "gap_ms"} (as counted: clamped to what the request could have
+    had, ui/services/metrics.py) the first time a request the worker lists is reported, else
+    {"counted": false}."""
     try:
         report = PlaybackReport.model_validate(await read_json(request))
     except ValidationError as exc:
         err = exc.errors(include_url=False, include_input=False)[0]
         where = ".".join(str(p) for p in err.get("loc", ())) or "body"
         raise InputError(f"a playback report is {{job, underruns, gap_ms}}: {where[:40]}: {err['msg']}") from None
-    return JSONResponse({"counted": app_context(request).metrics.played(report)})
+    counted = app_context(request).metrics.played(report)
+    return JSONResponse({"counted": False} if counted is None else {"counted": True, **counted})

@@ -176,6 +176,15 @@ class UploadStore:
         clip.source_rate, clip.source_channels = rate, channels
         return clip_id, clip
 
+    def decode(self, data: bytes, max_seconds: float) -> tuple[int, np.ndarray]:
+        """A clip decoded as add_bytes decodes one, within the same limit on decodes at once, and not
+        kept (what POST /voxcpm/transcribe sends): (target_rate, float32 mono)."""
+        if len(data) > self.max_bytes:
+            raise InputError(too_large("upload", self.max_bytes))
+        with self._decoding:
+            rate, _, mono = read_mono(data, max_seconds, self.max_decoded_bytes)
+            return self.target_rate, resample(mono, rate, self.target_rate)
+
     def add(self, rate: int, audio: np.ndarray, client: str | None = None) -> tuple[str, Clip]:
         clip = Clip(rate, audio, time.monotonic() + self.ttl_s, source_rate=rate, client=client)
         clip_id = secrets.token_urlsafe(16)

@@ -104,13 +104,9 @@ class Stretcher:
         return {} if self._tsm is None else {"offset": self._out - samples, "samples": samples, "speed": self.speed}
 
     def status(self, final: dict) -> dict:
-        """The status frame of a stretched stream: the model's figures stand (its samples, its RTF),
-        the samples sent are added, and the segment ends are moved to where they fall in them."""
-        if self._tsm is None:
-            return final
-        ends = [round(end / self.speed) for end in final.get("segment_ends", [])]
-        return {**final, "speed": self.speed, "output_samples": self._out,
-                **({"segment_ends": ends} if "segment_ends" in final else {})}
+        """The status frame of a stretched stream: the job's figures (the model's samples and RTF,
+        its segment ends already in the audio sent), with the samples this stretch really sent."""
+        return final if self._tsm is None else {**final, "output_samples": self._out}
 
     def _run(self, audio: np.ndarray) -> np.ndarray:
         reader, writer, finished = ArrayReader(audio[None, :].astype(np.float32)), ArrayWriter(1), False

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -69,20 +70,26 @@ class Metrics:
     def refused(self, status: int, outcome: str):
         self.refusals.labels(outcome, str(status)).inc()
 
-    def played(self, report) -> bool:
-        """Counts a page's report of a take, once per job the worker still lists; False if not counted."""
-        if self.worker.get(report.job) is None:
-            return False
+    def played(self, report) -> dict | None:
+        """Counts a page's report of a take, once per job the worker still lists; None if not
+        counted, else what was counted. A report is clamped to what its job could have had: at
+        most one underrun per chunk sent, and no more silence than the time since it was asked
+        for, so one client cannot make the playback figures say anything it likes."""
+        job = self.worker.get(report.job)
+        if job is None:
+            return None
         with self._lock:
             if report.job in self._reported:
-                return False
+                return None
             self._reported[report.job] = None
             while len(self._reported) > REPORTS_KEPT:
                 self._reported.popitem(last=False)
+        underruns = min(report.underruns, job.metrics.chunks)
+        gap_s = min(report.gap_ms / 1000.0, time.perf_counter() - job.metrics.queued_at) if underruns else 0.0
         self.reports.inc()
-        self.underruns.inc(report.underruns)
-        self.gaps.inc(report.gap_ms / 1000.0)
-        return True
+        self.underruns.inc(underruns)
+        self.gaps.inc(gap_s)
+        return {"underruns": underruns, "gap_ms": round(gap_s * 1000.0, 3)}
 
 
 class _GpuCollector:
