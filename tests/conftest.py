@@ -86,6 +86,42 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(f"tests/conftest.py names {entry}, which no longer exists")
 
 
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """A throwaway PostgreSQL server of the session's own (tests/support/postgres.py), for the
+    tests that stop it; skips with the reason where none can be made."""
+    from .support import postgres
+
+    why = postgres.missing(need_throwaway=True)
+    if why:
+        pytest.skip(why)
+    cluster = postgres.Cluster()
+    cluster.start()
+    yield cluster
+    cluster.remove()
+
+
+@pytest.fixture(scope="session")
+def postgres_server(request):
+    """A PostgreSQL server URL for the voice library's tests: $VOXCPM_TEST_POSTGRES (.ci/run), else
+    the session's throwaway one."""
+    from .support import postgres
+
+    why = postgres.missing()
+    if why:
+        pytest.skip(why)
+    return os.environ.get(postgres.URL_VAR) or request.getfixturevalue("postgres_cluster").url
+
+
+@pytest.fixture(scope="module")
+def postgres_database(postgres_server):
+    """An empty database of the module's own on that server, as a URL."""
+    from .support.postgres import fresh_database
+
+    with fresh_database(postgres_server) as url:
+        yield url
+
+
 @pytest.fixture(scope="module")
 def serve_app():
     """The one way a module serves the app: serve_app(engine=None, **settings) runs the tiny random

@@ -25,18 +25,14 @@ PG_BIN = Path(os.environ.get("VOXCPM_PG_BIN", "/usr/lib/postgresql/15/bin"))
 URL_VAR = "VOXCPM_TEST_POSTGRES"
 
 
-def missing() -> str | None:
-    """Why no server can be had here, or None."""
+def missing(need_throwaway: bool = False) -> str | None:
+    """Why no server can be had here (need_throwaway: one this process may stop), or None."""
     try:
         import psycopg  # noqa: F401
     except ImportError:
         return "psycopg is not installed (requirements.txt)"
-    if os.environ.get(URL_VAR):
+    if os.environ.get(URL_VAR) and not need_throwaway:
         return None
-    return throwaway_missing()
-
-
-def throwaway_missing() -> str | None:
     if not (PG_BIN / "initdb").is_file():
         return (f"no PostgreSQL server: set {URL_VAR} to a database URL, or install Debian's postgresql "
                 f"(looked for {PG_BIN}/initdb; $VOXCPM_PG_BIN names another folder)")

@@ -353,7 +353,7 @@ class PostgresVoiceLibrary:
                     self._problem = None
                     self.listening.set()
                     while not self._closing.is_set():
-                        for note in conn.notifies(timeout=0.5):
+                        for note in conn.notifies(timeout=0.2):  # and look at _closing
                             self._forget(note.payload)
             except psycopg.Error as exc:
                 self.listening.clear()
