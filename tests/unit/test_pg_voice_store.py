@@ -69,7 +69,7 @@ def test_a_voice_saved_renamed_or_deleted_on_one_replica_is_seen_by_the_other_wi
     a, b = replicas(), replicas()
     assert b.listening.wait(10)
     seen, dropped = [], []
-    for trial in range(12):
+    for trial in range(20):
         a.save(f"voice {trial}", tone(0.1), latents={"enc": {"right": torch.zeros(2, 4, 64)}})
         saved = time.perf_counter()
         wait_until(lambda: any(v.name == f"voice {trial}" for v in b.list()), timeout=1.0, interval=0.001)
