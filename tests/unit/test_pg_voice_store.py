@@ -205,3 +205,20 @@ def _answers(lib) -> bool:
     except LibraryUnavailable:
         return False
     return True
+
+
+@pytest.mark.parametrize("url, says", [("mysql://voxcpm:secret@db/voices", "starts with 'mysql'"),
+                                       ("postgresql://voxcpm:secret@db:port/voices", "a port is a number")])
+def test_a_voice_store_that_is_no_postgresql_url_stops_the_start_without_showing_its_password(url, says):
+    import logging
+
+    import app
+    from startup import StartupError
+
+    with pytest.raises(StartupError) as refused:
+        app.library_settings(app.parse_args(["--voice-store", url]), "127.0.0.1", logging.getLogger("test"))
+    assert says in str(refused.value) and "postgresql://user[:password]@host[:port]/database" in str(refused.value)
+    assert "secret" not in str(refused.value)
+    shared = app.library_settings(app.parse_args(["--voice-store", "postgresql://voxcpm:secret@db/voices"]),
+                                  "127.0.0.1", logging.getLogger("test"))
+    assert shared["voice_store"] == "postgresql://voxcpm:secret@db/voices" and "data_dir" not in shared
