@@ -272,9 +272,14 @@ class PostgresVoiceLibrary:
             raise LibraryUnavailable(self._problem or _reason(exc)) from None
 
     def _create_schema(self, conn):
-        with conn.transaction():  # replicas starting together: one creates, the others wait and see it
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-            conn.execute(SCHEMA)
+        try:
+            with conn.transaction():  # replicas starting together: one creates, the others wait and see it
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+                conn.execute(SCHEMA)
+        except errors.InsufficientPrivilege as exc:  # a setup problem, not a client's: said as such
+            log.error("voice library: the role may not create its tables in %s: %s", self.where, exc)
+            raise LibraryUnavailable("the database role may not create the library's tables; "
+                                     "the server's log says more") from None
         self._schema_ready = True
 
     def _check_room(self, conn, key: str, name: str, new_bytes: int) -> int:
