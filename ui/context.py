@@ -48,7 +48,9 @@ class AppSettings:
     model_revision: str | None = None
     lora: str | None = None  # the LoRA merged into the served weights (--lora), as the page and /v1/models name it
     data_dir: str | None = None  # the voice library lives in DATA_DIR/voices (ui/library/data_dir.py); None: no library
-    voice_store: str | None = None  # a postgresql:// URL: the voice library in that database, shared by replicas (ui/library/pg_voice_store.py); None: DATA_DIR/voices
+    # A postgresql:// URL: the voice library in that database, one for every replica
+    # (ui/library/pg_voice_store.py); None: the folder DATA_DIR/voices.
+    voice_store: str | None = None
     max_voices: int = 100
     max_library_mb: int = 500
     library_writable: bool = True  # app.py: False when others can reach the server without a token

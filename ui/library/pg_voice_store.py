@@ -2,7 +2,7 @@
 
     voxcpm_voices          one row a voice: its name (and the name's key, unique), transcript,
                            length, size, the clip as FLAC, the automatic transcripts by ASR model
-    voxcpm_voice_patches   its encoded patches, one row per VAE encoder (npz of its padding sides)
+    voxcpm_voice_patches   its encoded patches, one row per VAE encoder and padding side (.npy)
 
 A voice and its data are one transaction: it exists, whole, once that commits; a save cut short
 (a crash, a kill, the database gone) leaves nothing. Saves take one transaction-scoped advisory
@@ -59,8 +59,9 @@ CREATE TABLE IF NOT EXISTS voxcpm_voices (
 CREATE TABLE IF NOT EXISTS voxcpm_voice_patches (
     voice_id text NOT NULL REFERENCES voxcpm_voices (id) ON DELETE CASCADE,
     encoder text NOT NULL,
+    side text NOT NULL,
     patches bytea NOT NULL,
-    PRIMARY KEY (voice_id, encoder));
+    PRIMARY KEY (voice_id, encoder, side));
 """
 COLUMNS = "id, name, transcript, seconds, bytes, created"
 POOL_SIZE = 8  # connections per replica; a query holds one for a millisecond or so
@@ -163,7 +164,8 @@ class PostgresVoiceLibrary:
         if clip is None:
             clip = ReferenceClip(self.sample_rate, load=lambda: self._read_audio(voice),
                                  latents=self._read_latents(voice.id, identity),
-                                 on_encoded=lambda key, _: self._writer.submit(self._keep_latents, voice.id, key[0]))
+                                 on_encoded=lambda key, patches: self._writer.submit(self._keep_latents, voice.id,
+                                                                                     key, patches))
             with self._lock:
                 if self._forgotten == seen:  # else it may have changed meanwhile: used once, not kept
                     clip = self._clips.setdefault(voice.id, clip)
@@ -191,8 +193,9 @@ class PostgresVoiceLibrary:
         encoded clip and patches count against max_bytes: past it, the save is refused (507)."""
         name = check_name(name)
         flac = flac_bytes(audio, self.sample_rate)
-        patches = {identity: _npz(sides) for identity, sides in (latents or {}).items()}
-        size = len(flac) + sum(len(data) for data in patches.values())
+        patches = [(identity, side, _npy(array)) for identity, sides in (latents or {}).items()
+                   for side, array in sides.items()]
+        size = len(flac) + sum(len(data) for *_, data in patches)
         voice = Voice(secrets.token_hex(8), name, transcript, len(audio) / self.sample_rate, size, time.time())
         try:
             with self._transaction() as conn:
@@ -200,12 +203,12 @@ class PostgresVoiceLibrary:
                 used = self._check_room(conn, name_key(name), name, estimated_bytes(audio))
                 if size > self.max_bytes - used:
                     raise too_large_encoded(size, max(0, self.max_bytes - used), self.max_bytes)
-                conn.execute("INSERT INTO voxcpm_voices (id, name, name_key, transcript, seconds, bytes, created, audio) "
-                             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                conn.execute("INSERT INTO voxcpm_voices (id, name, name_key, transcript, seconds, bytes, created, "
+                             "audio) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                              (voice.id, name, name_key(name), transcript, voice.seconds, size, voice.created, flac))
                 with conn.cursor() as cur:
-                    cur.executemany("INSERT INTO voxcpm_voice_patches VALUES (%s, %s, %s)",
-                                    [(voice.id, identity, data) for identity, data in patches.items()])
+                    cur.executemany("INSERT INTO voxcpm_voice_patches VALUES (%s, %s, %s, %s)",
+                                    [(voice.id, *row) for row in patches])
                 self._before_commit(conn)
                 self._notify(conn, voice.id)
         except errors.UniqueViolation:  # a save that took no lock (an older replica): the key decides
@@ -218,8 +221,8 @@ class PostgresVoiceLibrary:
         voice = self.get(name)
         try:
             with self._transaction() as conn:
-                row = conn.execute(f"UPDATE voxcpm_voices SET name = %s, name_key = %s WHERE id = %s RETURNING {COLUMNS}",
-                                   (new_name, name_key(new_name), voice.id)).fetchone()
+                row = conn.execute(f"UPDATE voxcpm_voices SET name = %s, name_key = %s WHERE id = %s "
+                                   f"RETURNING {COLUMNS}", (new_name, name_key(new_name), voice.id)).fetchone()
                 if row is not None:
                     self._notify(conn, voice.id)
         except errors.UniqueViolation:
@@ -283,8 +286,9 @@ class PostgresVoiceLibrary:
         self._schema_ready = True
 
     def _check_room(self, conn, key: str, name: str, new_bytes: int) -> int:
-        count, used, taken = conn.execute("SELECT COUNT(*), COALESCE(SUM(bytes), 0), COALESCE(bool_or(name_key = %s), false) "
-                                          "FROM voxcpm_voices", (key,)).fetchone()
+        count, used, taken = conn.execute("SELECT COUNT(*), COALESCE(SUM(bytes), 0), "
+                                          "COALESCE(bool_or(name_key = %s), false) FROM voxcpm_voices",
+                                          (key,)).fetchone()
         if taken:
             raise name_taken(name)
         if count >= self.max_voices:
@@ -318,24 +322,18 @@ class PostgresVoiceLibrary:
 
     def _read_latents(self, voice_id: str, identity: str) -> dict:
         with self._transaction() as conn:
-            row = conn.execute("SELECT patches FROM voxcpm_voice_patches WHERE voice_id = %s AND encoder = %s",
-                               (voice_id, identity)).fetchone()
-        if row is None:
-            return {}
-        with np.load(io.BytesIO(row[0])) as saved:
-            return {(identity, side): saved[side].copy() for side in saved.files}
+            rows = conn.execute("SELECT side, patches FROM voxcpm_voice_patches WHERE voice_id = %s AND encoder = %s",
+                                (voice_id, identity)).fetchall()
+        return {(identity, side): np.load(io.BytesIO(data)) for side, data in rows}
 
-    def _keep_latents(self, voice_id: str, identity: str):
-        """Stores what a request encoded (on the writer thread), if the voice is still there."""
-        with self._lock:
-            clip = self._clips.get(voice_id)
-        if clip is None:
-            return
-        data = _npz(clip.known(identity))
+    def _keep_latents(self, voice_id: str, key: tuple[str, str], patches):
+        """Stores what a request encoded (on the writer thread, handed the patches themselves: the
+        clip may have left the cache meanwhile), if the voice is still there."""
+        data = _npy(patches)
         try:
             with self._transaction() as conn:
-                conn.execute("INSERT INTO voxcpm_voice_patches VALUES (%s, %s, %s) ON CONFLICT (voice_id, encoder) "
-                             "DO UPDATE SET patches = EXCLUDED.patches", (voice_id, identity, data))
+                conn.execute("INSERT INTO voxcpm_voice_patches VALUES (%s, %s, %s, %s) ON CONFLICT (voice_id, "
+                             "encoder, side) DO UPDATE SET patches = EXCLUDED.patches", (voice_id, *key, data))
                 conn.execute("UPDATE voxcpm_voices SET bytes = octet_length(audio) + (SELECT COALESCE(SUM("
                              "octet_length(patches)), 0) FROM voxcpm_voice_patches WHERE voice_id = %s) WHERE id = %s",
                              (voice_id, voice_id))
@@ -369,9 +367,10 @@ class PostgresVoiceLibrary:
                 self._closing.wait(1.0)
 
 
-def _npz(sides: dict) -> bytes:
+def _npy(patches) -> bytes:
+    """Patches (an array, or the host tensor a request encoded) as .npy bytes."""
     out = io.BytesIO()
-    np.savez(out, **{side: np.asarray(patches) for side, patches in sides.items()})
+    np.save(out, np.asarray(patches), allow_pickle=False)
     return out.getvalue()
 
 
