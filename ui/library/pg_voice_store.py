@@ -264,7 +264,11 @@ class PostgresVoiceLibrary:
     @contextlib.contextmanager
     def _transaction(self):
         """A connection in a transaction, committed when the block ends, rolled back if it raises;
-        the database unreachable (no connection within wait_s, or lost mid-way) is LibraryUnavailable."""
+        the database unreachable (no connection within wait_s, or lost mid-way) is LibraryUnavailable,
+        at once while the listener finds it so: no thread then waits wait_s for the same answer."""
+        problem = self._problem
+        if problem is not None:
+            raise LibraryUnavailable(problem)
         try:
             with self._pool.connection() as conn:
                 if not self._schema_ready:
@@ -343,8 +347,9 @@ class PostgresVoiceLibrary:
             log.warning("the patches encoded for a voice were not stored: %s", exc)
 
     def _listen(self):
-        """The listener thread: drops the clip of each voice another replica changed. A lost
-        connection is retried every second; once back, every clip is dropped (changes may have
+        """The listener thread: drops the clip of each voice another replica changed, and tells
+        whether the database answers (`_problem`). A lost connection is replaced at once, then
+        retried every second while that fails; once back, every clip is dropped (changes may have
         been missed meanwhile)."""
         while not self._closing.is_set():
             try:
@@ -359,7 +364,9 @@ class PostgresVoiceLibrary:
                         for note in conn.notifies(timeout=0.2):  # and look at _closing
                             self._forget(note.payload)
             except psycopg.Error as exc:
-                self.listening.clear()
+                if self.listening.is_set():  # a connection that worked was lost: see whether another one does
+                    self.listening.clear()
+                    continue
                 if self._problem is None:
                     log.warning("voice library: PostgreSQL at %s cannot be reached (%s); the voice routes answer "
                                 "503 until it can", self.where, _reason(exc))
