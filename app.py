@@ -73,17 +73,36 @@ def library_settings(args, host: str, log) -> dict:
     from ui.library.data_dir import resolve_data_dir
     from ui.guard.hosts import is_loopback
 
+    writable = bool(args.token) or is_loopback(host)
+    limits = dict(max_voices=args.max_voices, max_library_mb=args.max_library_mb, library_writable=writable)
+    shared = args.voice_store or os.environ.get("VOXCPM_VOICE_STORE") or None
+    if shared is not None:
+        return dict(voice_store=shared_store(shared, log, writable), **limits)
     folder, why = resolve_data_dir(args.data_dir)
     try:
         (folder / "voices").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StartupError(f"cannot create the voice library's folder {folder / 'voices'} ({exc.strerror}).\n"
                            "To fix: pass --data-dir with a folder this user can write.") from None
-    writable = bool(args.token) or is_loopback(host)
     log.info("voice library in %s (%s)%s", folder / "voices", why,
              "" if writable else "; read-only: set --token so that token holders can change it")
-    return dict(data_dir=str(folder), max_voices=args.max_voices, max_library_mb=args.max_library_mb,
-                library_writable=writable)
+    return dict(data_dir=str(folder), **limits)
+
+
+def shared_store(url: str, log, writable: bool) -> str:
+    """The PostgreSQL URL, checked for its form only: the server starts whether or not the
+    database answers (its voice routes answer 503 until it does; docs/deploy.md)."""
+    from inference.errors import InputError
+    from ui.library.pg_voice_store import check_url, where
+
+    try:
+        check_url(url)
+    except InputError as exc:
+        raise StartupError(f"{exc}.\nTo fix: pass --voice-store (or VOXCPM_VOICE_STORE) as "
+                           "postgresql://user@host/database, or leave it out for the folder library.") from None
+    log.info("voice library in PostgreSQL at %s, shared with every replica that names it%s", where(url),
+             "" if writable else "; read-only: set --token so that token holders can change it")
+    return url
 
 
 def checkpoint_source(args, cleanup: contextlib.ExitStack) -> tuple[str, bool]:

@@ -90,6 +90,10 @@ def _library_options(p: argparse.ArgumentParser):
     p.add_argument("--data-dir", default=None,
                    help="folder for the voice library (default: $VOXCPM_DATA_DIR, else a Space's persistent /data, "
                         "else the user's data folder, e.g. ~/.local/share/voxcpm2-demo)")
+    p.add_argument("--voice-store", default=None,
+                   help="keep the voice library in PostgreSQL instead, one library for every replica: "
+                        "postgresql://user[:password]@host[:port]/database (default: $VOXCPM_VOICE_STORE, else "
+                        "the folder DATA_DIR/voices)")
     p.add_argument("--max-voices", type=int, default=SETTINGS.max_voices, help="most voices the library holds (default: %(default)s)")
     p.add_argument("--max-library-mb", type=int, default=SETTINGS.max_library_mb,
                    help="most disk space the library may use (default: %(default)s)")

@@ -34,6 +34,7 @@ SLOW = {
     "unit/test_pool.py::test_warm_ups_take_turns_each_on_its_own_worker_thread",
     "unit/test_prefill_padding.py::test_the_compiled_prefill_equals_the_plain_one_and_one_graph_serves_every_batch_and_length",
     "http/test_replicas_behind_haproxy.py",
+    "http/test_shared_voice_library.py",  # two replicas, and a database stopped and started
     "http/test_openai_api.py::test_every_format_whole_and_streamed_equals_synthesize",
     "http/test_openai_api.py::test_normalize_extension_reads_numbers_as_words",
     "http/test_offline_render.py::test_a_long_render_streams_in_bounded_memory_and_equals_the_whole_decode",
@@ -84,6 +85,42 @@ def pytest_collection_modifyitems(config, items):
         where, _, name = entry.partition("::")
         if not (HERE / where).is_file() or where in modules and name and not hasattr(modules[where], name):
             raise pytest.UsageError(f"tests/conftest.py names {entry}, which no longer exists")
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """A throwaway PostgreSQL server of the session's own (tests/support/postgres.py), for the
+    tests that stop it; skips with the reason where none can be made."""
+    from .support import postgres
+
+    why = postgres.missing(need_throwaway=True)
+    if why:
+        pytest.skip(why)
+    cluster = postgres.Cluster()
+    cluster.start()
+    yield cluster
+    cluster.remove()
+
+
+@pytest.fixture(scope="session")
+def postgres_server(request):
+    """A PostgreSQL server URL for the voice library's tests: $VOXCPM_TEST_POSTGRES (.ci/run), else
+    the session's throwaway one."""
+    from .support import postgres
+
+    why = postgres.missing()
+    if why:
+        pytest.skip(why)
+    return os.environ.get(postgres.URL_VAR) or request.getfixturevalue("postgres_cluster").url
+
+
+@pytest.fixture(scope="module")
+def postgres_database(postgres_server):
+    """An empty database of the module's own on that server, as a URL."""
+    from .support.postgres import fresh_database
+
+    with fresh_database(postgres_server) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .services.metrics import Metrics
     from .services.renders import OfflineRenders
     from .library.uploads import UploadStore
-    from .library.voice_store import VoiceLibrary
+    from .library.voice_store import VoiceStore
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,9 @@ class AppSettings:
     model_revision: str | None = None
     lora: str | None = None  # the LoRA merged into the served weights (--lora), as the page and /v1/models name it
     data_dir: str | None = None  # the voice library lives in DATA_DIR/voices (ui/library/data_dir.py); None: no library
+    # A postgresql:// URL: the voice library in that database, one for every replica
+    # (ui/library/pg_voice_store.py); None: the folder DATA_DIR/voices.
+    voice_store: str | None = None
     max_voices: int = 100
     max_library_mb: int = 500
     library_writable: bool = True  # app.py: False when others can reach the server without a token
@@ -67,7 +70,7 @@ class AppContext:
     renders: OfflineRenders
     metrics: Metrics
     asr: Transcriber
-    voices: VoiceLibrary | None
+    voices: VoiceStore | None  # the folder's (VoiceLibrary) or PostgreSQL's (PostgresVoiceLibrary)
     voice_lookup: Callable | None  # name -> (Voice, ReferenceClip) for requests naming a saved voice
     encoder_identity: str  # whose encoded patches a saved voice keeps (the same on every GPU)
     build: dict = field(default_factory=dict)  # model, revision, lora and app version, as each take records them

@@ -40,7 +40,7 @@ from .http.status import status_router
 from .http.stream import stream_router
 from .http.voices import voice_lookup, voice_router
 from .library.uploads import UploadStore
-from .library.voice_store import VoiceLibrary
+from .library.voice_store import VoiceStore, open_voice_store
 from .page.layout import build_blocks, served_line
 from .services.metrics import Metrics
 from .services.renders import OfflineRenders
@@ -98,7 +98,7 @@ def _worker(engines: list, settings: AppSettings, latents: LatentStore) -> Engin
     return EngineWorker(engines[0], **options) if len(engines) == 1 else WorkerPool(engines, **options)
 
 
-def _context(engine, settings: AppSettings, worker, latents: LatentStore, voices: VoiceLibrary | None) -> AppContext:
+def _context(engine, settings: AppSettings, worker, latents: LatentStore, voices: VoiceStore | None) -> AppContext:
     """What the routes read (ui/context.app_context). `engine`: the first one; the limits and
     rates are the same on every GPU, and are the engine's own (a test may build it apart)."""
     limits = replace(settings.limits, max_text_chars=int(engine.max_text_chars),
@@ -147,11 +147,8 @@ def _guard(app: FastAPI, settings: AppSettings, demo: gr.Blocks):
     app.add_middleware(HostGuard, allowed_hosts=settings.allowed_hosts)
 
 
-def _library(settings: AppSettings, engine) -> VoiceLibrary | None:
-    if settings.data_dir is None:
-        return None
-    return VoiceLibrary(Path(settings.data_dir) / "voices", sample_rate=_input_rate(engine),
-                        max_voices=settings.max_voices, max_bytes=settings.max_library_mb * 2**20)
+def _library(settings: AppSettings, engine) -> VoiceStore | None:
+    return open_voice_store(settings, _input_rate(engine))
 
 
 def _input_rate(engine) -> int:

@@ -1,12 +1,16 @@
-"""The voice library on disk without the app: saves, renames, deletes, names, limits, and saves cut
-short by a killed process (nothing half-saved appears; the leftovers are swept)."""
+"""The voice library without the app, in both stores (the folder with its SQLite index, and
+PostgreSQL: tests/support/postgres.py): saves, renames, deletes, names, limits; and, in the folder,
+saves cut short by a killed process (nothing half-saved appears; the leftovers are swept). What only
+the shared store does (replicas, races, a database that goes away) is in test_pg_voice_store.py."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -23,13 +27,42 @@ def tone(seconds: float = 1.0, rate: int = 16000) -> np.ndarray:
     return (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
 
 
-def test_saved_voices_survive_reopening_with_audio_transcript_and_patches(tmp_path):
-    lib = VoiceLibrary(tmp_path)
+@dataclass
+class Store:
+    kind: str
+    open: Callable  # (**limits) -> a library on this store; each one opened is closed after the test
+
+
+@pytest.fixture(params=["folder", "postgresql"])
+def store(request, tmp_path):
+    if request.param == "folder":
+        make = lambda **limits: VoiceLibrary(tmp_path, **limits)  # noqa: E731
+    else:
+        import psycopg
+
+        from ui.library.pg_voice_store import PostgresVoiceLibrary
+
+        url = request.getfixturevalue("postgres_database")
+        with psycopg.connect(url, autocommit=True) as conn:  # each test starts from an empty library
+            conn.execute("DROP TABLE IF EXISTS voxcpm_voice_patches, voxcpm_voices")
+        make = lambda **limits: PostgresVoiceLibrary(url, **limits)  # noqa: E731
+    opened = []
+
+    def open_library(**limits):
+        opened.append(make(**limits))
+        return opened[-1]
+    yield Store(request.param, open_library)
+    for lib in opened:
+        lib.close()
+
+
+def test_saved_voices_survive_reopening_with_audio_transcript_and_patches(store):
+    lib = store.open()
     patches = {"enc1": {"right": torch.randn(3, 4, 64), "left": torch.randn(3, 4, 64)}}
     lib.save("Anna", tone(), "Hello there.", patches)
     lib.save("狮子 2", tone(0.5))
     lib.close()
-    again = VoiceLibrary(tmp_path)
+    again = store.open()
     assert [v.name for v in again.list()] == ["Anna", "狮子 2"]
     voice, clip = again.clip("anna", "enc1")  # names are found without regard to case
     assert voice.transcript == "Hello there." and voice.seconds == pytest.approx(1.0)
@@ -41,8 +74,8 @@ def test_saved_voices_survive_reopening_with_audio_transcript_and_patches(tmp_pa
     assert again.audio_bytes("Anna")[:4] == b"fLaC"
 
 
-def test_rename_and_delete(tmp_path):
-    lib = VoiceLibrary(tmp_path)
+def test_rename_and_delete(store, tmp_path):
+    lib = store.open()
     lib.save("Anna", tone())
     lib.save("Ben", tone())
     assert lib.rename("Anna", "ANNA").name == "ANNA"  # only the case may change into a taken name
@@ -51,7 +84,8 @@ def test_rename_and_delete(tmp_path):
     assert taken.value.status == 409 and "already exists" in str(taken.value)
     lib.delete("ben")
     assert [v.name for v in lib.list()] == ["ANNA"]
-    assert sorted(p.suffix for p in tmp_path.glob("*.flac")) == [".flac"]
+    if store.kind == "folder":  # the deleted voice's files went with it
+        assert sorted(p.suffix for p in tmp_path.glob("*.flac")) == [".flac"]
     with pytest.raises(VoiceError) as missing:
         lib.delete("Ben")
     assert missing.value.status == 404 and "ANNA" in str(missing.value)
@@ -59,15 +93,17 @@ def test_rename_and_delete(tmp_path):
 
 @pytest.mark.parametrize("name", ["", "   ", "../../etc/passwd", "a/b", "design", "Design", "x" * 65, "_hidden",
                                   "two  spaces", "\u202egnp.exe", "tab\there"])
-def test_bad_names_are_refused_with_the_rule(tmp_path, name):
-    lib = VoiceLibrary(tmp_path)
+def test_bad_names_are_refused_with_the_rule(store, name):
+    lib = store.open()
     with pytest.raises(InputError, match="1 to 64 characters"):
         lib.save(name, tone())
-    assert lib.list() == [] and not list(tmp_path.glob("*.flac"))
+    with pytest.raises(InputError, match="1 to 64 characters"):
+        lib.check_room(name, tone())
+    assert lib.list() == [] and lib.used_bytes() == 0
 
 
-def test_limits_on_count_and_size(tmp_path):
-    lib = VoiceLibrary(tmp_path, max_voices=2, max_bytes=200_000)
+def test_limits_on_count_and_size(store):
+    lib = store.open(max_voices=2, max_bytes=200_000)
     lib.save("one", tone(0.5))
     lib.save("two", tone(0.5))
     with pytest.raises(VoiceError, match="holds 2 voices") as full:
@@ -80,16 +116,17 @@ def test_limits_on_count_and_size(tmp_path):
 
 
 
-def test_the_size_limit_counts_the_encoded_files(tmp_path):
+def test_the_size_limit_counts_the_encoded_files(store, tmp_path):
     """Noise takes about 3 bytes a sample as 24-bit FLAC, more than an estimate from the samples
-    (2 bytes each) allows for: the size on disk decides, and nothing of a refused save stays."""
+    (2 bytes each) allows for: the size stored decides, and nothing of a refused save stays."""
     noise = np.random.default_rng(0).uniform(-0.9, 0.9, 16000).astype(np.float32)
-    lib = VoiceLibrary(tmp_path, max_bytes=40_000)
+    lib = store.open(max_bytes=40_000)
     with pytest.raises(VoiceError, match=r"takes \d\d KiB on disk.* 39 KiB left of the library's limit of 39 KiB") as over:
         lib.save("noise", noise, latents={"enc": {"right": torch.zeros(2, 4, 64)}})
     assert over.value.status == 507
     assert lib.list() == [] and lib.used_bytes() == 0
-    assert {p.name for p in tmp_path.iterdir()} == {"index.sqlite3"}
+    if store.kind == "folder":
+        assert {p.name for p in tmp_path.iterdir()} == {"index.sqlite3"}
     lib.save("tone", tone(0.5))  # what fits is still saved
     saved = 0
     for i in range(20):  # then noise until refused: the files on disk stay within the limit
@@ -98,13 +135,15 @@ def test_the_size_limit_counts_the_encoded_files(tmp_path):
             saved += 1
         except VoiceError:
             break
-    on_disk = sum(p.stat().st_size for p in tmp_path.iterdir() if p.suffix in (".flac", ".npz"))
-    assert saved > 0 and on_disk == lib.used_bytes() <= lib.max_bytes
+    assert saved > 0 and lib.used_bytes() <= lib.max_bytes
+    if store.kind == "folder":
+        on_disk = sum(p.stat().st_size for p in tmp_path.iterdir() if p.suffix in (".flac", ".npz"))
+        assert on_disk == lib.used_bytes()
 
 
-def test_names_are_looked_up_as_they_are_saved(tmp_path):
+def test_names_are_looked_up_as_they_are_saved(store):
     """Surrounding spaces and decomposed letters are normalized for every call, not only a save."""
-    lib = VoiceLibrary(tmp_path)
+    lib = store.open()
     lib.save(" Anna ", tone(), latents={"enc": {"right": torch.zeros(2, 4, 64)}})
     lib.save("Zoe\u0308", tone())  # e + combining diaeresis
     assert [v.name for v in lib.list()] == ["Anna", "Zo\u00eb"]

@@ -49,7 +49,7 @@ def errors_as(respond):
             except HTTPError as exc:
                 return respond(exc.status, exc.message, exc.headers)
             except Refusal as exc:
-                return respond(exc.status, str(exc), None)
+                return respond(exc.status, str(exc), exc.headers)
             except InputError as exc:
                 return respond(400, str(exc), None)
             except ClientDisconnect:  # the client left mid-request: nothing failed here, and nobody reads this

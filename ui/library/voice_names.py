@@ -41,6 +41,15 @@ def check_name(name) -> str:
     return name
 
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def name_key(name: str) -> str:
+    """What two names that may not both exist share: the name with its ASCII letters in lower case,
+    as SQLite's NOCASE compares them. A shared store (pg_voice_store.py) keeps it, unique."""
+    return normal_name(name).translate(_ASCII_LOWER)
+
+
 def same_name(a: str, b: str) -> bool:
     """As the index compares them (ASCII case folded), so a rename may change only the case."""
     return a.lower() == b.lower() if a.isascii() and b.isascii() else a == b

@@ -1,4 +1,8 @@
-"""The voice library on disk: one FLAC per voice, its encoded patches beside it, an SQLite index.
+"""The voice library: what every store of saved voices offers the routes (`VoiceStore`), and the
+embedded one, a folder with an SQLite index (`VoiceLibrary`). The other, shared by several replicas,
+keeps them in PostgreSQL (pg_voice_store.py); `open_voice_store` picks one from the settings.
+
+On disk:
 
     DATA_DIR/voices/index.sqlite3          name, transcript, length, bytes of every voice
     DATA_DIR/voices/<id>.flac              the clip, mono at the engine's input rate, 24-bit
@@ -14,6 +18,7 @@ voice's name, so no name can reach outside the folder.
 from __future__ import annotations
 
 import concurrent.futures
+import io
 import logging
 import os
 import secrets
@@ -22,6 +27,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import soundfile as sf
@@ -60,6 +66,73 @@ class VoiceError(Refusal):
     """A library change refused: `status` is the HTTP status that says why (404, 409, 507...)."""
 
 
+class VoiceStore(Protocol):
+    """What the routes and services use of a voice library, whichever store keeps it. Every method
+    may wait on a disk or a database, so callers on an event loop use a thread. A name is found
+    in its normal form (voice_names.normal_name), without regard to ASCII case."""
+    sample_rate: int
+    max_voices: int
+    max_bytes: int
+
+    def list(self) -> list[Voice]: ...
+    def get(self, name: str) -> Voice: ...
+    def used_bytes(self) -> int: ...
+    def audio_bytes(self, name: str) -> bytes: ...  # the clip as FLAC
+    def clip(self, name: str, identity: str) -> tuple[Voice, ReferenceClip]: ...
+    def automatic_transcript(self, name: str, model: str) -> tuple[Voice, str | None]: ...
+    def check_room(self, name: str, audio: np.ndarray) -> None: ...
+    def save(self, name: str, audio: np.ndarray, transcript: str | None = None,
+             latents: dict[str, dict[str, np.ndarray]] | None = None) -> Voice: ...
+    def rename(self, name: str, new_name: str) -> Voice: ...
+    def delete(self, name: str) -> Voice: ...
+    def keep_automatic_transcript(self, voice: Voice, model: str, text: str, save: bool = False) -> Voice: ...
+    def close(self) -> None: ...
+
+
+def open_voice_store(settings: AppSettings, sample_rate: int) -> VoiceStore | None:
+    """The store the settings name: PostgreSQL at `voice_store`, else DATA_DIR/voices, else none."""
+    limits = dict(sample_rate=sample_rate, max_voices=settings.max_voices, max_bytes=settings.max_library_mb * 2**20)
+    if settings.voice_store:
+        from .pg_voice_store import PostgresVoiceLibrary  # psycopg only where it is used
+
+        return PostgresVoiceLibrary(settings.voice_store, **limits)
+    if settings.data_dir is None:
+        return None
+    return VoiceLibrary(Path(settings.data_dir) / "voices", **limits)
+
+
+# The refusals, worded the same by every store.
+def no_such_voice(name: str, known: list[Voice]) -> VoiceError:
+    listed = ", ".join(v.name for v in known[:20]) or "none yet"
+    return VoiceError(404, f"there is no saved voice named {name[:80]!r}; saved voices: {listed}")
+
+
+def name_taken(name: str) -> VoiceError:
+    return VoiceError(409, f"a voice named {name!r} already exists: pick another name, or delete it first")
+
+
+def too_many(count: int) -> VoiceError:
+    return VoiceError(507, f"the library holds {count} voices, the most it may: delete one first")
+
+
+def too_large(max_bytes: int) -> VoiceError:
+    return VoiceError(507, f"the library would pass its limit of {max_bytes / 2**20:.0f} MB: "
+                           "delete a voice first, or save a shorter clip")
+
+
+def too_large_encoded(size: int, free: int, max_bytes: int) -> VoiceError:
+    return VoiceError(507, f"the voice takes {_amount(size)} on disk once encoded, more than the "
+                           f"{_amount(free)} left of the library's limit of {_amount(max_bytes)}: "
+                           "delete a voice first, or save a shorter clip")
+
+
+def flac_bytes(audio: np.ndarray, sample_rate: int) -> bytes:
+    """The clip as every store keeps it: FLAC, 24-bit."""
+    out = io.BytesIO()
+    sf.write(out, audio, sample_rate, format="FLAC", subtype="PCM_24")
+    return out.getvalue()
+
+
 class VoiceLibrary:
     """Thread-safe; every method may touch the disk, so callers on an event loop use a thread."""
 
@@ -92,8 +165,7 @@ class VoiceLibrary:
             row = self._db.execute("SELECT id, name, transcript, seconds, bytes, created FROM voices "
                                    "WHERE name = ?", (name,)).fetchone()
         if row is None:
-            known = ", ".join(v.name for v in self.list()[:20]) or "none yet"
-            raise VoiceError(404, f"there is no saved voice named {name[:80]!r}; saved voices: {known}")
+            raise no_such_voice(name, self.list())
         return Voice(*row)
 
     def used_bytes(self) -> int:
@@ -133,7 +205,7 @@ class VoiceLibrary:
         voice_id = secrets.token_hex(8)
         with self._lock:
             self._check_free(name)
-            self._check_count_and_size(_estimated_bytes(audio))
+            self._check_count_and_size(estimated_bytes(audio))
             written: list[Path] = []
             try:
                 written.append(self._write_audio(voice_id, audio))
@@ -193,26 +265,23 @@ class VoiceLibrary:
         """Refuses a save that could not succeed (bad or taken name, library full) before any work."""
         with self._lock:
             self._check_free(check_name(name))
-            self._check_count_and_size(_estimated_bytes(audio))
+            self._check_count_and_size(estimated_bytes(audio))
 
     def _check_count_and_size(self, new_bytes: int):
         count = self._db.execute("SELECT COUNT(*) FROM voices").fetchone()[0]
         if count >= self.max_voices:
-            raise VoiceError(507, f"the library holds {count} voices, the most it may: delete one first")
+            raise too_many(count)
         if self.used_bytes() + new_bytes > self.max_bytes:
-            raise VoiceError(507, f"the library would pass its limit of {self.max_bytes / 2**20:.0f} MB: "
-                                  "delete a voice first, or save a shorter clip")
+            raise too_large(self.max_bytes)
 
     def _check_encoded_size(self, size: int):
         free = max(0, self.max_bytes - self.used_bytes())
         if size > free:
-            raise VoiceError(507, f"the voice takes {_amount(size)} on disk once encoded, more than the "
-                                  f"{_amount(free)} left of the library's limit of {_amount(self.max_bytes)}: "
-                                  "delete a voice first, or save a shorter clip")
+            raise too_large_encoded(size, free, self.max_bytes)
 
     def _check_free(self, name: str):
         if self._db.execute("SELECT 1 FROM voices WHERE name = ?", (name,)).fetchone():
-            raise VoiceError(409, f"a voice named {name!r} already exists: pick another name, or delete it first")
+            raise name_taken(name)
 
     def _before_commit(self):
         """Nothing: tests replace it to cut a save short between its files and its index row."""
@@ -278,7 +347,7 @@ class VoiceLibrary:
         return swept
 
 
-def _estimated_bytes(audio: np.ndarray) -> int:
+def estimated_bytes(audio: np.ndarray) -> int:
     """What a clip should take on disk, for a refusal before any work: 24-bit FLAC of speech takes
     about 2 bytes a sample, of noise about 3. The size of the files written decides (save)."""
     return 2 * audio.size
