@@ -53,6 +53,9 @@ def test_replicas_share_voices_and_survive_the_database_going_away(replicas, pos
                 assert response.status_code == 503, response.text
                 assert "database cannot be reached (" in response.json()["error"]
             assert b.get("/voxcpm/voices").headers["retry-after"] == "5"
+            openai = b.post("/v1/audio/speech", json={"model": "tts-1", "input": TEXT, "voice": "guide"})
+            assert openai.status_code == 503 and openai.headers["retry-after"] == "5", openai.text
+            assert "database cannot be reached (" in openai.json()["error"]["message"]
             # Once the replica has found the database gone, a 503 takes no wait for a connection (2 s).
             answered = wait_until(lambda: _answered_in(b, "/voxcpm/voices", 503), timeout=10, interval=0.2)
             record_figure(f"voice routes (PostgreSQL store) with the database stopped: 503 in {answered * 1000:.0f} ms")

@@ -60,8 +60,9 @@ def openai_guarded(handler):
         try:
             return await handler(*args, **kwargs)
         except InputError as exc:
-            status = exc.status if isinstance(exc, Refusal) else 400
-            return openai_error(status, openai_message(exc), param=openai_param(exc.param))
+            refusal = isinstance(exc, Refusal)  # carries its status, and a 503 its Retry-After
+            return openai_error(exc.status if refusal else 400, openai_message(exc),
+                                exc.headers if refusal else None, param=openai_param(exc.param))
     return errors_as(openai_error)(named)
 
 
