@@ -278,11 +278,18 @@ def test_spec_is_the_one_spec_of_the_modes(client):
     response = client.get("/voxcpm/spec")
     assert response.status_code == 200
     served = response.json()
-    own = {k: served.pop(k) for k in ("sample_rate", "prebuffer_ms", "limits")}
+    own = {k: served.pop(k) for k in ("sample_rate", "prebuffer_ms", "limits", "openai")}
     assert served == json.loads(json.dumps(modes.spec_json()))
     assert set(served["modes"]) == {"design", "cloning", "ultimate"}
     defaults = AppSettings()
     assert own == {"sample_rate": SAMPLE_RATE, "prebuffer_ms": defaults.prebuffer_ms,
                    "limits": {"max_text_chars": LIMITS.max_text_chars, "max_audio_seconds": LIMITS.max_audio_seconds,
                               "max_output_seconds": LIMITS.max_output_seconds,
-                              "max_upload_mb": defaults.max_upload_mb}}
+                              "max_upload_mb": defaults.max_upload_mb},
+                   # /v1's formats, each with the rates it may be sent at (sample_rate), and pcm's default
+                   "openai": {"formats": {"wav": [8000, 16000, 22050, 24000, 44100, 48000],
+                                          "pcm": [8000, 16000, 22050, 24000, 44100, 48000],
+                                          "flac": [8000, 16000, 22050, 24000, 44100, 48000],
+                                          "mp3": [8000, 16000, 22050, 24000, 44100, 48000],
+                                          "opus": [8000, 16000, 24000, 48000]},
+                              "pcm_rate": 24000}}

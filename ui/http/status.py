@@ -23,6 +23,7 @@ from inference.request import modes
 from inference.serving.pool import gpu_status
 
 from .common import guarded, read_json
+from ..services import audio
 from ..context import app_context
 
 status_router = APIRouter()
@@ -39,12 +40,15 @@ async def health(request: Request):
 @status_router.get("/voxcpm/spec")
 async def spec(request: Request):
     """The one spec of the modes, defaults and ranges (modes.spec_json()), and what the page's
-    player and form need of this server: its sample rate, the prebuffer and the limits."""
+    player and form need of this server: its sample rate, the prebuffer and the limits; and what
+    /v1/audio/speech accepts beyond OpenAI's own values (its formats and `sample_rate`s)."""
     ctx = app_context(request)
     limits = ctx.limits
     return {**modes.spec_json(), "sample_rate": ctx.worker.sample_rate, "prebuffer_ms": ctx.settings.prebuffer_ms,
             "limits": {"max_text_chars": limits.max_text_chars, "max_audio_seconds": limits.max_audio_seconds,
-                       "max_output_seconds": limits.max_output_seconds, "max_upload_mb": ctx.settings.max_upload_mb}}
+                       "max_output_seconds": limits.max_output_seconds, "max_upload_mb": ctx.settings.max_upload_mb},
+            "openai": {"formats": {fmt: list(audio.rates_for(fmt)) for fmt in audio.FORMATS},
+                       "pcm_rate": audio.PCM_RATE}}
 
 
 @status_router.get("/metrics")
