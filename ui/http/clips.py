@@ -143,7 +143,8 @@ def upload_source(state, clip_id: str, model: str) -> Source:
 def voice_source(state, name: str, save: bool, model: str) -> Source:
     """A saved voice's clip (on a thread: it reads the disk)."""
     if state.voices is None:
-        raise HTTPError(404, "this server keeps no voice library (start it with --data-dir)")
+        raise HTTPError(404, "this server keeps no voice library (start it with --data-dir, or with "
+                             "--voice-store postgresql://... for one shared by several servers)")
     if save and not state.settings.library_writable:
         raise HTTPError(403, READ_ONLY)
     voice, cached = state.voices.automatic_transcript(name, model)

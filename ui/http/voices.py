@@ -57,7 +57,8 @@ def voice_lookup(voices, encoder_identity: str):
 def library(request: Request, change: bool = False):
     ctx = app_context(request)
     if ctx.voices is None:
-        raise HTTPError(404, "this server keeps no voice library (start it with --data-dir)")
+        raise HTTPError(404, "this server keeps no voice library (start it with --data-dir, or with "
+                             "--voice-store postgresql://... for one shared by several servers)")
     if change and not ctx.settings.library_writable:
         raise HTTPError(403, READ_ONLY)
     return ctx.voices
