@@ -14,6 +14,8 @@ HTTP_ROUTES = [
     ("POST", "/voxcpm/upload", "a reference clip (WAV, FLAC, OGG or MP3) → an id for reference_id"),
     ("POST", "/voxcpm/transcribe", "JSON {reference_id} or {voice, save}, or a multipart file → the clip's automatic "
                                    "transcript {text, automatic, model} (ultimate cloning)"),
+    ("POST", "/voxcpm/evaluate", "multipart file (a take) + text or segments [+ reference_id, voice or reference] → "
+                                 "WER/CER with misread, missing and inserted words, and speaker similarity (JSON)"),
     ("GET", "/voxcpm/jobs/{id}", "a request's state, outcome and server figures"),
     ("GET", "/voxcpm/jobs/{id}/offline.wav", "the offline render of a finished request (whole-sequence VAE decode)"),
     ("POST", "/voxcpm/jobs/{id}/cancel", "stop a request"),
