@@ -34,6 +34,7 @@ SLOW = {
     "unit/test_pool.py::test_warm_ups_take_turns_each_on_its_own_worker_thread",
     "unit/test_prefill_padding.py::test_the_compiled_prefill_equals_the_plain_one_and_one_graph_serves_every_batch_and_length",
     "http/test_replicas_behind_haproxy.py",
+    "http/test_evaluate.py",  # two tiny models loaded twice (the app's and the oracle's)
     "http/test_openai_api.py::test_every_format_whole_and_streamed_equals_synthesize",
     "http/test_openai_api.py::test_normalize_extension_reads_numbers_as_words",
     "http/test_offline_render.py::test_a_long_render_streams_in_bounded_memory_and_equals_the_whole_decode",

@@ -47,8 +47,8 @@ def simplified(text: str) -> str:
     return _to_simplified()(text) if CJK.search(text) else text
 
 
-def is_punctuation(ch: str) -> bool:
-    return unicodedata.category(ch)[0] in "PS" and ch not in APOSTROPHES
+def is_punctuation(ch: str) -> bool:  # or a symbol (seed-tts-eval's list has $, %, ~...)
+    return unicodedata.category(ch)[0] in "PSC" and ch not in APOSTROPHES  # controls dropped too
 
 
 def clean(text: str) -> str:
@@ -90,14 +90,18 @@ def reference_units(text: str, chinese: bool) -> list[Unit]:
 
 
 def heard_units(words: list[tuple[str, float | None, float | None]], chinese: bool, offset: float = 0.0) -> list[Unit]:
-    """The recognizer's words as units, each with its times in the take (`offset`: where its window starts)."""
+    """The recognizer's transcript as units, each with its times in the take (`offset`: where its
+    window starts). The transcript is split as a whole (the recognizer's pieces need not end at
+    spaces); a unit takes its times from the pieces its first and last characters came from."""
+    text = "".join(word for word, _, _ in words)
+    piece = [i for i, (word, _, _) in enumerate(words) for _ in word]  # character -> its piece
+
+    def at(value):
+        return None if value is None else round(value + offset, 3)
     units = []
-    for word, start, end in words:
-        norm = normalize(word)
-        parts = list(norm.replace(" ", "")) if chinese else norm.split()
-        at = None if start is None else round(start + offset, 3)
-        until = None if end is None else round(end + offset, 3)
-        units.extend(Unit(p, start=at, end=until) for p in parts)
+    for unit in reference_units(text, chinese):
+        first, last = words[piece[unit.span[0]]], words[piece[unit.span[1] - 1]]
+        units.append(Unit(unit.text, start=at(first[1]), end=at(last[2])))
     return units
 
 
