@@ -2,7 +2,8 @@
 tests/fixtures, loaded by the app from folders): a cloning take with a saved voice, scored as a user
 does (the button), shows its WER and speaker similarity as the route computes them, in the panel and
 in its row; its misread words are marked in the text and on the waveform, and a click on one jumps
-the waveform to the time the recognizer gave; the scores are kept with the take across a reload."""
+the waveform to the time the recognizer gave; the scores are kept with the take across a reload. Screenshots of the panel at
+desktop and phone size go to tests/artifacts."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,6 +17,7 @@ from ..support.app_helpers import load_engine
 from ..support.workbench_page import page, ready, take  # noqa: F401 - the module's page fixture
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "voices"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 WB = "#vox-workbench"
 
 
@@ -58,6 +60,13 @@ def test_a_cloning_take_shows_its_scores_and_a_misread_word_jumps_the_waveform(p
     page.wait_for_function("window.workbench.view.a.getCurrentTime() > 0.5")
     target.click()
     page.wait_for_function("t => Math.abs(window.workbench.view.a.getCurrentTime() - t) < 0.01", arg=at, timeout=5_000)
+    ARTIFACTS.mkdir(exist_ok=True)
+    panel = page.locator(f"{WB} .vox-wb-evaluate")
+    panel.screenshot(path=str(ARTIFACTS / "take_scores_desktop.png"))
+    page.set_viewport_size({"width": 390, "height": 844})
+    panel.screenshot(path=str(ARTIFACTS / "take_scores_phone.png"))
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390 + 1, "the panel fits a phone's width"
+    page.set_viewport_size({"width": 1280, "height": 800})
     page.reload()  # kept with the take
     ready(page)
     page.wait_for_function("window.workbench.selected && window.workbench.selected.evaluation", timeout=30_000)
