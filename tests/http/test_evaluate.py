@@ -144,3 +144,25 @@ def test_models_that_cannot_load_are_not_available_with_the_reason_at_once(app, 
     assert not got["similarity"]["available"] and "--speaker-model none" in got["similarity"]["reason"]
     assert took < 5, f"not available must be said promptly, not after {took:.1f} s"
     assert evaluate(client, text=TEXT).json()["similarity"] is None, "no clip: not a cloning take, nothing to compare"
+
+
+def test_a_model_still_loading_is_not_available_for_now_and_the_answer_does_not_wait_for_it(app, client, models, monkeypatch):
+    import threading
+
+    from ui.http import evaluate as route
+
+    release = threading.Event()
+
+    def slow_load(name, device):  # a first download: the app's own loader, once it may go on
+        release.wait(30)
+        from inference.serving.speaker import load_speaker_model
+        return load_speaker_model(name, device)
+    monkeypatch.setattr(route, "LOAD_WAIT_S", 0.3)
+    with state_swapped(app.app.state.ctx, "speaker", SpeakerEncoder(models[1], load=slow_load)):
+        began = time.monotonic()
+        first = evaluate(client, text=TEXT, reference=VOICE).json()
+        assert time.monotonic() - began < 5 and not first["similarity"]["available"]
+        assert "still being loaded" in first["similarity"]["reason"] and first["intelligibility"]["available"]
+        release.set()
+        app.app.state.ctx.speaker.load("cpu")
+        assert evaluate(client, text=TEXT, reference=VOICE).json()["similarity"]["available"], "loaded: scored"

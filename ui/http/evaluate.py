@@ -182,7 +182,7 @@ class Evaluation:
             words = await self.words(piece, start)
             if words is not None:
                 transcript, units = words
-                score = scores.error_rate(scores.reference_units(text, self.chinese), units, self.chinese)
+                score = await anyio.to_thread.run_sync(score_words, text, units, self.chinese)
                 segment["intelligibility"] = {"transcript": transcript, **score}
                 heard.append(transcript)
             if voice is not None and not isinstance(voice, str) and len(piece):
@@ -218,7 +218,7 @@ class Evaluation:
             if heard is None:
                 return None
             texts.append(heard.text)
-            units += scores.heard_units(heard.words, self.chinese, start + lo / RATE)
+            units += await anyio.to_thread.run_sync(scores.heard_units, heard.words, self.chinese, start + lo / RATE)
         return " ".join(t for t in texts if t), units
 
     async def embed(self, rate: int, clip: np.ndarray):
@@ -257,6 +257,11 @@ class Evaluation:
             await asyncio.wait_for(asyncio.shield(loading), LOAD_WAIT_S)
         except (asyncio.TimeoutError, TimeoutError):
             raise model.error(still_loading(model)) from None
+
+
+def score_words(text: str, units: list, chinese: bool) -> dict:
+    """Off the event loop: a long text's alignment (and Chinese conversion) takes milliseconds to spare."""
+    return scores.error_rate(scores.reference_units(text, chinese), units, chinese)
 
 
 def still_loading(model: OnDemand) -> str:
