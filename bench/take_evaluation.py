@@ -2,9 +2,14 @@
 their times (Whisper, word timestamps), the take's and its clip's speaker embeddings (WavLM
 x-vector) and the scores, for a few seconds of audio.
 
-    python -m bench.take_evaluation --models tiny       # the tests' tiny random checkpoints, through the app's code
+    python -m bench.take_evaluation --asr-model W --speaker-model S   # checkpoints (folders or hub ids),
+                                                                     # through the app's own loading code
     python -m bench.take_evaluation --models published  # random weights in whisper-large-v3-turbo's and
                                                         # wavlm-base-plus-sv's shapes (no download)
+
+The tests' tiny random checkpoints are written by tests/fixtures (tiny_whisper.py, tiny_wavlm.py):
+    python -c "from tests.fixtures.tiny_whisper import write_tiny_whisper as w; w('/tmp/tw')"
+    python -c "from tests.fixtures.tiny_wavlm import write_tiny_wavlm as w; w('/tmp/twl')"
 
 The published shapes have no tokenizer offline, so that run times the models themselves: Whisper's
 generate() with word timestamps for TOKENS tokens (about what 5 s of speech needs; a random model
@@ -14,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 
 import numpy as np
@@ -38,16 +42,13 @@ def timed(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def tiny(audio: np.ndarray, clip: np.ndarray, device: str, repeats: int) -> dict:
+def checkpoints(audio: np.ndarray, clip: np.ndarray, device: str, repeats: int, asr_model: str,
+                speaker_model: str) -> dict:
     from inference.serving import scores
     from inference.serving.asr import Transcriber
     from inference.serving.speaker import SpeakerEncoder
-    from tests.fixtures.tiny_wavlm import write_tiny_wavlm
-    from tests.fixtures.tiny_whisper import write_tiny_whisper
 
-    folder = tempfile.mkdtemp()
-    asr = Transcriber(str(write_tiny_whisper(f"{folder}/whisper")))
-    speaker = SpeakerEncoder(str(write_tiny_wavlm(f"{folder}/wavlm")))
+    asr, speaker = Transcriber(asr_model), SpeakerEncoder(speaker_model)
     asr.load(device)
     speaker.load(device)
 
@@ -101,7 +102,9 @@ def published(audio: np.ndarray, clip: np.ndarray, device: str, repeats: int) ->
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", choices=("tiny", "published"), default="tiny")
+    parser.add_argument("--models", choices=("checkpoints", "published"), default="checkpoints")
+    parser.add_argument("--asr-model", default="/tmp/tw")
+    parser.add_argument("--speaker-model", default="/tmp/twl")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--repeats", type=int, default=3)
@@ -109,8 +112,10 @@ def main():
     torch.manual_seed(0)
     noise = np.random.default_rng(0).standard_normal(int(args.seconds * RATE)).astype(np.float32) * 0.1
     clip = noise[: RATE * 3] * 0.5
-    run = tiny if args.models == "tiny" else published
-    result = run(noise, clip, args.device, args.repeats)
+    if args.models == "published":
+        result = published(noise, clip, args.device, args.repeats)
+    else:
+        result = checkpoints(noise, clip, args.device, args.repeats, args.asr_model, args.speaker_model)
     total = result["words_s"] + result["similarity_s"]
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"CPU, {torch.get_num_threads()} threads"
     print(f"{args.models} models on {name}, {args.seconds:g} s of audio: words with times {result['words_s'] * 1000:.0f} ms, "
