@@ -111,6 +111,22 @@ def test_each_segment_is_scored_on_its_own_and_the_take_over_all_of_them(app, cl
     assert evaluate(client, text="語音合成").json()["intelligibility"]["metric"] == "cer"
 
 
+def test_the_words_and_their_times_are_the_pipelines_own(app, oracle):
+    """The fast path (the encoder's outputs handed to generate(), inference/serving/asr.timed_words)
+    answers what transformers' pipeline(..., return_timestamps="word") does, for a take and a clip
+    shorter than it (the alignment must stop where the audio does)."""
+    asr = app.app.state.ctx.asr
+    asr.load("cpu")
+
+    class Engine:
+        device = "cpu"
+    for audio in (samples(TAKE), samples(VOICE)[:16000 * 2]):
+        heard = asr.words_on_engine(16000, audio)(Engine)
+        want = oracle["words"](audio)
+        assert heard.words == [(c["text"], *c["timestamp"]) for c in want["chunks"]]
+        assert max(end for _, _, end in heard.words if end is not None) <= len(audio) / 16000 + 0.02
+
+
 @pytest.mark.parametrize("fields, files, says", [
     ({"text": "hi"}, {}, "no take to evaluate"),
     ({}, None, "no text to score against"),
