@@ -12,8 +12,8 @@ The tests' tiny random checkpoints are written by tests/fixtures (tiny_whisper.p
     python -c "from tests.fixtures.tiny_wavlm import write_tiny_wavlm as w; w('/tmp/twl')"
 
 The published shapes have no tokenizer offline, so that run times the models themselves: Whisper's
-generate() with word timestamps for TOKENS tokens (about what 5 s of speech needs; a random model
-would never stop by itself) and WavLM's forward, in half precision on a GPU as the app loads them.
+generate() with word timestamps, as the app calls it, for TOKENS tokens per 5 s (about what speech
+needs; a random model would never stop by itself) and WavLM's forward, in half precision on a GPU as the app loads them.
 """
 from __future__ import annotations
 
@@ -86,10 +86,15 @@ def published(audio: np.ndarray, clip: np.ndarray, device: str, repeats: int) ->
     wavlm = WavLMForXVector(WavLMConfig(num_labels=1211)).to(device).eval()
     wav_features = Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=RATE, do_normalize=True, return_attention_mask=True)
 
+    tokens = int(TOKENS * len(audio) / RATE / 5)
+
     @torch.inference_mode()
-    def words():
-        mel = features(audio, sampling_rate=RATE, return_tensors="pt").input_features.to(device, dtype)
-        return whisper.generate(mel, min_new_tokens=TOKENS, max_new_tokens=TOKENS, return_token_timestamps=True)
+    def words():  # as inference/serving/asr.timed_words calls it
+        mel = features(audio, sampling_rate=RATE, return_tensors="pt", return_attention_mask=True)
+        encoded = whisper.get_encoder()(mel.input_features.to(device, dtype))
+        return whisper.generate(encoder_outputs=encoded, attention_mask=mel.attention_mask.to(device),
+                                return_timestamps=True, return_token_timestamps=True, return_segments=True,
+                                min_new_tokens=tokens, max_new_tokens=tokens)
 
     @torch.inference_mode()
     def similarity():
