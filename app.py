@@ -249,6 +249,7 @@ def app_settings(args, host: str):
                        allowed_hosts=allowed_hosts_for(host, args.allowed_hosts.split(",")),
                        max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60,
                        asr_model=None if args.asr_model.strip().lower() == "none" else args.asr_model,
+                       speaker_model=None if args.speaker_model.strip().lower() == "none" else args.speaker_model,
                        **library_settings(args, host, log))
 
 

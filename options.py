@@ -53,6 +53,10 @@ def _model_options(p: argparse.ArgumentParser):
     p.add_argument("--asr-model", default="openai/whisper-large-v3-turbo",
                    help="speech recognition model that fills in a clip's transcript for ultimate cloning, loaded on "
                         "first use: hub id or local folder, or none to switch it off (default: %(default)s)")
+    p.add_argument("--speaker-model", default="microsoft/wavlm-base-plus-sv",
+                   help="speaker verification model (a WavLM x-vector checkpoint) for the listening-QA workbench's "
+                        "speaker similarity, loaded on first use: hub id or local folder, or none to switch it off "
+                        "(default: %(default)s)")
 
 
 def _network_options(p: argparse.ArgumentParser):

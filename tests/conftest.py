@@ -35,6 +35,7 @@ SLOW = {
     "unit/test_prefill_padding.py::test_the_compiled_prefill_equals_the_plain_one_and_one_graph_serves_every_batch_and_length",
     "http/test_replicas_behind_haproxy.py",
     "http/test_shared_voice_library.py",  # two replicas, and a database stopped and started
+    "http/test_evaluate.py",  # two tiny models loaded twice (the app's and the oracle's)
     "http/test_openai_api.py::test_every_format_whole_and_streamed_equals_synthesize",
     "http/test_openai_api.py::test_normalize_extension_reads_numbers_as_words",
     "http/test_offline_render.py::test_a_long_render_streams_in_bounded_memory_and_equals_the_whole_decode",

@@ -17,6 +17,7 @@ from inference.config import LIMITS, Limits
 
 if TYPE_CHECKING:
     from inference.serving.asr import Transcriber
+    from inference.serving.speaker import SpeakerEncoder
     from inference.serving.latent_store import LatentStore
 
     from starlette.requests import Request
@@ -55,6 +56,7 @@ class AppSettings:
     max_library_mb: int = 500
     library_writable: bool = True  # app.py: False when others can reach the server without a token
     asr_model: str | None = None  # automatic transcripts' model, loaded on first use (inference/serving/asr.py); None: off
+    speaker_model: str | None = None  # speaker similarity's model (inference/serving/speaker.py), loaded on first use; None: off
 
 
 @dataclass
@@ -73,7 +75,9 @@ class AppContext:
     voices: VoiceStore | None  # the folder's (VoiceLibrary) or PostgreSQL's (PostgresVoiceLibrary)
     voice_lookup: Callable | None  # name -> (Voice, ReferenceClip) for requests naming a saved voice
     encoder_identity: str  # whose encoded patches a saved voice keeps (the same on every GPU)
+    speaker: SpeakerEncoder | None = None  # speaker similarity's model (ui/http/evaluate.py)
     build: dict = field(default_factory=dict)  # model, revision, lora and app version, as each take records them
+    evaluating: int = 0  # takes being evaluated now (ui/http/evaluate.py, on the event loop, alone changes it)
 
 
 def app_context(request: Request) -> AppContext:

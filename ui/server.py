@@ -6,6 +6,7 @@ Every HTTP route besides the Gradio page, by job and prefix (ui/http/):
     /voxcpm/stream                   a request's audio as it is made (stream.py)
     /voxcpm/upload                   a reference clip, kept by id (clips.py)
     /voxcpm/transcribe               a clip's automatic transcript, for ultimate cloning (clips.py)
+    /voxcpm/evaluate                 a take's WER/CER and speaker similarity (evaluate.py)
     /voxcpm/jobs/{id}[...]           a job's status, cancellation and offline render (stream.py)
     /voxcpm/voices[...]              the voice library (voices.py)
     /voxcpm/health, /voxcpm/spec     the probe, and the modes' spec the page reads (status.py)
@@ -27,6 +28,7 @@ from fastapi.staticfiles import StaticFiles
 from inference.serving.asr import Transcriber
 from inference.serving.latent_store import LatentStore
 from inference.serving.pool import WorkerPool
+from inference.serving.speaker import SpeakerEncoder
 from inference.serving.worker import EngineWorker
 
 from .context import AppContext, AppSettings
@@ -35,6 +37,7 @@ from .guard.events import KnownEvents
 from .guard.hosts import HostGuard
 from .guard.limits import RequestLimits
 from .http.clips import clips_router
+from .http.evaluate import evaluate_router
 from .http.openai import openai_router
 from .http.status import status_router
 from .http.stream import stream_router
@@ -48,7 +51,7 @@ from .services.renders import OfflineRenders
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "static"
 ASSETS = ROOT / "assets"
-ROUTERS = ((stream_router, "/voxcpm"), (clips_router, "/voxcpm"), (voice_router, "/voxcpm/voices"),
+ROUTERS = ((stream_router, "/voxcpm"), (clips_router, "/voxcpm"), (evaluate_router, "/voxcpm"), (voice_router, "/voxcpm/voices"),
            (openai_router, "/v1"), (status_router, ""))
 
 
@@ -111,6 +114,7 @@ def _context(engine, settings: AppSettings, worker, latents: LatentStore, voices
     lookup = voice_lookup(voices, engine.encoder_identity)
     return AppContext(settings=settings, worker=worker, limits=limits, clips=clips, latents=latents,
                       renders=OfflineRenders(), metrics=Metrics(worker), asr=Transcriber(settings.asr_model),
+                      speaker=SpeakerEncoder(settings.speaker_model),
                       voices=voices, voice_lookup=lookup, encoder_identity=engine.encoder_identity, build=build)
 
 

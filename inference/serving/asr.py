@@ -13,48 +13,38 @@ pass of the model (at most MAX_SECONDS), so that wait stays short.
 A model that cannot be loaded (offline and not in the cache, a missing folder) fails the
 transcriptions with `AsrUnavailable`, whose message says how to fix it, and is tried again only
 after RETRY_AFTER_S (a hub that cannot be reached takes half a minute to say so); nothing else in
-the app depends on it.
+the app depends on it. The loading rules are shared with the speaker model (on_demand.py).
+
+The take evaluation (scores.py) asks for words with their times (`words_on_engine`): Whisper's
+word timestamps, from its cross-attention alignment heads, which the published checkpoints name in
+their generation config; a checkpoint without them gives the words without times.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import re
-import threading
-import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from ..errors import InputError
-from ..model.checkpoint import looks_like_path
 from ..request.audio_input import resample
+from .on_demand import RETRY_AFTER_S, ModelUnavailable, NotLoaded, OnDemand, local_folder
 
 log = logging.getLogger("voxcpm.asr")
+__all__ = ["AsrUnavailable", "Heard", "Loaded", "MAX_SECONDS", "NotLoaded", "RETRY_AFTER_S", "Transcriber",
+           "check_length", "load_pipeline"]
 MAX_SECONDS = 30.0  # one Whisper window: one pass, a bounded wait for the streams
-RETRY_AFTER_S = 60.0
 FIX = ("To fix: give a local copy with --asr-model /path/to/folder (a Whisper checkpoint: config.json, "
        "model.safetensors, preprocessor_config.json and the tokenizer's files), let the server reach the "
        "Hugging Face hub once so that it downloads, or switch automatic transcripts off with --asr-model none.")
 
 
-class AsrUnavailable(Exception):
+class AsrUnavailable(ModelUnavailable):
     """No transcript can be made (switched off, or the model cannot be loaded): the message says why
-    and how to fix it. The HTTP layer answers 503, with Retry-After when `retry_after_s` is set
-    (a failed load is tried again then; switched off, it never is)."""
-
-    def __init__(self, message: str, retry_after_s: float | None = None):
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-
-
-@dataclass(frozen=True)
-class NotLoaded:
-    """What a transcription call answers when the model is not on its engine's device yet."""
-    device: str
+    and how to fix it. The HTTP layer answers 503, with Retry-After when `retry_after_s` is set."""
 
 
 @dataclass(frozen=True)
@@ -63,16 +53,20 @@ class Loaded:
     rate: int  # the sample rate its feature extractor takes
 
 
+@dataclass(frozen=True)
+class Heard:
+    """A transcript with its words: (word as recognized, start s, end s), times None where the model
+    gives none."""
+    text: str
+    words: list[tuple[str, float | None, float | None]]
+
+
 def load_pipeline(name: str, device: torch.device):
     """transformers' speech recognition pipeline for a hub id or a local folder, on `device`: half
     precision on a GPU (as Whisper is published), float32 on the CPU."""
     import transformers
 
-    if looks_like_path(name) or Path(name).expanduser().exists():
-        folder = Path(name).expanduser()
-        if not folder.is_dir():
-            raise FileNotFoundError(f"the folder {folder} does not exist")
-        name = str(folder)
+    name = local_folder(name)
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     # Called dtype since transformers 4.56; torch_dtype before (requirements.txt allows 4.40 on).
     major, minor = (int(part) for part in re.findall(r"\d+", transformers.__version__)[:2])
@@ -87,88 +81,82 @@ def check_length(seconds: float):
                          "its transcript")
 
 
-class Transcriber:
+class Transcriber(OnDemand):
     """One model name (None: switched off), loaded at most once per device, from any thread."""
+    what = "speech recognition model"
+    option = "--asr-model"
+    fix = FIX
+    error = AsrUnavailable
 
     def __init__(self, model: str | None, load: Callable[[str, torch.device], Any] = load_pipeline,
                  retry_after_s: float = RETRY_AFTER_S):
-        self.model = model
-        self.retry_after_s = retry_after_s
-        self._load = load
-        self._loaded: dict[str, Loaded] = {}  # device -> model; read by worker threads without the lock
-        self._loads: dict[str, concurrent.futures.Future] = {}  # device -> its load, under way or ended
-        self._lock = threading.Lock()
-        self._failure: tuple[float, str] | None = None  # (when, message) of the last failed load
-        if model is not None and looks_like_path(model) and not Path(model).expanduser().is_dir():
-            log.warning("--asr-model %s: there is no such folder; automatic transcripts will be refused", model)
+        super().__init__(model, load, retry_after_s)
 
-    def check_available(self):
-        """Raises AsrUnavailable when switched off, or when the last load failed recently."""
-        if self.model is None:
-            raise AsrUnavailable("automatic transcripts are switched off on this server (--asr-model none): "
-                                 "type the clip's transcript, or start the server with --asr-model set to a "
-                                 "Whisper checkpoint (a hub id or a local folder)")
-        failure = self._failure
-        if failure is not None and time.monotonic() - failure[0] < self.retry_after_s:
-            raise AsrUnavailable(failure[1], self.retry_after_s - (time.monotonic() - failure[0]))
+    def switched_off(self) -> str:
+        return ("automatic transcripts are switched off on this server (--asr-model none): "
+                "type the clip's transcript, or start the server with --asr-model set to a "
+                "Whisper checkpoint (a hub id or a local folder)")
 
-    def loading(self, device: str) -> concurrent.futures.Future:
-        """The load of the model on `device`: started now on a thread of its own, unless one is under
-        way or has succeeded; callers that arrive meanwhile share it. Its future ends with None, or
-        AsrUnavailable. Nobody's thread waits for it (it may download gigabytes for minutes)."""
-        with self._lock:
-            future = self._loads.get(device)
-            if future is not None and not (future.done() and future.exception() is not None):
-                return future
-            self.check_available()
-            future = self._loads[device] = concurrent.futures.Future()
-        threading.Thread(target=self._load_into, args=(device, future), name=f"asr-load-{device}", daemon=True).start()
-        return future
-
-    def load(self, device: str):
-        """loading(device), waited for on this thread."""
-        self.loading(device).result()
-
-    def _load_into(self, device: str, future: concurrent.futures.Future):
-        began = time.monotonic()
-        try:
-            pipe = self._load(self.model, torch.device(device))
-            loaded = Loaded(pipe, int(pipe.feature_extractor.sampling_rate))
-        except Exception as exc:  # noqa: BLE001 - any reason: the message and the log say which
-            message = load_failure(self.model, exc)
-            self._failure = (time.monotonic(), message)
-            log.warning("%s", message, exc_info=log.isEnabledFor(logging.DEBUG))
-            future.set_exception(AsrUnavailable(message, self.retry_after_s))
-            return
-        self._loaded[device], self._failure = loaded, None
-        log.info("speech recognition model %s loaded on %s in %.1f s", self.model, device, time.monotonic() - began)
-        future.set_result(None)
+    def wrap(self, pipe) -> Loaded:
+        return Loaded(pipe, int(pipe.feature_extractor.sampling_rate))
 
     def on_engine(self, rate: int, audio: np.ndarray) -> Callable[[Any], str | NotLoaded]:
         """fn(engine) for Serving.call: the clip's transcript, made on the engine's device by the
         model loaded there, or NotLoaded(device) when there is none yet."""
         def transcribe(engine) -> str | NotLoaded:
             device = str(engine.device)
-            loaded = self._loaded.get(device)
+            loaded = self.loaded(device)
             if loaded is None:
                 return NotLoaded(device)
             samples = resample(audio, rate, loaded.rate)
             return loaded.pipe({"raw": samples, "sampling_rate": loaded.rate})["text"].strip()
         return transcribe
 
+    def words_on_engine(self, rate: int, audio: np.ndarray) -> Callable[[Any], Heard | NotLoaded]:
+        """fn(engine) for Serving.call: the transcript of at most MAX_SECONDS of audio with each
+        word's times, or NotLoaded(device)."""
+        def hear(engine) -> Heard | NotLoaded:
+            device = str(engine.device)
+            loaded = self.loaded(device)
+            if loaded is None:
+                return NotLoaded(device)
+            inputs = {"raw": resample(audio, rate, loaded.rate), "sampling_rate": loaded.rate}
+            if not has_alignment_heads(loaded.pipe):
+                text = loaded.pipe(inputs)["text"].strip()
+                return Heard(text, [(word, None, None) for word in text.split()])
+            try:
+                out = timed_words(loaded.pipe, inputs)
+            except (TypeError, ValueError, KeyError) as exc:  # another transformers: its pipeline's own way
+                log.warning("word timestamps through the encoder's outputs failed (%s); using the pipeline's", exc)
+                out = loaded.pipe(inputs, return_timestamps="word")
+            return Heard(out["text"].strip(), [(c["text"], *c["timestamp"]) for c in out.get("chunks", [])])
+        return hear
 
-def load_failure(name: str, exc: BaseException) -> str:
-    """Why `name` did not load, in a sentence, then the fix."""
-    from huggingface_hub import constants
-    from huggingface_hub.utils import LocalEntryNotFoundError
 
-    cause = exc.__cause__ or exc
-    if isinstance(exc, FileNotFoundError):
-        why = str(exc)
-    elif isinstance(cause, LocalEntryNotFoundError):
-        offline = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "the hub cannot be reached"
-        why = f"it is not in the Hugging Face cache and {offline}"
+@torch.inference_mode()
+def timed_words(pipe, inputs: dict) -> dict:
+    """What pipe(inputs, return_timestamps="word") answers, made faster: Whisper's generate() with
+    token timestamps, handed the audio, asks its encoder for every layer's attention weights too
+    and copies them to the host (on an H100, 2.8 s for 5 s of audio instead of 0.13 s). Handed the
+    encoder's outputs instead (and the mask that says how much is audio, so that the alignment
+    stops there), it gives the same words and times (tests/http/test_evaluate.py checks them
+    against the pipeline) at 0.16 s."""
+    model = pipe.model
+    features = pipe.feature_extractor(inputs["raw"], sampling_rate=inputs["sampling_rate"], return_tensors="pt",
+                                      return_attention_mask=True)
+    encoded = model.get_encoder()(features.input_features.to(model.device, model.dtype))
+    out = model.generate(encoder_outputs=encoded, attention_mask=features.attention_mask.to(model.device),
+                         return_timestamps=True, return_token_timestamps=True, return_segments=True)
+    if "segments" in out:
+        times = [torch.cat([segment["token_timestamps"] for segment in each]) for each in out["segments"]]
     else:
-        lines = str(exc).strip().splitlines()
-        why = f"{type(exc).__name__}: {lines[0][:300] if lines else 'no reason given'}"
-    return f"the speech recognition model {name!r} could not be loaded: {why}.\n{FIX}"
+        times = out["token_timestamps"]
+    return pipe.postprocess([{"tokens": out["sequences"], "token_timestamps": times, "is_last": True}],
+                            return_timestamps="word")
+
+
+def has_alignment_heads(pipe) -> bool:
+    """Whether Whisper can time its words: its generation config names the cross-attention heads
+    that follow the audio (every openai/whisper-* checkpoint does)."""
+    config = getattr(getattr(pipe, "model", None), "generation_config", None)
+    return bool(getattr(config, "alignment_heads", None))

@@ -1,5 +1,6 @@
 """The work besides streams that the app asks of an engine: a finished job's offline render, a
-saved voice's encoding, a clip's transcript. Each runs on an engine's own worker thread between two
+saved voice's encoding, a clip's transcript, a take's evaluation (its words with their times, its
+speaker embedding: one window of audio per call, so a live stream waits for at most one). Each runs on an engine's own worker thread between two
 steps (Serving.call), and speaks plain types at the boundary (arrays, ids, strings), so the HTTP
 layer never holds an engine or a tensor.
 """
@@ -12,6 +13,7 @@ import numpy as np
 from ..request.reference import ReferenceClip
 from ..runtime.offline import OfflineDecode
 from .asr import Transcriber
+from .speaker import SpeakerEncoder
 from .interfaces import ServiceEngine, Serving
 from .latent_store import KeptLatents
 
@@ -62,3 +64,13 @@ def transcribe(serving: Serving, asr: Transcriber, rate: int, audio: np.ndarray)
     """The clip's transcript made on an engine's device, or asr.NotLoaded(device) while that device
     has no model yet (the caller loads it, asr.loading, and asks again)."""
     return serving.call(asr.on_engine(rate, audio))
+
+
+def hear(serving: Serving, asr: Transcriber, rate: int, audio: np.ndarray) -> concurrent.futures.Future:
+    """asr.Heard: the words of at most asr.MAX_SECONDS of audio with their times, or asr.NotLoaded."""
+    return serving.call(asr.words_on_engine(rate, audio))
+
+
+def embed_speaker(serving: Serving, speaker: SpeakerEncoder, rate: int, audio: np.ndarray) -> concurrent.futures.Future:
+    """The unit-length speaker embedding of at most speaker.MAX_SECONDS of audio, or NotLoaded."""
+    return serving.call(speaker.on_engine(rate, audio))

@@ -2,6 +2,7 @@
 // waveform), a filter over them and the text, every take's figures as CSV, and a bundle (the zip
 // Download bundle writes) imported back as a take.
 
+import { rowScores } from './evaluate.js';
 import { describeMeasures, measure } from './measures.js';
 import { counted } from '../player/panel.js';
 import { readWav } from '../player/pcm.js';
@@ -110,7 +111,7 @@ export function takeRow(t, selected, focusable = selected) {
   const about = [t.name ? `“${t.name}”` : '', t.rating ? '★'.repeat(t.rating) : '', ...(t.tags || []).map((x) => `[${x}]`)];
   label.textContent = `#${t.n} ${about.filter(Boolean).map((x) => `${x} `).join('')}${t.settings.mode} · seed ${t.settings.seed} · cfg ${t.settings.cfg_value} · ` +
     `${t.settings.inference_timesteps} steps · ${f.seconds.toFixed(2)} s · ${state}` +
-    (f.flagged_boundaries ? ` · ${f.flagged_boundaries} flagged` : '');
+    (f.flagged_boundaries ? ` · ${f.flagged_boundaries} flagged` : '') + rowScores(t);
   const buttons = [['select', 'Show'], ['as-b', 'Compare as B'], ['reuse', 'Re-use settings'], ['delete', 'Delete']]
     .map(([act, text]) => {
       const b = Object.assign(document.createElement('button'), { textContent: text, type: 'button', className: 'vox-wb-button' });

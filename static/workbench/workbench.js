@@ -8,6 +8,7 @@ import { Compare } from './compare.js';
 import { TakeFields, matches, moveInList, summary, takeRow, wireListing } from './listing.js';
 import { Markers, RegionFields } from './markers.js';
 import { measure } from './measures.js';
+import { Evaluation } from './evaluate.js';
 import { Segments } from './segments.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
 import { MAX_BYTES, TakeStore, formOfTake, takeOf, totalBytes } from './takes.js';
@@ -52,6 +53,7 @@ export class Workbench {
     this.region = new RegionFields(this);
     this.fields = new TakeFields(this);
     this.boundaryList = new BoundaryList(this);
+    this.evaluation = new Evaluation(this);
     this.wire();
     this.takes = await this.store.list();
     this.render();
@@ -188,6 +190,7 @@ export class Workbench {
     this.segments.show(t);
     this.markers.show();
     this.fields.show(t);
+    this.evaluation.show(t);
     this.el('notes').value = t.notes || '';
     this.showBoundaries(t);
     this.boundaryList.show(t);

@@ -14,6 +14,8 @@ HTTP_ROUTES = [
     ("POST", "/voxcpm/upload", "a reference clip (WAV, FLAC, OGG or MP3) → an id for reference_id"),
     ("POST", "/voxcpm/transcribe", "JSON {reference_id} or {voice, save}, or a multipart file → the clip's automatic "
                                    "transcript {text, automatic, model} (ultimate cloning)"),
+    ("POST", "/voxcpm/evaluate", "multipart file (a take) + text or segments [+ reference_id, voice or reference] → "
+                                 "WER/CER with misread, missing and inserted words, and speaker similarity (JSON)"),
     ("GET", "/voxcpm/jobs/{id}", "a request's state, outcome and server figures"),
     ("GET", "/voxcpm/jobs/{id}/offline.wav", "the offline render of a finished request (whole-sequence VAE decode)"),
     ("POST", "/voxcpm/jobs/{id}/cancel", "stop a request"),
@@ -48,7 +50,7 @@ def workbench_html() -> str:
 def _take_view() -> str:
     """One take on screen: its facts, waveform, timeline, spectrogram, B, ABX, boundaries, notes, exports."""
     return f"""<div class="vox-wb-view" data-wb="view" hidden>{_about_and_controls()}{_waveform_a()}{_b_and_abx()}
-    <div class="vox-wb-boundaries" data-wb="boundaries"></div>{_boundary_list()}
+    <div class="vox-wb-boundaries" data-wb="boundaries"></div>{_boundary_list()}{_evaluation()}
     <label class="vox-wb-notes">Notes for this take (kept with it, and in the bundle)
       <textarea data-wb="notes" rows="2"></textarea></label>
     <div class="vox-wb-export">
@@ -56,6 +58,18 @@ def _take_view() -> str:
       <button type="button" class="vox-wb-button" data-wb="wav">Download WAV (with settings)</button>
       <button type="button" class="vox-wb-button" data-wb="bundle">Download bundle (zip)</button></div>
   </div>"""
+
+
+def _evaluation() -> str:
+    """The take's scores (static/workbench/evaluate.js): WER/CER and speaker similarity, the text with
+    its misread, missing and inserted words marked, and a long text's segments."""
+    return """
+    <div class="vox-wb-evaluate" role="group" aria-label="This take's word error rate and speaker similarity">
+      <button type="button" class="vox-wb-button" data-wb="eval-run">Score this take (WER, speaker similarity)</button>
+      <span data-wb="eval-status" role="status" aria-live="polite"></span>
+      <div data-wb="eval-summary" class="vox-eval-summary"></div>
+      <div data-wb="eval-text" aria-label="The text as spoken: misread (amber), missing (red) and inserted (blue) words; a click jumps there"></div>
+      <table data-wb="eval-segments" class="vox-eval-segments" aria-label="Scores per segment; a row jumps to its start" hidden></table></div>"""
 
 
 def _about_and_controls() -> str:
