@@ -35,7 +35,8 @@ export class Compare {
 
   async offlineOf(take, quiet = false) {
     if (!this.offline.has(take.id)) {
-      const response = await fetch(route(`jobs/${take.id}/offline.wav`), { cache: 'no-store' });
+      const speed = take.settings.speed ?? 1; // stretched as the stream was (ui/services/renders.py)
+      const response = await fetch(route(`jobs/${take.id}/offline.wav${speed === 1 ? '' : `?speed=${speed}`}`), { cache: 'no-store' });
       if (!response.ok) {
         if (quiet) return null;
         const why = await response.json().catch(() => ({}));
@@ -104,7 +105,9 @@ export class Compare {
     if (!done) return this.showAbx(`Trial ${session.answers.length + 1} of ${session.trials}: answered so far ` +
       `${session.answers.length}; the score comes at the end.`);
     await this.wb.save(this.wb.selected, { abx: [...this.wb.selected.abx, ...done] });
-    this.showAbx(`This session: ${describeScore(done).replace('ABX: ', '')}.`);
+    const all = this.wb.selected.abx; // the score once: the session's, and every session's only where there were others
+    this.el('abx-score').textContent = `ABX, this session: ${describeScore(done).replace('ABX: ', '')}.` +
+      (all.length > done.length ? ` All sessions of this take: ${describeScore(all).replace('ABX: ', '')}.` : '');
   }
 
   showAbx(message = '') {
