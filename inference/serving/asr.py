@@ -36,6 +36,7 @@ from ..request.audio_input import resample
 log = logging.getLogger("voxcpm.asr")
 MAX_SECONDS = 30.0  # one Whisper window: one pass, a bounded wait for the streams
 RETRY_AFTER_S = 60.0
+HUB_PROBE_S = 5.0  # how long a load waits for the hub to answer whether it has the model
 FIX = ("To fix: give a local copy with --asr-model /path/to/folder (a Whisper checkpoint: config.json, "
        "model.safetensors, preprocessor_config.json and the tokenizer's files), let the server reach the "
        "Hugging Face hub once so that it downloads, or switch automatic transcripts off with --asr-model none.")
@@ -68,11 +69,29 @@ def load_pipeline(name: str, device: torch.device):
         if not folder.is_dir():
             raise FileNotFoundError(f"the folder {folder} does not exist")
         name = str(folder)
+    else:
+        check_hub(name)
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     # Called dtype since transformers 4.56; torch_dtype before (requirements.txt allows 4.40 on).
     major, minor = (int(part) for part in re.findall(r"\d+", transformers.__version__)[:2])
     key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
     return transformers.pipeline("automatic-speech-recognition", model=name, device=device, **{key: dtype})
+
+
+def check_hub(name: str):
+    """A hub id that is not in the local cache needs the hub: asked once, briefly, so that a server
+    that cannot reach it says so at once (transformers retries for about half a minute first)."""
+    from huggingface_hub import constants, model_info, try_to_load_from_cache
+    from huggingface_hub.utils import HfHubHTTPError, LocalEntryNotFoundError
+
+    if constants.HF_HUB_OFFLINE or isinstance(try_to_load_from_cache(name, "config.json"), str):
+        return
+    try:
+        model_info(name, timeout=HUB_PROBE_S)
+    except HfHubHTTPError:
+        raise  # the hub answered (no such model, gated...): its own reason
+    except Exception as exc:  # noqa: BLE001 - no answer at all: a name lookup, a connection, a timeout
+        raise LocalEntryNotFoundError(f"it is not in the Hugging Face cache and the hub did not answer ({exc})") from None
 
 
 def check_length(seconds: float):
