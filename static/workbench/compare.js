@@ -133,11 +133,17 @@ class DiffView {
 
   // a, b: Int16Array samples (b null: no B, nothing drawn), over the samples both hold.
   async show(a, b, rate) {
-    if (this.url) URL.revokeObjectURL(this.url);
+    const old = this.url; // revoked only once its media element has let go of it (else it re-requests it)
+    const release = () => old && URL.revokeObjectURL(old);
     this.url = null;
     this.loaded = false;
     this.box.hidden = !b;
-    if (!b) return;
+    if (!b) {
+      const media = this.ws.getMediaElement();
+      media.removeAttribute('src');
+      media.load();
+      return release();
+    }
     const n = Math.min(a.length, b.length);
     const peaks = new Float32Array(n); // half scale: a difference of two full-scale signals still fits in [-1, 1]
     const pcm = new Int16Array(n);
@@ -148,6 +154,7 @@ class DiffView {
     }
     this.url = URL.createObjectURL(wavBlob([pcm], rate));
     await this.ws.load(this.url, [peaks], n / rate);
+    release();
     this.ws.zoom(this.view.pxPerSec());
     this.loaded = true;
   }
@@ -187,6 +194,7 @@ class Abx {
   // a, b: Int16Array samples (b null: nothing to compare with).
   load(a, b, rate) {
     this.stop();
+    this.audio.removeAttribute('src'); this.audio.load(); // let go of the old WAV before its URL is revoked (else it re-requests it)
     if (this.urls) Object.values(this.urls).forEach((u) => URL.revokeObjectURL(u));
     this.urls = b ? { A: URL.createObjectURL(wavBlob([a], rate)), B: URL.createObjectURL(wavBlob([b], rate)) } : null;
     this.session = null;

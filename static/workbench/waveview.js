@@ -128,7 +128,9 @@ export class WaveView {
     this.el('wave-b').hidden = !pcm; // no B: no empty strip with a lone cursor line in it
     if (!pcm) {
       this.b.empty();
-      this.b.getMediaElement().removeAttribute('src'); // before its URL is revoked
+      const media = this.b.getMediaElement(); // let go of the WAV before its URL is revoked
+      media.removeAttribute('src');
+      media.load();
       if (old) URL.revokeObjectURL(old);
       return;
     }
