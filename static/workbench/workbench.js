@@ -191,7 +191,10 @@ export class Workbench {
     box.replaceChildren(caption, head, ...rows.map(([label, x, y]) => {
       const tr = document.createElement('tr');
       tr.append(Object.assign(document.createElement('th'), { textContent: label, scope: 'row' }),
-        ...[x, y].map((v) => Object.assign(document.createElement('td'), { textContent: shown(v) })));
+        ...[x, y].map((v) => { // a long text cut to a few lines; the whole of it in the tooltip
+          const text = shown(v);
+          return Object.assign(document.createElement('td'), { textContent: text.length > 200 ? `${text.slice(0, 199)}…` : text, title: text });
+        }));
       return tr;
     }));
   }
