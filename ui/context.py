@@ -78,6 +78,7 @@ class AppContext:
     speaker: SpeakerEncoder | None = None  # speaker similarity's model (ui/http/evaluate.py)
     build: dict = field(default_factory=dict)  # model, revision, lora and app version, as each take records them
     evaluating: int = 0  # takes being evaluated now (ui/http/evaluate.py, on the event loop, alone changes it)
+    preparing: set = field(default_factory=set)  # request ids whose POST is being prepared, not yet a job (ui/http/common.submit)
 
 
 def app_context(request: Request) -> AppContext:

@@ -66,7 +66,7 @@ def load_pipeline(name: str, device: torch.device):
     precision on a GPU (as Whisper is published), float32 on the CPU."""
     import transformers
 
-    name = local_folder(name)
+    name = local_folder(name)  # a hub id not in the cache: the hub asked once, briefly (on_demand.check_hub)
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     # Called dtype since transformers 4.56; torch_dtype before (requirements.txt allows 4.40 on).
     major, minor = (int(part) for part in re.findall(r"\d+", transformers.__version__)[:2])

@@ -24,6 +24,7 @@ from ..model.checkpoint import looks_like_path
 
 log = logging.getLogger("voxcpm.models")
 RETRY_AFTER_S = 60.0
+HUB_PROBE_S = 5.0  # how long a load waits for the hub to answer whether it has the model
 
 
 class ModelUnavailable(Exception):
@@ -42,13 +43,31 @@ class NotLoaded:
 
 
 def local_folder(name: str) -> str:
-    """`name` as given, or the absolute folder it names (FileNotFoundError when there is none)."""
+    """`name` as given (a hub id, checked with check_hub), or the absolute folder it names
+    (FileNotFoundError when there is none)."""
     if looks_like_path(name) or Path(name).expanduser().exists():
         folder = Path(name).expanduser()
         if not folder.is_dir():
             raise FileNotFoundError(f"the folder {folder} does not exist")
         return str(folder)
+    check_hub(name)
     return name
+
+
+def check_hub(name: str):
+    """A hub id that is not in the local cache needs the hub: asked once, briefly, so that a server
+    that cannot reach it says so at once (transformers retries for about half a minute first)."""
+    from huggingface_hub import constants, model_info, try_to_load_from_cache
+    from huggingface_hub.utils import HfHubHTTPError, LocalEntryNotFoundError
+
+    if constants.HF_HUB_OFFLINE or isinstance(try_to_load_from_cache(name, "config.json"), str):
+        return
+    try:
+        model_info(name, timeout=HUB_PROBE_S)
+    except HfHubHTTPError:
+        raise  # the hub answered (no such model, gated...): its own reason
+    except Exception as exc:  # noqa: BLE001 - no answer at all: a name lookup, a connection, a timeout
+        raise LocalEntryNotFoundError(f"it is not in the Hugging Face cache and the hub did not answer ({exc})") from None
 
 
 class OnDemand:

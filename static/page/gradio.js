@@ -14,7 +14,7 @@ const IDS = {
 };
 
 let handlers = {}; // generate(form), stop(), clipChanged(), clipStored(mode, id): set once by static/app.js
-let pendingFill = null; // field -> value, until the fill hook hands it to Gradio
+let pendingFill = null; // { values: field -> value, done(previous) }, until the fill hook hands them to Gradio
 let pendingTranscript = null; // the same for the transcript's own fill button
 
 export function handle(fns) {
@@ -66,8 +66,9 @@ export function filledTranscript(value) {
 
 // The hidden fill button's hook: the fields' current values, with those fillForm asked for put in.
 export function filled(names, values) {
-  const fill = pendingFill || {};
+  const { values: fill = {}, done = null } = pendingFill || {};
   pendingFill = null;
+  done?.(Object.fromEntries(names.map((name, i) => [name, values[i]])));
   return names.map((name, i) => (fill[name] == null ? values[i] : fill[name]));
 }
 
@@ -75,12 +76,24 @@ export function filled(names, values) {
 
 // Puts values (field -> value; null leaves a field as it is) back into the form: the mode's tab is
 // selected (Gradio names a tab's button after its elem_id) and the hidden fill button's hook hands
-// Gradio the values, which it sets whether or not their components are drawn.
+// Gradio the values, which it sets whether or not their components are drawn. Resolves, once
+// Gradio has run the hook, with the form's values as they were before (field -> value).
 export async function fillForm(values) {
-  pendingFill = values;
+  const previous = new Promise((done) => { pendingFill = { values, done }; });
   (await drawn(`#vox-tab-${values.mode}-button`)).click();
   (await drawn('#vox-fill')).click();
+  return previous;
 }
+
+// Ctrl+Enter (Cmd+Enter on a Mac) anywhere on the page generates, as the Generate button does:
+// that button is dozens of Tab stops into the form.
+document.addEventListener('keydown', (event) => {
+  if (event.key !== 'Enter' || !(event.ctrlKey || event.metaKey) || event.altKey || event.shiftKey) return;
+  const button = document.querySelector('#vox-generate');
+  if (!button || button.disabled) return;
+  event.preventDefault();
+  button.click();
+});
 
 // Puts `text` in the ultimate tab's transcript box, and nothing else: a button of its own, so that a
 // clip id being stored meanwhile is not written back with its old value.

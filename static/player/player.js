@@ -265,8 +265,8 @@ export class Player {
       fetch(route(`jobs/${run.id}/cancel`), { method: 'POST', keepalive: true }).catch(() => {});
     }
     this.output.reset(null);
+    this.panel.hideResult(); // its audio lets go of the WAV before the URL is revoked (else it re-requests it)
     if (run.wavUrl) URL.revokeObjectURL(run.wavUrl);
-    this.panel.hideResult();
     return live;
   }
 

@@ -72,7 +72,9 @@ class AutoTranscript {
     if (ticket !== this.asked) return; // another clip or voice since
     if (!answer) {
       const why = response ? await errorText(response) : 'the server cannot be reached';
-      return this.note('error', `No automatic transcript: ${why}. Type the transcript.`);
+      // The reason only: the server's next lines are its operator's fix (a command line), not the visitor's.
+      const reason = why.split('\n')[0].trim().replace(/\.+$/, '');
+      return this.note('error', `Automatic transcript not available: ${reason}. Type the transcript.`);
     }
     this.fill(answer.text, answer.model);
   }

@@ -1,5 +1,5 @@
 // The voice library in the page (ui/page/panel.py): lists the saved voices, plays, renames and
-// deletes them, saves the current clip or the last take, and fills the saved-voice picker of each
+// deletes them, saves the current clip or the take on screen, and fills the saved-voice picker of each
 // cloning tab. static/app.js asks pickedVoice(mode) which voice a request should use.
 
 import { drawn, fieldValue } from '../page/gradio.js';
@@ -126,11 +126,12 @@ class VoiceLibraryUI {
     await this.save({ name: this.newName(), clip_id: clipId, transcript: transcript || null });
   }
 
-  // The last take, as the WAV the player offers, with its text as the transcript.
+  // The take the workbench shows (the one a QA pass picked), else the last one to arrive, as WAV
+  // with its text as the transcript.
   async saveTake() {
-    const run = arrivedTake() || shownTake(); // after a reload: the take the workbench shows
+    const run = shownTake() || arrivedTake();
     if (!run) {
-      return this.status('Generate something first: the last take is saved once it has arrived.', 'error');
+      return this.status('Generate something first: a take can be saved once it has arrived.', 'error');
     }
     this.status('Uploading the take…');
     const upload = await fetch(route('upload'), { method: 'POST', body: wavBlob(run.chunks, run.sampleRate) });

@@ -70,7 +70,8 @@ export class Compare {
 
   async offlineOf(take, quiet = false) {
     if (!this.offline.has(take.id)) {
-      const response = await fetch(route(`jobs/${take.id}/offline.wav`), { cache: 'no-store' });
+      const speed = take.settings.speed ?? 1; // stretched as the stream was (ui/services/renders.py)
+      const response = await fetch(route(`jobs/${take.id}/offline.wav${speed === 1 ? '' : `?speed=${speed}`}`), { cache: 'no-store' });
       if (!response.ok) {
         if (quiet) return null;
         const why = await response.json().catch(() => ({}));
@@ -164,7 +165,9 @@ export class Compare {
     if (!done) return this.showAbx(`Trial ${session.answers.length + 1} of ${session.trials}: answered so far ` +
       `${session.answers.length}; the score comes at the end.`);
     await this.wb.save(this.wb.selected, { abx: [...this.wb.selected.abx, ...done] });
-    this.showAbx(`This session: ${describeScore(done).replace('ABX: ', '')}.`);
+    const all = this.wb.selected.abx; // the score once: the session's, and every session's only where there were others
+    this.el('abx-score').textContent = `ABX, this session: ${describeScore(done).replace('ABX: ', '')}.` +
+      (all.length > done.length ? ` All sessions of this take: ${describeScore(all).replace('ABX: ', '')}.` : '');
   }
 
   showAbx(message = '') {
@@ -190,11 +193,17 @@ class DiffView {
 
   // a, b: Int16Array samples (b null: no B, nothing drawn), over the samples both hold.
   async show(a, b, rate) {
-    if (this.url) URL.revokeObjectURL(this.url);
+    const old = this.url; // revoked only once its media element has let go of it (else it re-requests it)
+    const release = () => old && URL.revokeObjectURL(old);
     this.url = null;
     this.loaded = false;
     this.box.hidden = !b;
-    if (!b) return;
+    if (!b) {
+      const media = this.ws.getMediaElement();
+      media.removeAttribute('src');
+      media.load();
+      return release();
+    }
     const n = Math.min(a.length, b.length);
     const peaks = new Float32Array(n); // half scale: a difference of two full-scale signals still fits in [-1, 1]
     const pcm = new Int16Array(n);
@@ -205,6 +214,7 @@ class DiffView {
     }
     this.url = URL.createObjectURL(wavBlob([pcm], rate));
     await this.ws.load(this.url, [peaks], n / rate);
+    release();
     this.ws.zoom(this.view.pxPerSec());
     this.loaded = true;
   }

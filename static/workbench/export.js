@@ -53,12 +53,33 @@ function infoChunk(fields) {
   return [head, ...parts];
 }
 
-// A 16-bit mono WAV of the samples, with title, software, date and the take's report (JSON) as
+// libsndfile (soundfile) reads an INFO string only while its chunk is under 2,048 bytes: a longer
+// one reads as empty. The comment is kept under that, its longest texts shortened (with …) to fit,
+// and says so; the whole report is the bundle's JSON.
+export const MAX_COMMENT_BYTES = 2000;
+
+export function infoComment(take) {
+  const f = take.figures;
+  const comment = { job: take.id, settings: { ...take.settings },
+    figures: { seconds: f.seconds, samples: f.samples, server_rtf: f.server_rtf, first_sound_ms: f.first_sound_ms,
+      underruns: f.underruns, flagged_boundaries: f.flagged_boundaries }, reproduce: reproBody(take) };
+  const bytes = () => new TextEncoder().encode(JSON.stringify(comment)).length;
+  const texts = [[comment.settings, 'text'], [comment.settings, 'text_as_spoken'], [comment.settings, 'prompt_text'],
+    [comment.settings, 'control'], [comment.reproduce, 'text'], [comment.reproduce, 'prompt_text'], [comment.reproduce, 'control']];
+  while (bytes() > MAX_COMMENT_BYTES) {
+    const [obj, key] = texts.filter(([o, k]) => typeof o[k] === 'string').sort(([o, k], [p, j]) => p[j].length - o[k].length)[0] || [];
+    if (!obj || obj[key].length < 16) break;
+    obj[key] = `${obj[key].slice(0, Math.floor(obj[key].length * 0.8) - 1)}…`;
+    comment.shortened = 'texts cut to fit the WAV comment; the bundle\'s JSON holds them whole';
+  }
+  return JSON.stringify(comment);
+}
+
+// A 16-bit mono WAV of the samples, with title, software, date and the take's settings (JSON) as
 // the comment in a LIST/INFO chunk, which libsndfile (soundfile) and most editors read.
 export function wavWithInfo(pcm, sampleRate, take) {
   const info = infoChunk({
-    INAM: `VoxCPM2 take ${take.n} (${take.settings.mode})`, ISFT: SOFTWARE, ICRD: take.created,
-    ICMT: JSON.stringify({ settings: take.settings, figures: take.figures, job: take.id, reproduce: reproBody(take) }),
+    INAM: `VoxCPM2 take ${take.n} (${take.settings.mode})`, ISFT: SOFTWARE, ICRD: take.created, ICMT: infoComment(take),
   });
   return wavBlob([pcm], sampleRate, info);
 }

@@ -14,15 +14,29 @@ const m = (name) => (t) => t.measures?.[name];
 export const CSV_COLUMNS = [
   ['take', (t) => t.n], ['name', (t) => t.name], ['id', (t) => t.id], ['created', (t) => t.created], ['mode', s('mode')],
   ['text', s('text')], ['seed', s('seed')], ['cfg_value', s('cfg_value')], ['inference_timesteps', s('inference_timesteps')],
-  ['max_len', s('max_len')], ['voice', s('voice')], ['outcome', (t) => t.outcome], ['rating', (t) => t.rating],
+  ['max_len', s('max_len')], ['speed', s('speed')], ['normalize', s('normalize')], ['trim_silence', s('trim_silence')],
+  ['random_seed', s('random_seed')], ['voice', s('voice')], ['outcome', (t) => t.outcome], ['rating', (t) => t.rating],
   ['tags', (t) => (t.tags || []).join('; ')], ['seconds', f('seconds')], ['first_sound_ms', f('first_sound_ms')],
   ['server_first_patch_ms', f('server_first_patch_ms')], ['server_rtf', f('server_rtf')], ['client_rtf', f('client_rtf')],
   ['underruns', f('underruns')], ['gap_ms', f('gap_ms')], ['flagged_boundaries', f('flagged_boundaries')],
   ['lufs', m('lufs')], ['true_peak_dbtp', m('true_peak_dbtp')], ['clipped_samples', m('clipped_samples')],
   ['dc_offset', m('dc_offset')], ['lead_silence_ms', m('lead_silence_ms')], ['tail_silence_ms', m('tail_silence_ms')],
   ['abx_correct', (t) => (t.abx || []).filter((x) => x.correct).length], ['abx_trials', (t) => (t.abx || []).length],
-  ['markers', (t) => (t.markers || []).map((x) => `${x.ms} ms: ${x.note}`).join('; ')], ['notes', (t) => t.notes],
+  ['markers', (t) => (t.markers || []).length], ['notes', (t) => t.notes],
 ];
+
+// Markers and notes, one row each (the takes' CSV only counts the markers): a take's note has no time.
+export const NOTE_COLUMNS = ['take', 'name', 'id', 'kind', 'marker', 'ms', 'sample', 'note'];
+
+export function notesCsv(takes) {
+  const rows = [NOTE_COLUMNS];
+  for (const t of takes) {
+    (t.markers || []).forEach((m, i) => rows.push([t.n, t.name, t.id, 'marker', `M${i + 1}`, m.ms,
+      Math.round((m.ms / 1000) * t.sampleRate), m.note]));
+    if (t.notes) rows.push([t.n, t.name, t.id, 'take note', '', '', '', t.notes]);
+  }
+  return table(rows);
+}
 
 function cell(value) {
   if (value == null || (typeof value === 'number' && !isFinite(value))) return '';
@@ -30,9 +44,12 @@ function cell(value) {
   return /[",\n\r]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
 
-export function csv(takes) {
-  const rows = [CSV_COLUMNS.map(([name]) => name), ...takes.map((t) => CSV_COLUMNS.map(([, get]) => get(t)))];
+function table(rows) {
   return `${rows.map((r) => r.map(cell).join(',')).join('\r\n')}\r\n`;
+}
+
+export function csv(takes) {
+  return table([CSV_COLUMNS.map(([name]) => name), ...takes.map((t) => CSV_COLUMNS.map(([, get]) => get(t)))]);
 }
 
 // Every word of the query somewhere in the take's name, text, tags, mode, outcome, voice or notes.
@@ -67,6 +84,8 @@ export function wireListing(wb, on) {
     for (const t of wb.takes) if (!t.measures) await wb.save(t, { measures: measure(new Int16Array(t.pcm), t.sampleRate) });
     wb.download(new Blob([csv(wb.takes)], { type: 'text/csv' }), `voxcpm2-takes-${new Date().toISOString().slice(0, 10)}.csv`);
   });
+  on('notes-csv', async () => wb.download(new Blob([notesCsv(wb.takes)], { type: 'text/csv' }),
+    `voxcpm2-markers-notes-${new Date().toISOString().slice(0, 10)}.csv`));
   const input = wb.el('import');
   input.addEventListener('change', async () => {
     try {
@@ -110,7 +129,7 @@ export function takeRow(t, selected, focusable = selected) {
   const label = document.createElement('span');
   const about = [t.name ? `“${t.name}”` : '', t.rating ? '★'.repeat(t.rating) : '', ...(t.tags || []).map((x) => `[${x}]`)];
   label.textContent = `#${t.n} ${about.filter(Boolean).map((x) => `${x} `).join('')}${t.settings.mode} · seed ${t.settings.seed} · cfg ${t.settings.cfg_value} · ` +
-    `${t.settings.inference_timesteps} steps · ${f.seconds.toFixed(2)} s · ${state}` +
+    `${t.settings.inference_timesteps} steps${processing(t.settings).map((x) => ` · ${x}`).join('')} · ${f.seconds.toFixed(2)} s · ${state}` +
     (f.flagged_boundaries ? ` · ${f.flagged_boundaries} flagged` : '') + rowScores(t);
   const buttons = [['select', 'Show'], ['as-b', 'Compare as B'], ['reuse', 'Re-use settings'], ['delete', 'Delete']]
     .map(([act, text]) => {
@@ -140,13 +159,23 @@ export function moveInList(event) {
   next.querySelector(`button[data-act="${button.dataset.act}"]`).focus();
 }
 
+// What was done to the text and audio besides the model's settings, for a take's row: only what is
+// not the default, so a plain take's row stays as short as before.
+function processing(s) {
+  return [s.speed != null && s.speed !== 1 ? `${s.speed}×` : '', s.normalize ? 'normalized' : '',
+    s.trim_silence ? 'trimmed' : ''].filter(Boolean);
+}
+
 export function summary(t) {
   const s = t.settings;
   const f = t.figures;
   const fmt = (v, d = 0, unit = '') => (v == null || !isFinite(v) ? '–' : `${v.toFixed(d)}${unit}`);
   const rows = [
     ['Take', `#${t.n}, ${t.created}, ${t.outcome}${t.status ? `: ${t.status}` : ''}`],
-    ['Settings', `${s.mode}, seed ${s.seed}, cfg ${s.cfg_value}, ${s.inference_timesteps} timesteps, max ${counted(s.max_len, 'patch', 'patches')}`],
+    ['Settings', `${s.mode}, seed ${s.seed}${s.random_seed ? ' (drawn at random)' : ''}, cfg ${s.cfg_value}, ` +
+      `${s.inference_timesteps} timesteps, max ${counted(s.max_len, 'patch', 'patches')}, ` +
+      (s.speed == null ? 'speed, normalize and trim not recorded' : `speed ${s.speed}×, normalize ${s.normalize ? 'on' : 'off'}` +
+        (s.mode === 'design' ? '' : `, trim silence ${s.trim_silence ? 'on' : 'off'}`))],
     ['Text as spoken', s.text_as_spoken],
     [s.mode === 'design' ? 'Description' : 'Style / transcript', s.control || s.prompt_text ||
       (s.voice && s.mode === 'ultimate' ? `the saved voice “${s.voice}”'s own transcript` : '–')],

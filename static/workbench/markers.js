@@ -82,18 +82,16 @@ export class RegionFields {
     const el = (name) => wb.el(name);
     this.from = el('region-from');
     this.to = el('region-to');
-    const view = wb.view;
-    for (const event of ['region-created', 'region-updated']) {
-      view.regions.on(event, (r) => { if (r === view.selection || r.id === 'selection') this.fill(r); });
-    }
+    wb.view.onSelect.push((selection) => this.fill(selection));
     el('region-set').addEventListener('click', () => this.apply());
     for (const box of [this.from, this.to]) box.addEventListener('keydown', (e) => { if (e.key === 'Enter') this.apply(); });
     el('region-wav').addEventListener('click', () => this.download());
   }
 
-  fill(region) {
-    this.from.value = (region.start * 1000).toFixed(1);
-    this.to.value = (region.end * 1000).toFixed(1);
+  // The fields show the selection, whatever made it; none (a new take on screen) empties them.
+  fill(selection) {
+    this.from.value = selection ? (selection.start * 1000).toFixed(1) : '';
+    this.to.value = selection ? (selection.end * 1000).toFixed(1) : '';
   }
 
   apply() {

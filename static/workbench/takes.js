@@ -76,6 +76,20 @@ export class TakeStore {
   }
 }
 
+// The settings that make a take what it is, in the order a QA engineer reads them, for the
+// A/B settings diff; the rest (model, build...) follow.
+const SAID = [['mode', 'mode'], ['text', 'text'], ['control', 'description / style'], ['prompt_text', 'transcript'],
+  ['voice', 'voice'], ['clip_name', 'clip'], ['seed', 'seed'], ['cfg_value', 'cfg'], ['inference_timesteps', 'timesteps'],
+  ['max_len', 'max length'], ['speed', 'speed'], ['normalize', 'normalize'], ['trim_silence', 'trim silence'],
+  ['model', 'model'], ['revision', 'revision'], ['lora', 'LoRA'], ['app_version', 'app']];
+
+// What differs between two takes' settings: [label, A's value, B's value] for each setting that does.
+export function settingsDiff(a, b) {
+  const same = (x, y) => JSON.stringify(x ?? null) === JSON.stringify(y ?? null);
+  return SAID.filter(([key]) => !same(a.settings[key], b.settings[key]))
+    .map(([key, label]) => [label, a.settings[key] ?? null, b.settings[key] ?? null]);
+}
+
 export function totalBytes(takes) {
   return takes.reduce((sum, t) => sum + t.pcm.byteLength, 0);
 }
@@ -108,7 +122,8 @@ function settingsOf(run, final) {
   const b = run.body;
   return { mode: b.mode, text: b.text, text_as_spoken: final.spoken_text ?? b.text, control: b.control ?? null,
     prompt_text: b.prompt_text ?? null, voice: b.voice ?? null, clip_name: b.voice ? null : run.clip ?? null, reference_id: b.reference_id ?? null,
-    seed: run.seed, cfg_value: b.cfg_value, inference_timesteps: b.inference_timesteps, max_len: b.max_len,
+    seed: run.seed, random_seed: b.seed == null, cfg_value: b.cfg_value, inference_timesteps: b.inference_timesteps,
+    max_len: b.max_len, speed: b.speed ?? 1, normalize: Boolean(b.normalize), trim_silence: Boolean(b.trim_silence),
     model: final.model ?? null, revision: final.revision ?? null, lora: final.lora ?? null,
     app_version: final.app_version ?? null };
 }
@@ -126,11 +141,15 @@ function figuresOf(run, scores, final) {
 
 // The form's fields (as static/player/server.js reads them) that give this take again, for the
 // mode as the spec states it; the clip goes back by its server id, while the server keeps it, and
-// a saved voice by its name (the workbench sets the tab's picker: it is not a Gradio field).
+// a saved voice by its name (the workbench sets the tab's picker: it is not a Gradio field). The
+// seed is fixed (Random seed off): the workbench turns Random seed back on after the next take
+// if it was on (Workbench.reuse). A take kept before speed, normalize and trim were recorded
+// leaves those fields as they are (null).
 export function formOfTake(take, mode) {
   const s = take.settings;
   const form = { mode: s.mode, text: s.text, cfg_value: s.cfg_value, inference_timesteps: s.inference_timesteps,
-    max_len: s.max_len, random_seed: false, seed: s.seed == null ? null : Number(s.seed) };
+    max_len: s.max_len, random_seed: false, seed: s.seed == null ? null : Number(s.seed), speed: s.speed ?? null,
+    normalize: s.normalize ?? null, trim_silence: mode.clip ? s.trim_silence ?? null : null };
   if (mode.control) form[`${s.mode}_control`] = s.control ?? '';
   if (mode.clip) form[`${s.mode}_ref`] = s.reference_id;
   if (mode.transcript) form[`${s.mode}_transcript`] = s.prompt_text;

@@ -53,6 +53,7 @@ export class WaveView {
     this.urls = [];
     this.onTime = []; // (seconds) => void, on every cursor move of the side listened to
     this.onScale = []; // (pixels per second) => void, whenever A is drawn at another scale
+    this.onSelect = []; // ({start, end} in seconds, or null) => void, whenever the selection changes or goes
     this.wire();
   }
 
@@ -62,17 +63,25 @@ export class WaveView {
       if (region.id !== 'selection') return;
       if (this.selection && this.selection !== region) this.selection.remove();
       this.selection = region;
-      this.showReadout();
+      this.selected();
     });
-    this.regions.on('region-updated', () => this.showReadout());
+    this.regions.on('region-updated', (region) => { if (region === this.selection) this.selected(); else this.showReadout(); });
+    // Loop: playback that runs off the selection's end goes back to its start. A click elsewhere
+    // (playing or not) also leaves the region, but that is a seek: the cursor stays where clicked.
     this.regions.on('region-out', (region) => {
-      if (region === this.selection && this.el('loop').checked && this.active === 'A') region.play();
+      const t = this.a.getCurrentTime();
+      const ranOff = this.a.isPlaying() && t >= region.end - 0.05 && t <= region.end + 0.15;
+      if (region === this.selection && this.el('loop').checked && this.active === 'A' && ranOff) region.play();
     });
     for (const [from, to] of [[this.a, this.b], [this.b, this.a]]) {
       from.on('interaction', (t) => to.setTime(t)); // a seek on either moves both cursors
       from.on('timeupdate', (t) => { this.showReadout(); if (from === this.current()) this.onTime.forEach((f) => f(t)); });
-      from.on('finish', () => this.showPlaying());
+      for (const event of ['play', 'pause', 'finish']) from.on(event, () => this.showPlaying()); // the button says what is so
     }
+    // The timeline and spectrogram are drawn in boxes of their own, below the waveform: zoomed in,
+    // they follow its scroll (the plugins draw only what is in view, at the scrolled x).
+    this.a.on('scroll', (start, end, left) => this.follow(left));
+    this.a.on('redraw', () => this.follow(this.a.getScroll()));
     this.el('wave-a').addEventListener('keydown', (e) => this.onKey(e));
     this.el('zoom').addEventListener('input', (e) => this.a.zoom(Number(e.target.value)));
     this.a.on('redraw', () => this.rescale());
@@ -83,10 +92,12 @@ export class WaveView {
   async show(take, marks) {
     this.stop();
     this.rate = take.sampleRate;
-    this.revoke();
-    this.urls.push(await loadPcm(this.a, new Int16Array(take.pcm), take.sampleRate));
+    const old = this.urls; // revoked once the new audio replaced them: a media element still on a revoked URL re-requests it
+    this.urls = [await loadPcm(this.a, new Int16Array(take.pcm), take.sampleRate)];
+    old.forEach((u) => URL.revokeObjectURL(u));
     this.regions.clearRegions();
     this.selection = null;
+    this.selected();
     for (const mark of marks) this.mark(mark);
     this.switchTo('A', false);
     this.shown = take.id; // the take the waveform holds, once drawn: a drag before it would be cleared
@@ -111,11 +122,20 @@ export class WaveView {
   }
 
   async showB(pcm) {
-    this.revokeB();
+    const old = this.urlB;
+    this.urlB = null;
     this.b.pause();
     this.el('wave-b').hidden = !pcm; // no B: no empty strip with a lone cursor line in it
-    if (!pcm) return this.b.empty();
+    if (!pcm) {
+      this.b.empty();
+      const media = this.b.getMediaElement(); // let go of the WAV before its URL is revoked
+      media.removeAttribute('src');
+      media.load();
+      if (old) URL.revokeObjectURL(old);
+      return;
+    }
     this.urlB = await loadPcm(this.b, pcm, this.rate);
+    if (old) URL.revokeObjectURL(old);
     this.b.zoom(this.pxPerSec());
     this.b.setTime(this.a.getCurrentTime());
   }
@@ -168,8 +188,31 @@ export class WaveView {
   select(start, end) {
     if (end <= start) return;
     if (this.selection) this.selection.setOptions({ start, end });
-    else this.regions.addRegion({ id: 'selection', start, end, color: COLORS.selection });
+    else this.selection = this.regions.addRegion({ id: 'selection', start, end, color: COLORS.selection });
+    this.selected();
+  }
+
+  // The selection changed (dragged, grown by keys, typed, or gone with the take): the readout and
+  // whoever shows it (the From / To fields) follow.
+  selected() {
+    const s = this.selection;
+    this.onSelect.forEach((f) => f(s ? { start: s.start, end: s.end } : null));
     this.showReadout();
+  }
+
+  // The timeline and spectrogram drawn as wide as the waveform and shifted by its scroll in boxes
+  // that clip them; the spectrogram's frequency labels stay at the left edge.
+  follow(left) {
+    const width = this.a.getWrapper().scrollWidth;
+    for (const name of ['timeline', 'spectrogram']) {
+      const box = this.el(name);
+      box.style.overflow = 'hidden';
+      for (const child of box.children) {
+        Object.assign(child.style, { width: `${width}px`, transform: left ? `translateX(${-left}px)` : '' });
+        const labels = child.querySelector('[part=spec-labels]');
+        if (labels) labels.style.transform = left ? `translateX(${left}px)` : '';
+      }
+    }
   }
 
   // Both sides to `seconds`, as a click there would.
@@ -230,15 +273,6 @@ export class WaveView {
     return this.regions.getRegions().filter((r) => r.id.startsWith(prefix)).map((r) => Math.round(r.start * this.rate));
   }
 
-  revoke() {
-    this.urls.forEach((u) => URL.revokeObjectURL(u));
-    this.urls = [];
-  }
-
-  revokeB() {
-    if (this.urlB) URL.revokeObjectURL(this.urlB);
-    this.urlB = null;
-  }
 }
 
 // The spectrogram under a waveform. The vendored plugin (wavesurfer.js 7.12.12) keeps the

@@ -11,9 +11,9 @@ import { measure } from './measures.js';
 import { Evaluation } from './evaluate.js';
 import { Segments } from './segments.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
-import { MAX_BYTES, TakeStore, formOfTake, takeOf, totalBytes } from './takes.js';
+import { MAX_BYTES, TakeStore, formOfTake, settingsDiff, takeOf, totalBytes } from './takes.js';
 import { WaveView } from './waveview.js';
-import { drawn, fillForm } from '../page/gradio.js';
+import { drawn, fieldValue, fillForm } from '../page/gradio.js';
 import { counted, pauseLabel, pauseSpans } from '../player/panel.js';
 import { route, spec } from '../player/server.js';
 
@@ -76,6 +76,7 @@ export class Workbench {
       fileName(this.selected, '.zip')));
     this.el('notes').addEventListener('change', () => this.save(this.selected, { notes: this.el('notes').value }));
     this.compare.wire(on);
+    this.el('b-source').addEventListener('change', () => this.showSettingsDiff());
     wireListing(this, on);
     wireKeys(this);
     this.el('list').addEventListener('keydown', moveInList);
@@ -94,6 +95,7 @@ export class Workbench {
     const evicted = await this.store.put(take);
     this.takes = this.takes.filter((t) => !evicted.includes(t.id)).concat(take);
     this.render();
+    await this.reseeded(take);
     // Drawing a take costs the main thread time that a newer stream's player needs: only when idle.
     if (!busy()) await this.select(take.id);
   }
@@ -106,7 +108,7 @@ export class Workbench {
   async act(what, id) {
     const take = this.takes.find((t) => t.id === id);
     if (what === 'select') return this.select(id);
-    if (what === 'as-b') return this.compare.pick(id);
+    if (what === 'as-b') return this.compare.pick(id).then(() => this.showSettingsDiff());
     if (what === 'reuse') return this.reuse(take);
     if (what === 'delete') return this.drop([id], `Deleted take ${take.n}`);
   }
@@ -148,16 +150,57 @@ export class Workbench {
     if (!this.selected && back.length) await this.select(back.at(-1).id);
   }
 
-  // The take's settings back in the form, and in a cloning tab its saved voice (or none) in the picker.
+  // The take's settings back in the form (speed, normalize and trim included), its seed fixed for
+  // the next take; and in a cloning tab its saved voice (or none) in the picker. Where Random seed
+  // was on, it comes back on once that take has arrived (add()): later takes do not share a seed.
   async reuse(take) {
     const mode = (await spec()).modes[take.settings.mode];
-    await fillForm(formOfTake(take, mode));
+    const before = await fillForm(formOfTake(take, mode));
+    this.reseed = before?.random_seed ? take.settings.seed : null;
+    const s = take.settings;
+    const said = `Take ${take.n}'s settings are in the form: seed ${s.seed} fixed for the next take` +
+      (this.reseed != null ? ' (Random seed comes back on after it)' : '') +
+      (s.speed == null ? '; this take did not record speed, normalize or trim, so they are left as they were.'
+        : `, speed ${s.speed}×, normalize ${s.normalize ? 'on' : 'off'}${mode.clip ? `, trim silence ${s.trim_silence ? 'on' : 'off'}` : ''}.`);
+    this.say(said);
     if (!mode.clip) return;
     const select = await drawn(`.vox-voice-pick[data-mode="${take.settings.mode}"] select`);
     const voice = take.settings.voice || '';
     if (![...select.options].some((o) => o.value === voice)) return this.say(`The saved voice “${voice}” is no longer in the library.`);
     select.value = voice;
     select.dispatchEvent(new Event('change', { bubbles: true })); // the voice library keeps the pick from its change event
+  }
+
+  // After the take a Re-use made with a fixed seed: Random seed back on, as it was before.
+  async reseeded(take) {
+    if (this.reseed == null || take.settings.random_seed || take.settings.seed !== this.reseed) return;
+    this.reseed = null;
+    await fillForm({ mode: fieldValue('mode') || take.settings.mode, random_seed: true });
+  }
+
+  // What differs between A and B's settings, under the A/B line: nothing for the offline render
+  // (the same request decoded whole), only the settings that differ for another take.
+  showSettingsDiff() {
+    const box = this.el('settings-diff');
+    const a = this.selected;
+    const b = this.takes.find((t) => t.id === this.el('b-source').value);
+    box.hidden = !a || !b;
+    if (box.hidden) return box.replaceChildren();
+    const rows = settingsDiff(a, b);
+    const shown = (v) => (v == null ? '–' : typeof v === 'boolean' ? (v ? 'on' : 'off') : String(v));
+    const caption = Object.assign(document.createElement('caption'), { textContent: rows.length
+      ? `Settings that differ between A (take ${a.n}) and B (take ${b.n})` : `A (take ${a.n}) and B (take ${b.n}) have the same settings` });
+    const head = document.createElement('tr');
+    if (rows.length) head.append(...['setting', 'A', 'B'].map((x) => Object.assign(document.createElement('th'), { textContent: x, scope: 'col' })));
+    box.replaceChildren(caption, head, ...rows.map(([label, x, y]) => {
+      const tr = document.createElement('tr');
+      tr.append(Object.assign(document.createElement('th'), { textContent: label, scope: 'row' }),
+        ...[x, y].map((v) => { // a long text cut to a few lines; the whole of it in the tooltip
+          const text = shown(v);
+          return Object.assign(document.createElement('td'), { textContent: text.length > 200 ? `${text.slice(0, 199)}…` : text, title: text });
+        }));
+      return tr;
+    }));
   }
 
   // The take on screen, as the voice library saves "the last take" (after a reload, no run has arrived).
@@ -196,6 +239,7 @@ export class Workbench {
     this.boundaryList.show(t);
     this.compare.showAbx();
     await this.compare.pick('');
+    this.showSettingsDiff();
     if (measured) await this.store.update(t);
   }
 
@@ -290,7 +334,10 @@ const SHORTCUTS = [
 ];
 
 const KEYS = { k: 0, ' ': 0, b: 1, l: 2, m: 3, n: 4, p: 4, w: 5, '?': 8 };
-const TYPING = /^(INPUT|TEXTAREA|SELECT)$/;
+// Fields that take text (or a choice from a list, where letters pick an option): a shortcut there
+// would eat the typing. A checkbox, radio, range or button leaves the letter keys free.
+const TYPING = /^(TEXTAREA|SELECT)$/;
+const TEXT_INPUTS = /^(text|search|number|email|url|tel|password|date|time|datetime-local|month|week)$/;
 
 function wireKeys(wb) {
   const help = wb.el('help');
@@ -304,7 +351,9 @@ function wireKeys(wb) {
   document.addEventListener('keydown', (e) => {
     const t = e.target;
     if (e.ctrlKey || e.metaKey || e.altKey || !wb.selected || help.open) return;
-    if (TYPING.test(t.tagName) || t.isContentEditable || (e.key === ' ' && t.closest('button, [role=tab], a, summary'))) return;
+    if (TYPING.test(t.tagName) || (t.tagName === 'INPUT' && TEXT_INPUTS.test(t.type)) || t.isContentEditable) return;
+    // Space keeps its own meaning where it has one: press a button or tab, tick a box.
+    if (e.key === ' ' && t.closest('button, [role=tab], a, summary, input')) return;
     const i = KEYS[e.key];
     if (i === undefined) return;
     e.preventDefault();

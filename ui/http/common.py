@@ -183,7 +183,17 @@ async def submit(request: Request, state, parse=parse_body, build=None, describe
             return state.worker.submit(req, job_id=body.request_id), req
         # Off the event loop: a saved voice is looked up (its patches may be read from the disk), and
         # submit prepares the request (text, tokens, clips' samples) on this thread.
-        job, req = await anyio.to_thread.run_sync(prepare)
+        # Until the worker holds the job, GET /jobs/{id} answers "preparing" for its id (the page polls
+        # it from the moment it sends; a long text takes a while to prepare), rather than 404.
+        rid = data.get("request_id") if isinstance(data, dict) else None
+        pending = isinstance(rid, str) and 0 < len(rid) <= 128 and rid not in state.preparing
+        if pending:
+            state.preparing.add(rid)
+        try:
+            job, req = await anyio.to_thread.run_sync(prepare)
+        finally:
+            if pending:
+                state.preparing.discard(rid)
         return job, req, body
     except QueueFullError as exc:
         refused(503, "busy")

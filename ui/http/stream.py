@@ -13,6 +13,7 @@ import time
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
+from inference.request.modes import SETTINGS
 from inference.serving.job import Job
 
 from . import frames
@@ -100,21 +101,40 @@ async def stream(request: Request):
 @guarded
 async def job_status(request: Request, job_id: str):
     # With the model and app version the stream's status frame carries: a stopped stream gets none.
-    return {**find_job(request, job_id).status(), **app_context(request).build}
+    state = app_context(request)
+    if state.worker.get(job_id) is None and job_id in state.preparing:  # sent, not yet in the worker's line
+        return {"id": job_id, "state": "preparing", "position": None}
+    return {**find_job(request, job_id).status(), **state.build}
 
 
 @stream_router.get("/jobs/{job_id}/offline.wav")
 @guarded
 async def job_offline(request: Request, job_id: str):
     """The VAE decode from silence of a finished job's latents, as WAV: the reference its stream
-    is compared with. Decoded a piece at a time on an engine's worker thread (ui/services/renders.py)."""
+    is compared with. Decoded a piece at a time on an engine's worker thread (ui/services/renders.py).
+    ?speed= time-stretches it as a stream at that speed was, so the two still compare."""
+    speed = offline_speed(request.query_params.get("speed"))
     store = app_context(request).latents
     kept = store.get(job_id)
     if kept is None:
         raise HTTPError(404, f"no offline render for this request: the latents of finished requests are kept "
                              f"for {store.ttl_s / 60:.0f} min (the most recent, within {store.max_bytes >> 20} MB)")
     client = client_key(request.client.host if request.client else None)
-    return await app_context(request).renders.respond(app_context(request).worker, store, kept, job_id, client)
+    return await app_context(request).renders.respond(app_context(request).worker, store, kept, job_id, client, speed)
+
+
+def offline_speed(asked: str | None) -> float:
+    """The speed of ?speed= (1 when absent), within the spec's range for a stream's speed."""
+    if asked is None:
+        return 1.0
+    s = SETTINGS["speed"]
+    try:
+        speed = float(asked[:20])
+    except ValueError:
+        speed = float("nan")
+    if not s.low <= speed <= s.high:
+        raise HTTPError(400, f"speed {asked[:20]!r} is not a number from {s.low} to {s.high} (the speed the stream had)")
+    return speed
 
 
 @stream_router.post("/jobs/{job_id}/cancel")

@@ -40,6 +40,7 @@ def workbench_html() -> str:
     <button type="button" class="vox-wb-button" data-wb="undo" hidden>Undo</button>
     <label>Filter <input type="search" data-wb="filter" placeholder="text, name, tag, mode…" aria-label="Filter the takes"></label>
     <button type="button" class="vox-wb-button" data-wb="csv">Export all figures (CSV)</button>
+    <button type="button" class="vox-wb-button" data-wb="notes-csv">Export markers and notes (CSV)</button>
     <label class="vox-wb-button">Import bundle… <input type="file" data-wb="import" accept=".zip,application/zip" class="vox-wb-file"></label>
     <span data-wb="message" role="status" aria-live="polite"></span></div>
   <ol class="vox-wb-takes" data-wb="list" aria-label="Takes, newest first"></ol>
@@ -120,6 +121,7 @@ def _b_and_abx() -> str:
       <label class="vox-wb-button">Load a recording as B… <input type="file" data-wb="b-file" class="vox-wb-file"
         accept="audio/*,.wav,.flac,.ogg,.mp3" aria-label="Load a recording (a reference, or an earlier build's WAV) as B"></label>
       <span data-wb="diff" role="status"></span></div>
+    <table class="vox-wb-settings-diff" data-wb="settings-diff" hidden></table>
     <div data-wb="wave-b" aria-label="Waveform of B"></div>
     <div data-wb="diff-view" hidden><div class="vox-wb-label">A−B: the difference (scaled to fit) and its spectrogram</div>
       <div data-wb="wave-d" aria-label="Waveform of A minus B"></div>

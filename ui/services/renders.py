@@ -36,7 +36,7 @@ from inference.errors import QueueFullError
 from inference.serving.latent_store import KeptLatents, LatentStore
 from inference.serving.services import OfflineRender
 
-from .audio import pcm16, wav_header
+from .audio import Stretcher, pcm16, wav_header
 from ..library.refusal import HTTPError
 
 log = logging.getLogger("voxcpm.http")
@@ -49,12 +49,19 @@ HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 UNREAD_PIECES = 2  # a render that is not kept decodes ahead of its slowest reader by this many parts
 
 
-def _header(decode: OfflineRender, rate: int, job_id: str) -> bytes:
+def _header(decode: OfflineRender, rate: int, job_id: str, stretch: Stretcher) -> bytes:
     comment = {"job": job_id, "render": "offline: VAE decode from silence of the streamed latents",
-               "patches": decode.patches, "samples": decode.samples, "sample_rate": rate}
-    return wav_header(rate, decode.samples, {
+               "patches": decode.patches, "samples": _samples(decode, stretch), "sample_rate": rate}
+    if stretch.active:
+        comment |= {"speed": stretch.speed, "decoded_samples": decode.samples}
+    return wav_header(rate, _samples(decode, stretch), {
         b"INAM": f"VoxCPM2 offline render {job_id}", b"ISFT": SOFTWARE,
         b"ICMT": json.dumps(comment, separators=(",", ":"), ensure_ascii=False)})
+
+
+def _samples(decode: OfflineRender, stretch: Stretcher) -> int:
+    """The render's length: the decode's, or at a speed what the stream's Stretcher makes of it."""
+    return round(decode.samples / stretch.speed) if stretch.active else decode.samples
 
 
 class RenderFailed(RuntimeError):
@@ -225,17 +232,22 @@ class OfflineRenders:
         self.slots = RenderSlots(max_decodes, per_client, RETRY_S)
         self._shared: dict[str, Render] = {}  # job id -> its render in progress, while readers may join
 
-    async def respond(self, worker, store: LatentStore, kept: KeptLatents, job_id: str, client: str | None):
-        """The job's render as WAV: cached, joined while it runs, or started (within the caps)."""
-        cached = store.render(job_id)
+    async def respond(self, worker, store: LatentStore, kept: KeptLatents, job_id: str, client: str | None,
+                      speed: float = 1.0):
+        """The job's render as WAV: cached, joined while it runs, or started (within the caps).
+        At a speed other than 1 it is time-stretched as its stream was (the same Stretcher, which
+        does not depend on where its input is cut), so the stream and its render still compare
+        sample for sample; such a render is shared while it runs but not cached."""
+        key = job_id if speed == 1 else f"{job_id}@{speed}"
+        cached = store.render(job_id) if speed == 1 else None
         if cached is not None:
             return Response(cached, media_type="audio/wav", headers=HEADERS)
-        render = self._shared.get(job_id)
+        render = self._shared.get(key)
         if render is not None and render.kept is not kept:  # the job's latents were replaced
             render = None
         self.slots.check(client, decode=render is None)
         if render is None:
-            render = self._start(worker, store, kept, job_id)
+            render = self._start(worker, store, kept, job_id, key, speed)
         lease = Lease(self.slots, client, render)
         try:
             await render.first()
@@ -245,24 +257,29 @@ class OfflineRenders:
         headers = {**HEADERS, "Content-Length": str(render.size)}
         return StreamingResponse(render.read(lease), media_type="audio/wav", headers=headers)
 
-    def _start(self, worker, store: LatentStore, kept: KeptLatents, job_id: str) -> Render:
+    def _start(self, worker, store: LatentStore, kept: KeptLatents, job_id: str, key: str, speed: float) -> Render:
         render = Render(kept, RETRY_S)
-        self._shared[job_id] = render
+        self._shared[key] = render
         decode = OfflineRender(kept, self.piece_patches)
-        render.task = asyncio.get_running_loop().create_task(self._produce(worker, store, decode, render, job_id))
+        stretch = Stretcher(speed)
+        render.task = asyncio.get_running_loop().create_task(self._produce(worker, store, decode, render, job_id, key, stretch))
         self.slots.decode_started()
-        render.task.add_done_callback(functools.partial(self._ended, job_id, render))
+        render.task.add_done_callback(functools.partial(self._ended, key, render))
         return render
 
-    async def _produce(self, worker, store: LatentStore, decode: OfflineRender, render: Render, job_id: str):
+    async def _produce(self, worker, store: LatentStore, decode: OfflineRender, render: Render, job_id: str,
+                       key: str, stretch: Stretcher):
         try:
             while not decode.done:
                 await render.room()
                 audio = await asyncio.wrap_future(decode.next_piece(worker))
                 if render.size is None:
-                    self._sized(render, _header(decode, int(worker.sample_rate), job_id), decode, store, job_id)
+                    self._sized(render, _header(decode, int(worker.sample_rate), job_id, stretch), decode, store, key, stretch)
+                audio = await stretch.feed_async(audio)
                 if len(audio):
                     render.add(pcm16(audio))
+            if stretch.active:
+                render.add(pcm16(await asyncio.to_thread(stretch.finish)))
         except Exception as exc:  # its readers get a 5xx before any audio, or a response cut short
             if not isinstance(exc, QueueFullError):
                 log.exception("offline render of %s failed", job_id)
@@ -272,13 +289,14 @@ class OfflineRenders:
         if render.keep:
             store.keep_render(job_id, render.kept, b"".join(render.parts))
 
-    def _sized(self, render: Render, header: bytes, decode: OfflineRender, store: LatentStore, job_id: str):
-        """The length is known: the header goes first, and a render too long for the cache is
-        read only by those who already asked (its parts dropped once read)."""
-        render.size = len(header) + 2 * decode.samples
+    def _sized(self, render: Render, header: bytes, decode: OfflineRender, store: LatentStore, key: str,
+               stretch: Stretcher):
+        """The length is known: the header goes first, and a render too long for the cache (or
+        stretched: not cached) is read only by those who already asked (its parts dropped once read)."""
+        render.size = len(header) + 2 * _samples(decode, stretch)
         render.add(header)
-        if not store.cacheable(render.size):
-            self._forget(job_id, render)
+        if stretch.active or not store.cacheable(render.size):
+            self._forget(key, render)
             render.stop_keeping()
 
     def _forget(self, job_id: str, render: Render):
