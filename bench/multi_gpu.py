@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from bench import concurrency, weights  # noqa: E402
+from inference.serving import gc_pauses  # noqa: E402
 from inference.serving.job import JobFailed  # noqa: E402
 from inference.serving.pool import WorkerPool  # noqa: E402
 
@@ -211,6 +212,10 @@ def main():
     if not args.tiny:
         print("GPUs:", "; ".join(f"cuda:{i} {torch.cuda.get_device_name(i)}" for i in range(n)), flush=True)
     engines, pool = warm_up(args, devices)
+    # As app.py does once warm: two engines' warm-up leaves ~600,000 objects, and a full collection
+    # walking them stalled every stream 376 ms in the first load after warm-up (bench.lab.first_load,
+    # two H200s): that, not the GPUs, was the first load's 400 ms TTFP and 637 ms gap.
+    print(f"{gc_pauses.settle()} objects set aside from garbage collection, as app.py does", flush=True)
     e = engines[0]
     print(f"{e.rows} rows per engine, buckets {e.runner.buckets}, {e.runner.graphs} graphs; {args.patches}-patch "
           f"requests, {args.timesteps} timesteps, CFG 2; times in ms\n\n{HEADER}", flush=True)
