@@ -23,6 +23,10 @@ export const CSV_COLUMNS = [
   ['dc_offset', m('dc_offset')], ['lead_silence_ms', m('lead_silence_ms')], ['tail_silence_ms', m('tail_silence_ms')],
   ['abx_correct', (t) => (t.abx || []).filter((x) => x.correct).length], ['abx_trials', (t) => (t.abx || []).length],
   ['markers', (t) => (t.markers || []).length], ['notes', (t) => t.notes],
+  // The take's scores (static/workbench/evaluate.js), empty until it is scored or where not available.
+  ['error_metric', (t) => (t.evaluation?.intelligibility?.available ? t.evaluation.intelligibility.metric : '')],
+  ['error_rate', (t) => (t.evaluation?.intelligibility?.available ? t.evaluation.intelligibility.rate : '')],
+  ['speaker_similarity', (t) => (t.evaluation?.similarity?.available ? t.evaluation.similarity.score : '')],
 ];
 
 // Markers and notes, one row each (the takes' CSV only counts the markers): a take's note has no time.

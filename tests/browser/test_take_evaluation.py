@@ -6,6 +6,7 @@ the waveform to the time the recognizer gave; the scores are kept with the take 
 desktop and phone size go to tests/artifacts."""
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import httpx
@@ -72,4 +73,10 @@ def test_a_cloning_take_shows_its_scores_and_a_misread_word_jumps_the_waveform(p
     page.wait_for_function("window.workbench.selected && window.workbench.selected.evaluation", timeout=30_000)
     assert f"WER {words['rate'] * 100:.1f}%" in page.locator(f"{WB} [data-wb=eval-summary]").inner_text()
     assert page.locator(f"{WB} [data-wb=eval-text] .vox-eval-misread").count() == len(marks)
+    with page.expect_download() as download:  # and in the takes' CSV, as the route gave them
+        page.click(f"{WB} [data-wb=csv]")
+    with open(download.value.path(), newline="") as fh:
+        row = next(r for r in csv.DictReader(fh) if r["id"] == made["id"])
+    assert row["error_metric"] == "wer" and float(row["error_rate"]) == words["rate"]
+    assert float(row["speaker_similarity"]) == voice["score"]
     assert not page.errors, page.errors

@@ -94,6 +94,21 @@ def test_a_take_gets_the_models_transcript_its_wer_and_its_similarity_to_the_cli
     assert len(ran_on) >= 3 and set(ran_on) == {app.worker.thread_id}, "the clip, the words, the voice: each a call on the worker"
 
 
+def test_a_long_take_is_heard_in_windows_that_hold_a_live_stream_up_briefly(app, client):
+    """Each recognizer call holds every live stream on the GPU for its length: a 25 s take goes in
+    windows of at most 10 s (ui/http/evaluate.py WINDOW_S), not in one 25 s call."""
+    audio = np.resize(samples(TAKE), 25 * 16000)
+    wav = io.BytesIO()
+    sf.write(wav, audio, 16000, format="WAV", subtype="PCM_16")
+    calls = []
+    real = app.worker.call
+    with state_swapped(app.worker, "call", lambda fn: (calls.append(fn), real(fn))[1]):
+        response = evaluate(client, wav.getvalue(), text=TEXT)
+    assert response.status_code == 200, response.text
+    assert response.json()["intelligibility"]["available"]
+    assert len(calls) >= 3, f"{len(calls)} recognizer call(s) for 25 s: windows of at most 10 s make 3 or more"
+
+
 def test_each_segment_is_scored_on_its_own_and_the_take_over_all_of_them(app, client, oracle):
     audio = samples(TAKE)
     cut = 2.5

@@ -108,3 +108,18 @@ def test_a_bad_tag_is_a_400_on_both_routes(app, client, text, words):  # noqa: F
     response = httpx.post(f"{app.url}/v1/audio/speech", json={"model": "tts-1", "voice": "alloy", "input": text},
                           timeout=60)
     assert response.status_code == 400 and words in response.json()["error"]["message"]
+
+
+def test_pauses_past_the_output_bound_are_refused_up_front_on_both_routes(app, client):  # noqa: F811
+    """Issue 37, item 2: 61 ten-second pauses are 610 s of silence, past the default bound of 600 s
+    of audio a request may produce (--max-output-seconds); at speed 2 they are 305 s and fit."""
+    text = "Hi. " + "[pause 10s] Hi. " * 61
+    response = client.post("/voxcpm/stream", json={"text": text, "control": "A calm voice", "max_len": 2})
+    assert response.status_code == 400
+    assert "610.0 s of silence" in response.json()["error"] and "at most 600 s" in response.json()["error"]
+    response = httpx.post(f"{app.url}/v1/audio/speech", json={"model": "tts-1", "voice": "alloy", "input": text},
+                          timeout=60)
+    error = response.json()["error"]
+    assert response.status_code == 400 and error["param"] == "input" and "at most 600 s" in error["message"]
+    status = client.get("/voxcpm/spec").json()["limits"]["max_output_seconds"]
+    assert status == 600

@@ -19,8 +19,8 @@ use) says so, and a later call finds it loaded. 400: no audio, no text, a malfor
 server's evaluations or its queue are full (Retry-After).
 
 The models run on an engine's worker thread between two steps (inference/serving/services.py), one
-window of at most 30 s per call, each queued after the last has come back: a live stream waits for
-at most one call per patch, however long the take.
+window of at most WINDOW_S per call, each queued after the last has come back: a live stream waits
+for at most one call per patch, however long the take.
 """
 from __future__ import annotations
 
@@ -47,6 +47,10 @@ from ..library.uploads import decode_audio
 evaluate_router = APIRouter()
 RATE = 16000  # both models take 16 kHz: the take is decoded to it once
 MAX_SECONDS = 600.0  # a take's length (the body limit bounds it first at 48 kHz)
+# The recognizer's window per call, under its own 30 s: every live stream on the GPU waits for one
+# call, about 0.35 s for 5 s of audio and 1.4 s for 25 s with the published Whisper on an H100
+# (docs/listening-qa.md), so 10 s windows keep that wait near half a second.
+WINDOW_S = min(10.0, ASR_SECONDS)
 MAX_SEGMENTS = 200
 MAX_TEXT_CHARS = 20000
 MAX_EVALUATIONS = 2  # at once in the server, so that a batch script cannot fill the worker's call queue
@@ -213,7 +217,7 @@ class Evaluation:
         """(transcript, units with times in the take) of one part, window by window; None when the
         recognizer is not available."""
         texts, units = [], []
-        for lo, hi in scores.windows(piece, RATE, ASR_SECONDS):
+        for lo, hi in scores.windows(piece, RATE, WINDOW_S):
             heard = await self.call(self.asr, lambda: hear(self.worker, self.asr, RATE, piece[lo:hi]))
             if heard is None:
                 return None
