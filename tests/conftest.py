@@ -34,6 +34,8 @@ SLOW = {
     "unit/test_pool.py::test_warm_ups_take_turns_each_on_its_own_worker_thread",
     "unit/test_prefill_padding.py::test_the_compiled_prefill_equals_the_plain_one_and_one_graph_serves_every_batch_and_length",
     "http/test_replicas_behind_haproxy.py",
+    "http/test_prepare_off_thread.py::test_the_worker_thread_never_normalizes_segments_tokenizes_or_loads_clips",
+    "unit/test_split_products.py::test_split_blocks_choose_which_layers_split",
     "http/test_shared_voice_library.py",  # two replicas, and a database stopped and started
     "http/test_evaluate.py",  # two tiny models loaded twice (the app's and the oracle's)
     "http/test_openai_api.py::test_every_format_whole_and_streamed_equals_synthesize",

@@ -361,7 +361,7 @@ class PostgresVoiceLibrary:
                     self._problem = None
                     self.listening.set()
                     while not self._closing.is_set():
-                        for note in conn.notifies(timeout=0.2):  # and look at _closing
+                        for note in conn.notifies(timeout=0.05):  # and look at _closing: close() waits this long
                             self._forget(note.payload)
             except psycopg.Error as exc:
                 if self.listening.is_set():  # a connection that worked was lost: see whether another one does
