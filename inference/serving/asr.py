@@ -87,10 +87,7 @@ class Transcriber(OnDemand):
     option = "--asr-model"
     fix = FIX
     error = AsrUnavailable
-
-    def __init__(self, model: str | None, load: Callable[[str, torch.device], Any] = load_pipeline,
-                 retry_after_s: float = RETRY_AFTER_S):
-        super().__init__(model, load, retry_after_s)
+    load_model = staticmethod(load_pipeline)
 
     def switched_off(self) -> str:
         return ("automatic transcripts are switched off on this server (--asr-model none): "

@@ -78,17 +78,22 @@ class OnDemand:
     fix = ""
     error = ModelUnavailable
 
-    def __init__(self, model: str | None, load: Callable[[str, torch.device], Any],
+    def __init__(self, model: str | None, load: Callable[[str, torch.device], Any] | None = None,
                  retry_after_s: float = RETRY_AFTER_S):
         self.model = model
         self.retry_after_s = retry_after_s
-        self._load = load
+        self._load = load or self.load_model
         self._loaded: dict[str, Any] = {}  # device -> model; read by worker threads without the lock
         self._loads: dict[str, concurrent.futures.Future] = {}  # device -> its load, under way or ended
         self._lock = threading.Lock()
         self._failure: tuple[float, str] | None = None  # (when, message) of the last failed load
         if model is not None and looks_like_path(model) and not Path(model).expanduser().is_dir():
             log.warning("%s %s: there is no such folder; the %s will not be available", self.option, model, self.what)
+
+    @staticmethod
+    def load_model(name: str, device: torch.device) -> Any:
+        """The model from a hub id or a folder, on `device` (each subclass names its own loader)."""
+        raise NotImplementedError
 
     def switched_off(self) -> str:
         return f"the {self.what} is switched off on this server ({self.option} none)"

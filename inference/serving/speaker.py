@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ..request.audio_input import resample
-from .on_demand import RETRY_AFTER_S, ModelUnavailable, NotLoaded, OnDemand, local_folder
+from .on_demand import ModelUnavailable, NotLoaded, OnDemand, local_folder
 
 DEFAULT_MODEL = "microsoft/wavlm-base-plus-sv"
 MAX_SECONDS = 30.0  # one call's audio: the wait it adds to a stream's patch stays short
@@ -57,10 +57,7 @@ class SpeakerEncoder(OnDemand):
     option = "--speaker-model"
     fix = FIX
     error = SpeakerUnavailable
-
-    def __init__(self, model: str | None, load: Callable[[str, torch.device], Any] = load_speaker_model,
-                 retry_after_s: float = RETRY_AFTER_S):
-        super().__init__(model, load, retry_after_s)
+    load_model = staticmethod(load_speaker_model)
 
     def switched_off(self) -> str:
         return ("speaker similarity is switched off on this server (--speaker-model none): start it with "

@@ -2,9 +2,8 @@
 // so that neither a longer tail nor a louder take can tell X apart; only the sound itself can.
 // Pure functions on int16 samples, so Node runs them as the page does.
 
-import { integratedLoudness, kWeighting } from './measures.js';
+import { integratedLoudness, kWeighted } from './measures.js';
 
-const FULL = 32768;
 const FADE_S = 0.005; // each clip fades in and out over 5 ms: a cut mid-waveform clicks, and A's and B's clicks differ
 const GATED_S = 0.4; // BS.1770's gated loudness needs one 400 ms block; a shorter region is measured ungated
 
@@ -16,17 +15,7 @@ export function regionLoudness(pcm, rate) {
     const gated = integratedLoudness(pcm, rate);
     if (isFinite(gated)) return gated;
   }
-  let y = Float64Array.from(pcm, (v) => v / FULL);
-  for (const { b, a } of kWeighting(rate)) {
-    const out = new Float64Array(y.length);
-    let x1 = 0, x2 = 0, y1 = 0, y2 = 0;
-    for (let i = 0; i < y.length; i++) {
-      const v = b[0] * y[i] + b[1] * x1 + b[2] * x2 - a[1] * y1 - a[2] * y2;
-      x2 = x1; x1 = y[i]; y2 = y1; y1 = v;
-      out[i] = v;
-    }
-    y = out;
-  }
+  const y = kWeighted(pcm, rate);
   let sum = 0;
   for (let i = 0; i < y.length; i++) sum += y[i] * y[i];
   return sum > 0 ? -0.691 + 10 * Math.log10(sum / y.length) : -Infinity;

@@ -42,10 +42,16 @@ function biquad(x, { b, a }) {
   return y;
 }
 
-// Integrated loudness in LUFS; -Infinity when nothing passes the gates (or under 400 ms of audio).
-export function integratedLoudness(pcm, rate) {
+// int16 samples through BS.1770's K-weighting, as floats of full scale 1.
+export function kWeighted(pcm, rate) {
   let y = Float64Array.from(pcm, (v) => v / FULL);
   for (const f of kWeighting(rate)) y = biquad(y, f);
+  return y;
+}
+
+// Integrated loudness in LUFS; -Infinity when nothing passes the gates (or under 400 ms of audio).
+export function integratedLoudness(pcm, rate) {
+  const y = kWeighted(pcm, rate);
   const block = Math.round(0.4 * rate);
   const hop = Math.round(0.1 * rate);
   const powers = [];

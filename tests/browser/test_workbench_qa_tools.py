@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..support.workbench_page import app, page, take  # noqa: F401 (fixtures)
+from ..support.workbench_page import app, download, page, take  # noqa: F401 (fixtures)
 
 WB = "#vox-workbench"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
@@ -86,14 +86,6 @@ def test_markers_with_notes_are_kept_with_the_take(page):
     assert page.locator(f"{WB} [data-wb=markers] input").input_value() == "breath too loud"
 
 
-def _download(page, selector: str) -> Path:
-    with page.expect_download() as info:
-        page.click(selector)
-    path = page.downloads / info.value.suggested_filename
-    info.value.save_as(path)
-    return path
-
-
 def test_the_take_list_names_rates_tags_filters_exports_and_imports(page):
     import csv
     take(page, "Another sentence entirely.")
@@ -111,14 +103,14 @@ def test_the_take_list_names_rates_tags_filters_exports_and_imports(page):
     page.fill(f"{WB} [data-wb=filter]", "entirely")
     assert page.locator(f"{WB} [data-take]").count() >= 1 and "fox" not in page.locator(f"{WB} [data-wb=list]").inner_text()
     page.fill(f"{WB} [data-wb=filter]", "")
-    with open(_download(page, f"{WB} [data-wb=csv]"), newline="") as fh:
+    with open(download(page, f"{WB} [data-wb=csv]"), newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == page.evaluate("window.workbench.takes.length")
     mine = next(r for r in rows if r["id"] == t["id"])
     assert mine["name"] == "fox take" and mine["rating"] == "4" and mine["tags"] == "breathy; keep"
     assert mine["text"] == "The quick brown fox." and float(mine["lufs"]) < 0 and all(r["seconds"] for r in rows)
     pcm = _pcm(page)
-    bundle = _download(page, f"{WB} [data-wb=bundle]")
+    bundle = download(page, f"{WB} [data-wb=bundle]")
     page.click(f"{WB} [data-take='{t['id']}'] button[data-act=delete]")
     page.wait_for_function("id => !window.workbench.takes.some((t) => t.id === id)", arg=t["id"])
     page.set_input_files(f"{WB} [data-wb=import]", str(bundle))

@@ -12,20 +12,12 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from ..support.workbench_page import app, drag, page, ready, settled, take  # noqa: F401 (fixtures)
+from ..support.workbench_page import app, download, drag, page, ready, settled, take  # noqa: F401 (fixtures)
 from .test_page_speed import set_speed
 
 WB = "#vox-workbench"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 LONG_TEXT = " ".join(["A long take whose settings comment must still be read back by soundfile."] * 13)  # ~960 chars
-
-
-def _download(page, selector: str) -> Path:
-    with page.expect_download() as info:
-        page.click(selector)
-    path = page.downloads / info.value.suggested_filename
-    info.value.save_as(path)
-    return path
 
 
 def _watch_console(page):
@@ -52,7 +44,7 @@ def _shot(page, name: str):
 def test_a_take_at_speed_records_reuses_and_exports_its_settings_and_matches_its_offline_render(page):
     _watch_console(page)
     plain = take(page, LONG_TEXT)  # speed 1, normalize off, Random seed on
-    wav = _download(page, f"{WB} [data-wb=wav]")
+    wav = download(page, f"{WB} [data-wb=wav]")
     with sf.SoundFile(wav) as f:  # a long take's settings comment: libsndfile reads INFO strings under 2 KB only
         comment = json.loads(f.comment)
     assert comment["settings"]["speed"] == 1 and comment["settings"]["seed"] == plain["settings"]["seed"]
@@ -91,12 +83,12 @@ def test_a_take_at_speed_records_reuses_and_exports_its_settings_and_matches_its
     page.fill(f"{WB} [data-wb=notes]", "breathy start")
     page.locator(f"{WB} [data-wb=notes]").dispatch_event("change")
     page.wait_for_function("window.workbench.selected.markers?.[0]?.note === 'a click here' && window.workbench.selected.notes")
-    with open(_download(page, f"{WB} [data-wb=csv]"), newline="") as fh:
+    with open(download(page, f"{WB} [data-wb=csv]"), newline="") as fh:
         rows = {r["id"]: r for r in csv.DictReader(fh)}
     assert rows[fast["id"]]["speed"] == "1.5" and rows[fast["id"]]["normalize"] == "true"
     assert rows[fast["id"]]["trim_silence"] == "false" and rows[plain["id"]]["speed"] == "1"
     assert rows[fast["id"]]["markers"] == "1"
-    with open(_download(page, f"{WB} [data-wb=notes-csv]"), newline="") as fh:
+    with open(download(page, f"{WB} [data-wb=notes-csv]"), newline="") as fh:
         notes = [r for r in csv.DictReader(fh) if r["id"] == fast["id"]]
     assert [(r["kind"], r["note"]) for r in notes] == [("marker", "a click here"), ("take note", "breathy start")]
     assert abs(float(notes[0]["ms"]) - (fast["figures"]["seconds"] - 0.1) * 1000) < 1

@@ -1,9 +1,10 @@
 """Shared by the workbench's browser tests: the app (tiny random model, a voice library), a page at
-desktop size with the handles on its modules, a take made as a user makes one, and a slowed engine."""
+desktop size with the handles on its modules, a take made as a user makes one, a download as a user saves one, and a slowed engine."""
 from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,12 @@ def drag(page, selector: str, x0: float, x1: float):
     page.mouse.down()
     page.mouse.move(box["x"] + box["width"] * x1, y, steps=10)
     page.mouse.up()
+
+
+def download(page, selector: str) -> Path:
+    """Clicks `selector` and returns the file the page downloaded, kept in the page's folder."""
+    with page.expect_download() as info:
+        page.click(selector)
+    path = page.downloads / info.value.suggested_filename
+    info.value.save_as(path)
+    return path
