@@ -25,9 +25,6 @@ from ..model.transformer import (PLAIN_OPS, LayerOps, attention_inputs, decode_a
 # Four transformers, each at a static batch of 1 and a symbolic larger batch: more entries per
 # function than dynamo's default limit of 8, all of them wanted.
 RECOMPILE_LIMIT = 64
-# Up to this many tokens in a call (rows x positions) a layer runs as model/layer_kernels.py's
-# fused kernels, bound by its weights; from there on the products are compute-bound and cuBLAS's.
-FUSED_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -80,35 +77,23 @@ def batch_dynamic(fn, *batch_args: int):
 FLASH_FIRST = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
 
 
-def compiled_ops(short_kernel: bool = True, sequence_backends=FLASH_FIRST, fused_tokens: int = FUSED_TOKENS) -> LayerOps:
+def compiled_ops(short_kernel: bool = True, sequence_backends=FLASH_FIRST) -> LayerOps:
     """Shapes are fixed per call site; attention is already a single kernel. LocEnc's and LocDiT's
     short sequences (5 and 11 positions) take model/short_attention.py's kernel, which fits them
     (`short_kernel=False` is the off switch); longer ones, and all of them without it, take SDPA
     pinned to `sequence_backends`: cuDNN's kernel adds a memset per layer, and on an H200 the flash
     kernel made a DiT call 6% faster (docs/benchmarks.md). SDPA takes the first allowed backend that
-    the GPU supports. Calls of at most `fused_tokens` tokens run a layer as the fused kernels of
-    model/layer_kernels.py (0 is the off switch)."""
+    the GPU supports."""
     static = dict(fullgraph=True, dynamic=False)
     attend = pinned_attention(sequence_backends)
     if short_kernel:
         from ..model.short_attention import short_attention  # imports Triton, which a CPU-only install may lack
         attend = functools.partial(short_attention, fallback=attend)
-    inputs = batch_dynamic(torch.compile(attention_inputs, **static), 0, 3, 4)
-    output = batch_dynamic(torch.compile(layer_output, **static), 0, 1)
-    if fused_tokens > 0:
-        from ..model import layer_kernels  # Triton again
-        inputs = by_tokens(layer_kernels.attention_inputs, inputs, fused_tokens)
-        output = by_tokens(layer_kernels.layer_output, output, fused_tokens)
-    return LayerOps(inputs, output, decode_attention, batch_dynamic(torch.compile(rms_norm, **static), 0), attend)
-
-
-def by_tokens(few, many, limit: int):
-    """`few` for calls whose x ([B, T, H]) holds at most `limit` tokens, else `many`. Shapes are
-    fixed per captured graph, so each graph takes one branch."""
-    @functools.wraps(many)
-    def call(x, *args):
-        return (few if x.shape[0] * x.shape[1] <= limit else many)(x, *args)
-    return call
+    return LayerOps(batch_dynamic(torch.compile(attention_inputs, **static), 0, 3, 4),
+                    batch_dynamic(torch.compile(layer_output, **static), 0, 1),
+                    decode_attention,
+                    batch_dynamic(torch.compile(rms_norm, **static), 0),
+                    attend)
 
 
 def pinned_attention(backends):
