@@ -251,7 +251,7 @@ def main():
         args.buckets = [] if args.admission else [1, 8, 32, 64]
     attention_variants()
     engine = random_engine(torch.float32, max_streams=max(args.buckets + args.admission))
-    r, step = engine.runner, engine.runner.step
+    r = engine.runner
     t = time.perf_counter()
     r.capture()
     print(f"capture {time.perf_counter() - t:.1f} s, {r.graphs} graphs")
