@@ -2,7 +2,7 @@
 """The LocDiT alone at 32 to 128 rows (2 x rows sequences of 11 tokens: the guided pair): graph
 replay time and achieved TFLOP/s of one call per variant, and where one call's GPU time goes.
 
-    python -m bench.lab.dit_rate [--rows 32 64 128] [--autotune]
+    python -m bench.lab.dit_rate [--rows 32 64 128] [--autotune] [--table-rows 128] [--only-engine]
 
 Variants: the engine's compiled layer functions with flash attention over every position (the
 engine before), the same with the last layer on the patch's positions only (Transformer.forward's
@@ -21,6 +21,7 @@ import time
 import traceback
 
 import torch
+import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -60,6 +61,8 @@ def main():
     ap.add_argument("--rows", type=int, nargs="+", default=[32, 64, 128])
     ap.add_argument("--autotune", action="store_true")
     ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--table-rows", type=int, default=64, help="the bucket whose kernels are listed")
+    ap.add_argument("--only-engine", action="store_true", help="the engine's variant alone, and the GEMMs")
     args = ap.parse_args()
     cfg = ModelConfig.from_json("bench/voxcpm2_config.json")
     with torch.device("cuda"):
@@ -71,12 +74,36 @@ def main():
                 ("short kernel, keep patch", compiled_ops(), cfg.patch_size)]
     if args.autotune:
         variants.append(("keep patch, max-autotune", autotuned_ops(), cfg.patch_size))
+    if args.only_engine:
+        variants = variants[2:3]
+        gemm_rates(cfg, args.rows)
     for name, ops, keep in variants:
         try:
             time_variant(dit, cfg, name, ops, keep, args)
         except Exception:  # one variant failing leaves the others' figures
             print(f"{name}: FAILED")
             traceback.print_exc()
+
+
+def gemm_rates(cfg: ModelConfig, rows: list[int]) -> None:
+    """Each of a DiT layer's four products alone (F.linear, cuBLAS) at each bucket's token count
+    (2 x rows sequences of 11 positions), and a large square product for the card's own rate."""
+    h, f = cfg.local_dit.hidden_size, cfg.local_dit.intermediate_size
+    qkv = (cfg.local_dit.num_heads + 2 * cfg.local_dit.num_kv_heads) * cfg.local_dit.head_dim
+    shapes = {"qkv": (h, qkv), "o": (cfg.local_dit.num_heads * cfg.local_dit.head_dim, h), "gate_up": (h, 2 * f),
+              "down": (f, h)}
+    bf = dict(device="cuda", dtype=torch.bfloat16)
+    big = torch.randn(8192, 8192, **bf)
+    ms = replay_ms(capture(lambda: big @ big).replay, 20)
+    print(f"  8192^3 product: {2 * 8192 ** 3 / (ms * 1e-3) / 1e12:.0f} TFLOP/s")
+    for b in rows:
+        tokens = 2 * b * (3 + 2 * cfg.patch_size)
+        line = []
+        for name, (k, n) in shapes.items():
+            x, w = torch.randn(tokens, k, **bf), torch.randn(n, k, **bf)
+            ms = replay_ms(capture(lambda x=x, w=w: F.linear(x, w)).replay, 50)
+            line.append(f"{name} {tokens}x{k}->{n} {ms * 1e3:.0f} us {2 * tokens * k * n / (ms * 1e-3) / 1e12:.0f} TFLOP/s")
+        print(f"  rows {b}: " + "; ".join(line))
 
 
 def time_variant(dit: LocDiT, cfg: ModelConfig, name: str, ops: T.LayerOps, keep, args) -> None:
@@ -95,7 +122,7 @@ def time_variant(dit: LocDiT, cfg: ModelConfig, name: str, ops: T.LayerOps, keep
         rate = flops(dit, tokens, keep) / (ms * 1e-3) / 1e12
         print(f"{name:26s} rows={b:4d}: {ms:.3f} ms per DiT call, {rate:6.1f} TFLOP/s (first call {first:.1f} s)"
               + (f", relative error {error:.1e} against the plain functions" if b == args.rows[0] else ""))
-        if b == 64:
+        if b == args.table_rows:
             kernel_table(call, args.top)
 
 
