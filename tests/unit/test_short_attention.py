@@ -67,3 +67,46 @@ def test_the_step_functions_take_the_kernel_with_an_off_switch(monkeypatch):
     assert launched == [(2 * 8,)]
     torch.testing.assert_close(compiled_ops(short_kernel=False).sequence_attention(q, k, v, False), expected)
     assert len(launched) == 1
+
+
+def rope_tables(positions: int, dim: int = 32, seed: int = 6):
+    angles = torch.rand(positions, dim // 2, generator=torch.Generator().manual_seed(seed)) * 6.3
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos().to(DEVICE), angles.sin().to(DEVICE)
+
+
+@pytest.mark.parametrize("positions, last", [(11, None), (11, 4), (5, None)])
+def test_rotating_while_loading_equals_rotating_first(positions, last):
+    """Given the RoPE tables, the kernel rotates unrotated q and k itself, the queries at their own
+    positions when they are the last ones only (LocDiT's last layer)."""
+    q, k, v = qkv_views(2, positions, seed=7)
+    rope = rope_tables(positions)
+    if last:
+        q = q[:, :, -last:]
+    want = sequence_attention(q, k, v, False, rope)
+    torch.testing.assert_close(short_attention(q, k, v, False, rope), want, rtol=2e-3, atol=2e-3)
+    assert not torch.allclose(short_attention(q, k, v, False), want, rtol=2e-3, atol=2e-3)  # the rotation matters
+
+
+def test_a_transformer_that_rotates_in_attention_equals_the_plain_one():
+    """Transformer.forward hands unrotated q and k and the tables to an attention that says it
+    rotates them; the result is the plain path's (LocEnc's shape, and LocDiT's with keep=)."""
+    import functools
+
+    from inference.model.config import RopeConfig, TransformerConfig
+    from inference.model.transformer import PLAIN_OPS, LayerOps, Transformer
+
+    rope = RopeConfig(theta=10000.0, short_factor=(1.0,) * 16, long_factor=(1.0,) * 16,
+                      original_max_positions=64, max_positions=64)
+    cfg = TransformerConfig(hidden_size=64, intermediate_size=96, num_layers=2, num_heads=4, num_kv_heads=2,
+                            head_dim=32, rms_norm_eps=1e-5, rope=rope, vocab_size=0)
+    torch.manual_seed(0)
+    model = Transformer(cfg).to(DEVICE)
+    model.fuse_projections()
+    late = LayerOps(sequence_attention=functools.partial(short_attention, fallback=sequence_attention),
+                    rope_in_attention=True)
+    x = torch.randn(3, 11, 64, device=DEVICE)
+    with torch.no_grad():
+        for keep in (None, 4):
+            torch.testing.assert_close(model(x, causal=False, ops=late, keep=keep),
+                                       model(x, causal=False, ops=PLAIN_OPS, keep=keep), rtol=2e-3, atol=2e-3)
