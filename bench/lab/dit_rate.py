@@ -6,18 +6,16 @@ replay time and achieved TFLOP/s of one call per variant, and where one call's G
 
 Variants: the engine's compiled layer functions with flash attention over every position (the
 engine before), the same with the last layer on the patch's positions only (Transformer.forward's
-keep=), the same with model/short_attention.py's kernel in place of flash, which rotates q and k as
-it loads them (the engine now), that one with RoPE applied by the projection's compiled function
-instead (the engine before 2026-11-26), and with --autotune the engine's compiled with inductor's
-max-autotune (Triton GEMM templates tried against cuBLAS per shape). Published architecture, random
-bf16 weights; each variant's first row also gives its relative error against the plain functions.
+keep=), the same with model/short_attention.py's kernel in place of flash (the engine now), and
+with --autotune that one compiled with inductor's max-autotune (Triton GEMM templates tried
+against cuBLAS per shape). Published architecture, random bf16 weights; each variant's first row
+also gives its relative error against the plain functions.
 (Tried and dropped: LocDiT's 11-position attention as compiled plain float32 products instead of
 the flash kernel: 23% slower at 64 rows on an H100, figures in docs/benchmarks.md.)
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import time
 import traceback
@@ -72,14 +70,12 @@ def main():
     dit.decoder.fuse_projections()
     print(f"LocDiT alone: {torch.cuda.get_device_name()}, torch {torch.__version__}, {datetime.date.today()}")
     flash = compiled_ops(short_kernel=False)
-    engine = compiled_ops()
     variants = [("flash, all positions", flash, None), ("flash, keep patch", flash, cfg.patch_size),
-                ("short kernel, keep patch", engine, cfg.patch_size),
-                ("the same, RoPE before it", dataclasses.replace(engine, rope_in_attention=False), cfg.patch_size)]
+                ("short kernel, keep patch", compiled_ops(), cfg.patch_size)]
     if args.autotune:
         variants.append(("keep patch, max-autotune", autotuned_ops(), cfg.patch_size))
     if args.only_engine:
-        variants = variants[2:4]
+        variants = variants[2:3]
         gemm_rates(cfg, args.rows)
     for name, ops, keep in variants:
         try:

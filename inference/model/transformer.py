@@ -71,14 +71,8 @@ def layer_output(x, attn, o_weight, norm_weight, gate_up_weight, down_weight, ep
     return x + F.linear(F.silu(gate) * up, down_weight) * residual_scale
 
 
-def sequence_attention(q, k, v, causal: bool, rope=None):
-    """Attention over a whole sequence: prefill (causal), LocEnc and LocDiT (non-causal). rope:
-    (cos, sin) [T, D] of the keys' positions when q and k come unrotated (LayerOps.rope_in_attention);
-    q may hold the last positions only."""
-    if rope is not None:
-        cos, sin = rope
-        tq = q.shape[2]
-        q, k = apply_rope(q, cos[-tq:], sin[-tq:]), apply_rope(k, cos, sin)
+def sequence_attention(q, k, v, causal: bool):
+    """Attention over a whole sequence: prefill (causal), LocEnc and LocDiT (non-causal)."""
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
 
 
@@ -101,10 +95,6 @@ class LayerOps:
     decode_attention: Callable = decode_attention
     norm: Callable = rms_norm
     sequence_attention: Callable = sequence_attention
-    # Whether a sequence without a KV cache (LocEnc, LocDiT) hands sequence_attention unrotated q
-    # and k with the RoPE tables: the short-sequence kernel rotates them as it loads them, which
-    # saves two passes over q and k per layer (4% of a 128-row LocDiT call, docs/benchmarks.md).
-    rope_in_attention: bool = False
 
 
 PLAIN_OPS = LayerOps()
@@ -215,16 +205,15 @@ class Transformer(nn.Module):
         if keep is not None and causal:
             raise ValueError("keep= is for non-causal sequences")
         rope = self.rope(torch.arange(x.shape[1], device=x.device))
-        late = rope if ops.rope_in_attention and cache is None else None  # rotated by the attention
         for i, layer in enumerate(self.layers):
-            q, k, v = layer.inputs(ops, x, None if late is not None else rope)
+            q, k, v = layer.inputs(ops, x, rope)
             if cache is not None:
                 cache.fill(i, k, v, rows)
             if keep is not None and i == len(self.layers) - 1:
                 # Every key still counts, but the other positions' queries, output projection and
                 # MLP would only be thrown away (LocDiT reads the noisy patch's positions alone).
                 q, x = q[:, :, -keep:], x[:, -keep:]
-            attn = ops.sequence_attention(q, k, v, causal) if late is None else ops.sequence_attention(q, k, v, causal, late)
+            attn = ops.sequence_attention(q, k, v, causal)
             x = layer.output(ops, x, attn)
         return ops.norm(x, self.norm.weight, self.norm.eps)
 

@@ -80,7 +80,7 @@ FLASH_FIRST = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBa
 def compiled_ops(short_kernel: bool = True, sequence_backends=FLASH_FIRST) -> LayerOps:
     """Shapes are fixed per call site; attention is already a single kernel. LocEnc's and LocDiT's
     short sequences (5 and 11 positions) take model/short_attention.py's kernel, which fits them
-    (`short_kernel=False` is the off switch), and it applies their RoPE as it loads q and k; longer ones, and all of them without it, take SDPA
+    (`short_kernel=False` is the off switch); longer ones, and all of them without it, take SDPA
     pinned to `sequence_backends`: cuDNN's kernel adds a memset per layer, and on an H200 the flash
     kernel made a DiT call 6% faster (docs/benchmarks.md). SDPA takes the first allowed backend that
     the GPU supports."""
@@ -93,7 +93,7 @@ def compiled_ops(short_kernel: bool = True, sequence_backends=FLASH_FIRST) -> La
                     batch_dynamic(torch.compile(layer_output, **static), 0, 1),
                     decode_attention,
                     batch_dynamic(torch.compile(rms_norm, **static), 0),
-                    attend, rope_in_attention=short_kernel)
+                    attend)
 
 
 def pinned_attention(backends):
@@ -101,9 +101,9 @@ def pinned_attention(backends):
     if backends is None:
         return sequence_attention
 
-    def attend(q, k, v, causal: bool, rope=None):
+    def attend(q, k, v, causal: bool):
         with sdpa_kernel(list(backends)):
-            return sequence_attention(q, k, v, causal, rope)
+            return sequence_attention(q, k, v, causal)
     return attend
 
 
