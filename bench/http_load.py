@@ -111,6 +111,7 @@ async def burst(url: str, concurrency: int, body, leave, start_at: float | None 
     """`concurrency` requests sent together (at `start_at` on the perf_counter clock, when given);
     returns them and the wall time until the last ended."""
     async with _client(url, concurrency) as client:
+        await warm(client)
         await asyncio.sleep(max(0.0, (start_at or 0.0) - time.perf_counter()))
         start = time.perf_counter()
         results = await asyncio.gather(*(one_request(client, body(i), leave(i)) for i in range(concurrency)))
@@ -123,6 +124,7 @@ async def poisson(url: str, rate: float, duration: float, body, leave, seed: int
     rng = random.Random(seed)
     tasks = []
     async with _client(url, int(rate * duration) + 8) as client:
+        await warm(client)
         await asyncio.sleep(max(0.0, (start_at or 0.0) - time.perf_counter()))
         start, next_at, i = time.perf_counter(), 0.0, 0
         while next_at < duration:  # arrival times fixed in advance, so a slow send does not thin them
@@ -132,6 +134,12 @@ async def poisson(url: str, rate: float, duration: float, body, leave, seed: int
             next_at += rng.expovariate(rate)
         results = await asyncio.gather(*tasks)
     return list(results), time.perf_counter() - start
+
+
+async def warm(client: httpx.AsyncClient):
+    """One request before the load: httpx imports its async backend on a client's first request,
+    tens of ms with the loop blocked, which spread a burst's sends over 100 ms per process."""
+    await client.get("/voxcpm/health")
 
 
 def _client(url: str, connections: int) -> httpx.AsyncClient:

@@ -137,3 +137,43 @@ def test_a_client_that_goes_cancels_its_job_before_and_after_its_first_audio():
         server.should_exit = True
         thread.join(timeout=10)
         worker.close()
+
+
+class SlowPreparing(StandInEngine):
+    """The stand-in, with a preparation that takes a while and counts how many run at once."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.lock, self.now, self.most = threading.Lock(), 0, 0
+
+    def prepare(self, req):
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(0.02)
+        with self.lock:
+            self.now -= 1
+        return super().prepare(req)
+
+
+def test_a_burst_is_prepared_a_few_requests_at_a_time_off_the_loop():
+    # Preparing holds the GIL; a burst prepared 40 at once (anyio's default threads) was no faster
+    # and kept the loop and the GPU's thread waiting for the GIL. The burst still all succeeds.
+    from ui.http.common import PREPARE_THREADS
+
+    engine = SlowPreparing(rows=16)
+    app = stream_app(engine, max_queue=0)
+
+    async def burst() -> tuple[list[int], int]:
+        loop_thread = threading.get_ident()
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test",
+                                     timeout=60) as client:
+            answers = await asyncio.gather(*(client.post("/voxcpm/stream", json=body(i, 2)) for i in range(12)))
+        return [a.status_code for a in answers], loop_thread
+    try:
+        statuses, loop_thread = asyncio.run(asyncio.wait_for(burst(), timeout=60))
+    finally:
+        app.state.ctx.worker.close()
+    assert statuses == [200] * 12
+    assert 1 < engine.most <= PREPARE_THREADS, f"{engine.most} preparations ran at once"
+    assert loop_thread not in engine.prepared_on
