@@ -10,7 +10,6 @@ import asyncio
 import functools
 import json
 import logging
-import weakref
 from dataclasses import dataclass
 
 import anyio
@@ -32,14 +31,6 @@ from ..services.metrics import observe_refusal
 log = logging.getLogger("voxcpm.http")
 POLL_S = 0.05  # how often a waiting route looks for a closed connection and new audio
 MAX_JSON_BYTES = 256 * 1024  # 20,000 CJK characters escaped as \uXXXX, and room to spare
-# Requests are prepared (voice lookup, text, tokens, clips' samples) on at most this many threads
-# at once, the rest of a burst waiting its turn on the loop. Preparing is mostly Python, holding
-# the GIL: with anyio's 40 threads a burst of 64 ran 40 at once, no faster, while the event loop
-# (accepting and reading the burst's other requests) and the GPU's worker thread queued for the
-# GIL behind them (docs/benchmarks.md, "The served path over HTTP"). A few, not one, so that a
-# slow voice lookup (a library in PostgreSQL) does not hold up every request behind it.
-PREPARE_THREADS = 4
-_PREPARE_LIMITERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> its limiter
 
 
 def error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -199,7 +190,7 @@ async def submit(request: Request, state, parse=parse_body, build=None, describe
         if pending:
             state.preparing.add(rid)
         try:
-            job, req = await anyio.to_thread.run_sync(prepare, limiter=prepare_limiter())
+            job, req = await anyio.to_thread.run_sync(prepare)
         finally:
             if pending:
                 state.preparing.discard(rid)
@@ -219,16 +210,6 @@ async def submit(request: Request, state, parse=parse_body, build=None, describe
     except Exception:  # guarded() answers 500 and logs the traceback; the outcome line still goes out
         refused(500, "error")
         raise
-
-
-def prepare_limiter() -> anyio.CapacityLimiter:
-    """The running loop's limiter of PREPARE_THREADS (made on first use, on the loop's thread: each
-    app a test serves runs its own loop)."""
-    loop = asyncio.get_running_loop()
-    limiter = _PREPARE_LIMITERS.get(loop)
-    if limiter is None:
-        limiter = _PREPARE_LIMITERS[loop] = anyio.CapacityLimiter(PREPARE_THREADS)
-    return limiter
 
 
 def _log_refusal(asked: Asked, status: int, outcome: str):
