@@ -61,9 +61,6 @@ class EngineWorker:
         self._lock = threading.Condition()  # guards everything below that other threads read
         self._waiting: collections.deque[Job] = collections.deque()
         self._jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()  # listed: live and finished
-        # The listed jobs not finished yet, counted for every admission: walking the whole listing
-        # (up to keep_finished jobs) under the lock, per request, held up a burst and the GPU's thread.
-        self._live: set[Job] = set()
         self._keep_finished = keep_finished
         self._running: dict[Job, Running] = {}
         self._calls = EngineCalls()  # to run on this thread between two steps
@@ -84,7 +81,6 @@ class EngineWorker:
             self._admit(job_id)
             job = Job(request, job_id or uuid.uuid4().hex, self.sample_rate, self, prepared)
             self._jobs[job.id] = job
-            self._live.add(job)
             self._forget_old()
             self._waiting.append(job)
             self._lock.notify()
@@ -102,7 +98,7 @@ class EngineWorker:
 
     def _held(self) -> int:
         # Queued, running, or between the two (taken from the line, not yet on the engine).
-        return len(self._live)
+        return sum(1 for job in self._jobs.values() if job.live)
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
@@ -195,9 +191,7 @@ class EngineWorker:
     def _forget_old(self):
         # Finished jobs stay queryable (for the page's metrics poll) but only the latest few.
         excess = len(self._jobs) - self._keep_finished
-        if excess <= 0:
-            return
-        for job_id in list(itertools.islice(self._jobs, excess)):
+        for job_id in list(self._jobs)[:max(0, excess)]:
             if not self._jobs[job_id].live:
                 del self._jobs[job_id]
 
@@ -304,7 +298,6 @@ class EngineWorker:
     def _finish(self, job: Job, state: str, error: str | None = None, outcome: str | None = None):
         with self._lock:
             running = self._running.pop(job, None)
-            self._live.discard(job)
             streams = len(self._running)
         if running is not None and self.latents is not None and state != "failed":
             # A stopped take has an offline render too.
