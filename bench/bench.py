@@ -5,6 +5,7 @@
     python bench/bench.py --checkpoint DIR     # a real checkpoint folder
     python bench/bench.py --results OUT.md        # the table also written to a file
     python bench/bench.py --sweep-only             # only the concurrency sweep (many listeners)
+    python bench/bench.py --precision              # only the exactness check: bf16 and float32, both sides
 
 Random weights stop at random, so every timed request runs a fixed number of patches
 (min_len = max_len). Prints one table (medians over --runs); see bench/README.md for each figure.
@@ -12,6 +13,7 @@ Random weights stop at random, so every timed request runs a fixed number of pat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import logging
 import os
@@ -100,6 +102,21 @@ def _measure_ours(engine, source, load_and_warm: float, args, reference: str):
     return [row], floor, vae_rows, parity, sweep
 
 
+def precision_phase(source, args) -> str:
+    """Our latents in bf16 (the served engine: graphs, compiled functions) and in float32 (eager, TF32
+    off), then the official package's in both, all from the same weights and noise."""
+    ours = {}
+    for dtype in ("bfloat16", "float32"):
+        fast = dtype == "bfloat16"
+        engine = weights.our_engine(source, vae_dtype="float32", cuda_graphs=fast, compile=fast, dtype=dtype,
+                                    max_streams=8)
+        with official_side.true_float32() if not fast else contextlib.nullcontext():
+            ours[dtype] = official_side.latents_for_parity(engine, TEXT)
+        del engine
+        weights.free_gpu()
+    return report.precision_table(official_side.precision(source, TEXT, ours))
+
+
 def eager_phase(source, args, reference: str) -> dict:
     engine = weights.our_engine(source, vae_dtype=args.vae_dtype, cuda_graphs=False)
     row = bench_ours(engine, argparse.Namespace(**{**vars(args), "runs": 1}), reference, "ours (eager)")
@@ -124,6 +141,8 @@ def main():
     ap.add_argument("--ahead-sizes", type=int, nargs="*", default=[],
                     help="then the big loads again with each group size of admission ahead (0: off)")
     ap.add_argument("--vae-only", action="store_true", help="only the streamed VAE decode's SNR table (eager engine)")
+    ap.add_argument("--precision", action="store_true",
+                    help="only the exactness check: our latents and the official's, each in bf16 and float32")
     ap.add_argument("--results", help="write the markdown table here")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -133,6 +152,9 @@ def main():
     if args.vae_only:
         engine = weights.our_engine(source, vae_dtype="float32", cuda_graphs=False)
         print(report.vae_table(report.vae_precision(engine, weights.vae_fp32(source), patches=args.patches)))
+        return
+    if args.precision:
+        print(precision_phase(source, args))
         return
     rows, floor, vae_rows, parity, sweep = ours_phase(source, args, reference)
     weights.free_gpu()

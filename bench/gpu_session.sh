@@ -6,6 +6,7 @@
 #   bash bench/gpu_session.sh tests sweep profile     # GPU tests, in-process sweep, step profile
 #   bash bench/gpu_session.sh vae dit                 # the VAE decoder alone (VAE_ARGS), the LocDiT alone
 #   bash bench/gpu_session.sh vae-snr                 # the streamed decode's SNR table of bench.bench (--vae-only)
+#   bash bench/gpu_session.sh precision               # our latents and the official's, each in bf16 and float32
 #   bash bench/gpu_session.sh admission               # a burst of 64 to its first chunks; prefill graphs
 #   SWEEP_ARGS="--ahead-sizes 0 32" bash bench/gpu_session.sh sweep   # the big loads again, admission ahead off, in 32s
 #   bash bench/gpu_session.sh serve                   # the whole app over HTTP (bench/serve.py)
@@ -41,6 +42,7 @@ for phase in "$@"; do
     profile) python3 -m bench.lab.profile_step --buckets 1 8 32 64 128 ${PROFILE_ARGS:-} 2>&1 | tee "$OUT/profile.txt" | tail -60 ;;
     admission) python3 -m bench.lab.profile_step --admission 64 --prefill 2>&1 | tee "$OUT/admission.txt" | tail -30 ;;
     vae-snr) python3 -m bench.bench --checkpoint "$CKPT" --vae-only 2>&1 | grep -v "^20..-" | tee "$OUT/vae_snr.md" ;;
+    precision) python3 -m bench.bench --checkpoint "$CKPT" --precision 2>&1 | grep -v "^20..-" | tee "$OUT/precision.md" ;;
     vae) python3 -m bench.lab.vae_decode --config bench/voxcpm2_config.json ${VAE_ARGS:-} 2>&1 | tee "$OUT/vae.txt" | tail -80 ;;
     dit) python3 -m bench.lab.dit_rate ${DIT_ARGS:-} 2>&1 | tee "$OUT/dit.txt" | tail -60 ;;
     serve|serve:*) clients=${phase#serve}; clients=${clients#:}

@@ -102,8 +102,8 @@ def build_official_modules(ckpt_dir) -> torch.nn.Module:
     return off.VoxCPM2Model(config, tokenizer, off.AudioVAEV2(config=config.audio_vae_config), device="cpu")
 
 
-def load_official_model(ckpt_dir, dtype: str = "float32", lora_config=None):
-    """VoxCPM2Model on CPU through the official loader, in `dtype` (with LoRA layers where the
+def load_official_model(ckpt_dir, dtype: str = "float32", lora_config=None, device: str = "cpu"):
+    """VoxCPM2Model on `device` through the official loader, in `dtype` (with LoRA layers where the
     official LoRAConfig `lora_config` puts them).
 
     from_local casts to config.json's dtype and sizes its KV caches with it, so it runs on a temp
@@ -117,7 +117,7 @@ def load_official_model(ckpt_dir, dtype: str = "float32", lora_config=None):
         cfg = json.loads(Path(ckpt_dir, "config.json").read_text(encoding="utf-8"))
         cfg["dtype"] = dtype
         Path(tmp, "config.json").write_text(json.dumps(cfg), encoding="utf-8")
-        model = off.VoxCPM2Model.from_local(tmp, optimize=False, device="cpu", lora_config=lora_config)
+        model = off.VoxCPM2Model.from_local(tmp, optimize=False, device=device, lora_config=lora_config)
     return model
 
 

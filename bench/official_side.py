@@ -1,6 +1,8 @@
-"""The official voxcpm 2.0.3 package on the same weights: eager, then with its optimize()."""
+"""The official voxcpm 2.0.3 package on the same weights: eager, then with its optimize(); and its
+latents in bf16 and float32 against ours (the exactness bound)."""
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 
@@ -9,23 +11,27 @@ import torch
 
 from bench.timing import first_chunk_seconds, median, p90, stream_timings
 from inference import SynthesisRequest
-from bench.official import import_official, run_official
+from bench.official import import_official, load_official_model, run_official
 
 PARITY_PATCHES = 8
 
 
-def build_official(raw: dict | None, tok_dir: str | None, state: dict | None = None, folder: str | None = None):
+def build_official(raw: dict | None, tok_dir: str | None, state: dict | None = None, folder: str | None = None,
+                   dtype: str = "bfloat16", device: str = "cuda"):
+    """The official model in `dtype` on `device`, from a folder or from `raw` config and `state`."""
     off = import_official()
     if folder:
+        if dtype != "bfloat16" or device != "cuda":  # from_local takes the dtype from config.json
+            return load_official_model(folder, dtype, device=device).eval()
         return off.VoxCPM2Model.from_local(folder, optimize=False, device="cuda")
     from transformers import LlamaTokenizerFast
 
     config = off.VoxCPMConfig.model_validate(raw)
-    config.dtype = "bfloat16"
+    config.dtype = dtype
     tokenizer = LlamaTokenizerFast.from_pretrained(tok_dir)
     with torch.device("cuda"):  # initialise on the GPU: minutes faster than 2.4 B parameters on the host
         model = off.VoxCPM2Model(config, tokenizer, off.AudioVAEV2(config=config.audio_vae_config), device="cuda")
-    model = model.to(torch.bfloat16)
+    model = model.to(getattr(torch, dtype))
     model.audio_vae = model.audio_vae.float()  # as the official loader does
     if state is not None:
         model.load_state_dict(state, strict=True)
@@ -72,11 +78,55 @@ def latents_for_parity(engine, text: str) -> dict:
     return {"noise": noise, "ours": ours}
 
 
+def relative_errors(ours: np.ndarray, reference: np.ndarray) -> list[float]:
+    """Per patch, ||ours - reference|| / ||reference|| (as many patches as both made)."""
+    return [float(np.linalg.norm(a - b) / np.linalg.norm(b)) for a, b in zip(ours, reference)]
+
+
 def parity(model, text: str, mine: dict) -> dict:
     latents, _, n = run_official(model, text=text, noise=mine["noise"], min_len=PARITY_PATCHES - 1,
                                  max_len=PARITY_PATCHES)
-    errors = [float(np.linalg.norm(a - b) / np.linalg.norm(b)) for a, b in zip(mine["ours"], latents)]
+    errors = relative_errors(mine["ours"], latents)
     return {"first": errors[0], "mean": float(np.mean(errors)), "n": min(n, len(mine["ours"]))}
+
+
+@contextlib.contextmanager
+def true_float32():
+    """TF32 off for products and convolutions: float32 computed as float32 (the reference)."""
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def official_latents(source, text: str, noise: np.ndarray, dtype: str, device: str = "cuda") -> np.ndarray:
+    """The official package's latents in `dtype` for `noise` (the model is freed before returning)."""
+    state = None
+    if source.model_weights is not None:
+        state = dict(source.model_weights)
+        state.update({f"audio_vae.{k}": v for k, v in source.vae_weights.items()})
+    model = build_official(source.raw_config, source.tokenizer_dir, state, source.folder, dtype, device)
+    with true_float32():
+        latents, _, _ = run_official(model, text=text, noise=noise, min_len=PARITY_PATCHES - 1, max_len=PARITY_PATCHES)
+    del model
+    gc.collect()
+    torch.cuda.empty_cache()
+    return latents
+
+
+def precision(source, text: str, ours: dict[str, dict], device: str = "cuda") -> dict[str, list[float]]:
+    """Per-patch relative errors of each pair, given our latents in bf16 and float32 (`ours[dtype]`,
+    from latents_for_parity: the same noise). The official package's own bf16 against its float32 is
+    the bound ours in bf16 is held to; ours in float32 against it shows the implementations equal."""
+    noise = ours["bfloat16"]["noise"]
+    official = {dtype: official_latents(source, text, noise, dtype, device) for dtype in ("bfloat16", "float32")}
+    return {"ours bf16 against official float32": relative_errors(ours["bfloat16"]["ours"], official["float32"]),
+            "official bf16 against official float32 (the bound)": relative_errors(official["bfloat16"],
+                                                                                  official["float32"]),
+            "ours bf16 against official bf16": relative_errors(ours["bfloat16"]["ours"], official["bfloat16"]),
+            "ours float32 against official float32": relative_errors(ours["float32"]["ours"], official["float32"])}
 
 
 def bench(source, args, text: str, reference: str, mine: dict | None) -> list[dict]:

@@ -109,6 +109,20 @@ def vae_table(vae_rows: list[dict]) -> str:
     return "\n".join(lines + [f"| {v['dtype']} | {v['snr']:.1f} | {v['ms']:.3f} |" for v in vae_rows]) + "\n"
 
 
+def precision_table(pairs: dict[str, list[float]]) -> str:
+    """bench.py --precision: each pair's relative error per patch (same weights and noise)."""
+    gpu = torch.cuda.get_device_name()
+    n = min(len(e) for e in pairs.values())
+    lines = [f"Latents, same weights and noise, {gpu}, {datetime.date.today()}: relative error "
+             f"||a - b|| / ||b|| of each patch (a patch feeds the next, so errors grow)", "",
+             "| a against b | first patch | mean | largest | " + " | ".join(f"p{i + 1}" for i in range(n)) + " |",
+             "|---|---|---|---|" + "---|" * n]
+    for label, errors in pairs.items():
+        lines.append(f"| {label} | {errors[0]:.2e} | {np.mean(errors):.2e} | {max(errors):.2e} | "
+                     + " | ".join(f"{e:.1e}" for e in errors[:n]) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def fmt(value, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 

@@ -40,16 +40,17 @@ def prepare(args, work: Path) -> Source:
 
 
 def our_engine(source: Source, *, vae_dtype: str, cuda_graphs: bool, max_streams: int = 64, device: str = "cuda",
-               warmup: bool = True) -> Engine:
+               warmup: bool = True, dtype: str = "bfloat16", compile: bool = True) -> Engine:
     """warmup=False leaves it to the caller, e.g. a worker thread that will replay the graphs."""
     if source.folder:
-        return Engine.from_pretrained(source.folder, device=device, dtype="bfloat16", vae_dtype=vae_dtype,
-                                      cuda_graphs=cuda_graphs, max_streams=max_streams, warmup=warmup)
+        return Engine.from_pretrained(source.folder, device=device, dtype=dtype, vae_dtype=vae_dtype,
+                                      cuda_graphs=cuda_graphs, compile=compile, max_streams=max_streams,
+                                      warmup=warmup)
     cfg = ModelConfig.from_dict(source.raw_config)
     loaded = build_model(cfg, dict(source.model_weights), fold_weight_norm(source.vae_weights),
-                         TextTokenizer.from_dir(source.tokenizer_dir), device=device, dtype="bfloat16",
+                         TextTokenizer.from_dir(source.tokenizer_dir), device=device, dtype=dtype,
                          vae_dtype=vae_dtype)
-    engine = Engine(loaded, cuda_graphs=cuda_graphs, max_streams=max_streams)
+    engine = Engine(loaded, cuda_graphs=cuda_graphs, compile=compile, max_streams=max_streams)
     if warmup:
         engine.warmup()
     return engine
