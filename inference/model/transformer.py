@@ -66,16 +66,9 @@ def attention_inputs(x, norm_weight, qkv_weight, cos, sin, eps: float, heads: tu
 def layer_output(x, attn, o_weight, norm_weight, gate_up_weight, down_weight, eps: float, residual_scale: float):
     """Output projection, residual, pre-norm and the SiLU-gated MLP, residual again."""
     b, h, t, d = attn.shape
-    x = residual_product(x, attn.transpose(1, 2).reshape(b, t, h * d), o_weight, residual_scale)
+    x = x + F.linear(attn.transpose(1, 2).reshape(b, t, h * d), o_weight) * residual_scale
     gate, up = F.linear(rms_norm(x, norm_weight, eps), gate_up_weight).chunk(2, dim=-1)
-    return residual_product(x, F.silu(gate) * up, down_weight, residual_scale)
-
-
-def residual_product(x, a, weight, scale: float):
-    """x + (a @ weight.T) * scale as one product that adds x as it stores (beta = 1): no pass of its
-    own over x and the product. The product is not rounded before it is scaled and added."""
-    out = torch.addmm(x.reshape(-1, x.shape[-1]), a.reshape(-1, a.shape[-1]), weight.t(), alpha=scale)
-    return out.view(x.shape)
+    return x + F.linear(F.silu(gate) * up, down_weight) * residual_scale
 
 
 def sequence_attention(q, k, v, causal: bool):
