@@ -13,7 +13,6 @@ Random weights stop at random, so every timed request runs a fixed number of pat
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import logging
 import os
@@ -107,10 +106,10 @@ def precision_phase(source, args) -> str:
     off), then the official package's in both, all from the same weights and noise."""
     ours = {}
     for dtype in ("bfloat16", "float32"):
-        fast = dtype == "bfloat16"
-        engine = weights.our_engine(source, vae_dtype="float32", cuda_graphs=fast, compile=fast, dtype=dtype,
+        served = dtype == "bfloat16"
+        engine = weights.our_engine(source, vae_dtype="float32", cuda_graphs=served, compile=served, dtype=dtype,
                                     max_streams=8)
-        with official_side.true_float32() if not fast else contextlib.nullcontext():
+        with official_side.computed_as(dtype):
             ours[dtype] = official_side.latents_for_parity(engine, TEXT)
         del engine
         weights.free_gpu()

@@ -3,7 +3,6 @@ latents in bf16 and float32 against ours (the exactness bound)."""
 from __future__ import annotations
 
 import contextlib
-import gc
 import time
 
 import numpy as np
@@ -12,6 +11,7 @@ import torch
 from bench.timing import first_chunk_seconds, median, p90, stream_timings
 from inference import SynthesisRequest
 from bench.official import import_official, load_official_model, run_official
+from bench.weights import free_gpu
 
 PARITY_PATCHES = 8
 
@@ -43,8 +43,7 @@ def random_official_state(raw: dict, tok_dir: str) -> tuple[dict, dict]:
     model = build_official(raw, tok_dir)
     state = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
     del model
-    gc.collect()
-    torch.cuda.empty_cache()
+    free_gpu()
     vae = {k[len("audio_vae."):]: v for k, v in state.items() if k.startswith("audio_vae.")}
     lm = {k: v for k, v in state.items() if not k.startswith("audio_vae.")}
     return lm, vae
@@ -101,18 +100,27 @@ def true_float32():
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
-def official_latents(source, text: str, noise: np.ndarray, dtype: str, device: str = "cuda") -> np.ndarray:
-    """The official package's latents in `dtype` for `noise` (the model is freed before returning)."""
+def computed_as(dtype: str):
+    """Where each side runs in `dtype`: float32 with TF32 off, bf16 as served (TF32 left alone)."""
+    return true_float32() if dtype == "float32" else contextlib.nullcontext()
+
+
+def official_model(source, dtype: str = "bfloat16", device: str = "cuda"):
+    """The official model on the benchmark's weights (a folder, or the shared random state)."""
     state = None
     if source.model_weights is not None:
         state = dict(source.model_weights)
         state.update({f"audio_vae.{k}": v for k, v in source.vae_weights.items()})
-    model = build_official(source.raw_config, source.tokenizer_dir, state, source.folder, dtype, device)
-    with true_float32():
+    return build_official(source.raw_config, source.tokenizer_dir, state, source.folder, dtype, device)
+
+
+def official_latents(source, text: str, noise: np.ndarray, dtype: str, device: str = "cuda") -> np.ndarray:
+    """The official package's latents in `dtype` for `noise` (the model is freed before returning)."""
+    model = official_model(source, dtype, device)
+    with computed_as(dtype):
         latents, _, _ = run_official(model, text=text, noise=noise, min_len=PARITY_PATCHES - 1, max_len=PARITY_PATCHES)
     del model
-    gc.collect()
-    torch.cuda.empty_cache()
+    free_gpu()
     return latents
 
 
@@ -130,11 +138,7 @@ def precision(source, text: str, ours: dict[str, dict], device: str = "cuda") ->
 
 
 def bench(source, args, text: str, reference: str, mine: dict | None) -> list[dict]:
-    state = None
-    if source.model_weights is not None:
-        state = dict(source.model_weights)
-        state.update({f"audio_vae.{k}": v for k, v in source.vae_weights.items()})
-    model = build_official(source.raw_config, source.tokenizer_dir, state, source.folder)
+    model = official_model(source)
     for _ in official_stream(model, text, 3, args.timesteps):
         pass  # load kernels before timing
     rows = [measure(model, args, text, reference, "official eager")]

@@ -41,6 +41,11 @@ def autotuned_ops() -> T.LayerOps:
                       compiled_ops().sequence_attention)
 
 
+def positions(cfg: ModelConfig) -> int:
+    """Positions of one LocDiT sequence: 2 condition tokens, the time token, the previous patch, the noisy one."""
+    return 3 + 2 * cfg.patch_size
+
+
 def flops(dit: LocDiT, tokens: torch.Tensor, keep) -> float:
     with FlopCounterMode(display=False) as counter, sdpa_kernel(SDPBackend.MATH):
         dit.decoder(tokens, causal=False, keep=keep)
@@ -97,7 +102,7 @@ def gemm_rates(cfg: ModelConfig, rows: list[int]) -> None:
     ms = replay_ms(capture(lambda: big @ big).replay, 20)
     print(f"  8192^3 product: {2 * 8192 ** 3 / (ms * 1e-3) / 1e12:.0f} TFLOP/s")
     for b in rows:
-        tokens = 2 * b * (3 + 2 * cfg.patch_size)
+        tokens = 2 * b * positions(cfg)
         line = []
         for name, (k, n) in shapes.items():
             x, w = torch.randn(tokens, k, **bf), torch.randn(n, k, **bf)
@@ -109,7 +114,7 @@ def gemm_rates(cfg: ModelConfig, rows: list[int]) -> None:
 def time_variant(dit: LocDiT, cfg: ModelConfig, name: str, ops: T.LayerOps, keep, args) -> None:
     reference = None
     for b in args.rows:
-        tokens = torch.randn(2 * b, 3 + 2 * cfg.patch_size, cfg.local_dit.hidden_size, device="cuda",
+        tokens = torch.randn(2 * b, positions(cfg), cfg.local_dit.hidden_size, device="cuda",
                              dtype=torch.bfloat16, generator=torch.Generator("cuda").manual_seed(b))
         call = lambda: dit.decoder(tokens, causal=False, ops=ops, keep=keep)  # noqa: E731
         t = time.perf_counter()

@@ -3,8 +3,9 @@
 At batch 1 a step is bound by how fast its small products stream their weights, not by
 arithmetic; each layer function's elementwise work is fused by torch.compile with static shapes.
 Larger batch buckets get one more compile per function whose batch dimension is symbolic, instead
-of one per bucket: warm-up stays short however many buckets there are. The prefill's functions get their own compiled graphs with both the batch and
-the prompt length symbolic: one serves every prefill key. `step_functions(compile=False)` gives
+of one per bucket: warm-up stays short however many buckets there are. The prefill's functions get
+their own compiled graphs with both the batch and the prompt length symbolic: one serves every
+prefill key. `step_functions(compile=False)` gives
 the plain functions; the DecodeStep holds the bundle and passes it to every model call it makes,
 so both run the same code path.
 """
