@@ -19,8 +19,10 @@ from bench import official_side, weights
 CKPT = Path(__file__).resolve().parents[1] / "golden" / "ckpt"
 TEXT = "Precision check: the same noise through both implementations."
 # bf16 against float32 is a random walk of roundings: ours and the official's take different
-# (equally valid) roundings, so each pair's distance varies by tens of percent around the bound.
-WITHIN = 1.5
+# (equally valid) roundings, so the two distances differ by some percent. Measured on this text: ours
+# 0.88 of the bound by mean, 0.86 on the largest patch; with the decode attention's softmax taken in
+# bf16, or a norm's variance summed in bf16 (the official takes both in float32), 1.32 on the largest.
+WITHIN = 1.2
 
 
 @pytest.fixture(scope="module")
