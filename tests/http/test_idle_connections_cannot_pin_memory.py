@@ -16,7 +16,10 @@ from ui import AppSettings
 from ..support.app_helpers import record_figure, serve, wait_until
 
 RATE = 48000
-TEXT = "Hello world, this is a test."
+# Long enough that the model's length cap (6 x its tokens + 10 patches) is past the 300 patches a
+# silent reader asks for: with a short text a fast CPU finished the stream before its reader was
+# found stalled, and the stream ended "done" instead of cut.
+TEXT = "Hello world, this is a test. " * 8
 
 
 def unread_seconds(app) -> float:
