@@ -234,7 +234,7 @@ def serve(args, cleanup: contextlib.ExitStack):
 
 def app_settings(args, host: str):
     """The app's settings from the command line (and a warning when anyone may use the GPU)."""
-    from inference.config import Limits
+    from inference.config import AnalysisSettings, Limits
     from ui import AppSettings
     from ui.guard.hosts import allowed_hosts_for, is_loopback
 
@@ -248,9 +248,14 @@ def app_settings(args, host: str):
                        notice=RANDOM_NOTICE if args.random_weights else None, token=args.token,
                        allowed_hosts=allowed_hosts_for(host, args.allowed_hosts.split(",")),
                        max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60,
-                       asr_model=None if args.asr_model.strip().lower() == "none" else args.asr_model,
-                       speaker_model=None if args.speaker_model.strip().lower() == "none" else args.speaker_model,
+                       analysis=AnalysisSettings(recognizer=none_or(args.asr_model), speaker=none_or(args.speaker_model),
+                                                 log_level=args.log_level),
                        **library_settings(args, host, log))
+
+
+def none_or(name: str) -> str | None:
+    """A model option's value: `none` (any case) switches the model off."""
+    return None if name.strip().lower() == "none" else name
 
 
 def start_loading(server, gate, url: str, load_app) -> list[BaseException]:

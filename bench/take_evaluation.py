@@ -44,25 +44,21 @@ def timed(fn, repeats: int) -> float:
 
 def checkpoints(audio: np.ndarray, clip: np.ndarray, device: str, repeats: int, asr_model: str,
                 speaker_model: str) -> dict:
-    from inference.serving import scores
-    from inference.serving.asr import Transcriber
-    from inference.serving.speaker import SpeakerEncoder
+    """The app's own model code (inference/analysis/), in this process: what one evaluation asks of
+    the analysis process's models."""
+    from inference.analysis import scores
+    from inference.analysis.recognition import load_recognizer
+    from inference.analysis.speaker import load_speaker
 
-    asr, speaker = Transcriber(asr_model), SpeakerEncoder(speaker_model)
-    asr.load(device)
-    speaker.load(device)
-
-    class Engine:
-        pass
-    Engine.device = device
+    recognizer, speaker = load_recognizer(asr_model, device), load_speaker(speaker_model, device)
     text = "Hello world, the voice is here today."
 
     def words():
-        heard = asr.words_on_engine(RATE, audio)(Engine)
+        heard = recognizer.hear([audio])[0]
         return scores.error_rate(scores.reference_units(text, False), scores.heard_units(heard.words, False), False)
 
     def similarity():
-        return scores.cosine(speaker.on_engine(RATE, audio)(Engine), speaker.on_engine(RATE, clip)(Engine))
+        return scores.cosine(speaker.embed(audio), speaker.embed(clip))
     return {"words_s": timed(words, repeats), "similarity_s": timed(similarity, repeats)}
 
 
@@ -89,7 +85,7 @@ def published(audio: np.ndarray, clip: np.ndarray, device: str, repeats: int) ->
     tokens = int(TOKENS * len(audio) / RATE / 5)
 
     @torch.inference_mode()
-    def words():  # as inference/serving/asr.timed_words calls it
+    def words():  # as inference/analysis/recognition.Recognizer.hear calls it
         mel = features(audio, sampling_rate=RATE, return_tensors="pt", return_attention_mask=True)
         encoded = whisper.get_encoder()(mel.input_features.to(device, dtype))
         return whisper.generate(encoder_outputs=encoded, attention_mask=mel.attention_mask.to(device),

@@ -23,6 +23,7 @@ class Limits:
     max_backlog_s: float = 120.0  # how far one stream's client may fall behind playing it before it is stopped
     max_unread_s: float = 240.0  # unread audio all streams together may hold (serving/delivery.py)
     keep_finished: int = 256  # finished requests whose status can still be asked for
+    max_call_wait_s: float = 2.0  # engine work besides streams waits at most this for the listeners to have room
     latents_mb: int = 64  # finished requests' latents kept for their offline render (serving/latent_store.py)
     latents_ttl_s: float = 1800.0  # ... and for how long
 
@@ -34,7 +35,24 @@ class Limits:
     def worker_options(self) -> dict:
         """EngineWorker's (and WorkerPool's) limit arguments; the latent store is built by its owner."""
         return dict(max_queue=self.max_queue, keep_finished=self.keep_finished, max_backlog_s=self.max_backlog_s,
-                    max_unread_s=self.max_unread_s, max_output_s=self.max_output_seconds)
+                    max_unread_s=self.max_unread_s, max_output_s=self.max_output_seconds,
+                    max_call_wait_s=self.max_call_wait_s)
 
 
 LIMITS = Limits()
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    """The analysis process's (inference/analysis/): the models that listen to audio, beside the engine."""
+    recognizer: str | None = None  # Whisper checkpoint, hub id or folder (app.py: --asr-model); None: off
+    speaker: str | None = None  # WavLM x-vector checkpoint (app.py: --speaker-model); None: off
+    device: str = "auto"  # cpu, cuda or cuda:N; auto: the first engine's device
+    max_pending: int = 8  # jobs waiting or running in it; more are refused at once (503)
+    max_batch: int = 8  # recognizer windows in one model call
+    load_wait_s: float = 10.0  # how long a job waits for a model being loaded before it hears "still loading"
+    retry_after_s: float = 60.0  # a model that failed to load is tried again after this
+    # What loads each model: `module:function(name, device)`; tests name stand-ins with the same interface.
+    recognizer_loader: str = "inference.analysis.recognition:load_recognizer"
+    speaker_loader: str = "inference.analysis.speaker:load_speaker"
+    log_level: str = "INFO"

@@ -13,11 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from inference.config import LIMITS, Limits
+from inference.config import LIMITS, AnalysisSettings, Limits
 
 if TYPE_CHECKING:
-    from inference.serving.asr import Transcriber
-    from inference.serving.speaker import SpeakerEncoder
+    from inference.analysis.process import Analysis
     from inference.serving.latent_store import LatentStore
 
     from starlette.requests import Request
@@ -55,8 +54,8 @@ class AppSettings:
     max_voices: int = 100
     max_library_mb: int = 500
     library_writable: bool = True  # app.py: False when others can reach the server without a token
-    asr_model: str | None = None  # automatic transcripts' model, loaded on first use (inference/serving/asr.py); None: off
-    speaker_model: str | None = None  # speaker similarity's model (inference/serving/speaker.py), loaded on first use; None: off
+    # The analysis process: automatic transcripts' and speaker similarity's models (inference/analysis/).
+    analysis: AnalysisSettings = AnalysisSettings()
 
 
 @dataclass
@@ -71,13 +70,11 @@ class AppContext:
     latents: LatentStore
     renders: OfflineRenders
     metrics: Metrics
-    asr: Transcriber
+    analysis: Analysis  # the models that listen to audio, in their own process
     voices: VoiceStore | None  # the folder's (VoiceLibrary) or PostgreSQL's (PostgresVoiceLibrary)
     voice_lookup: Callable | None  # name -> (Voice, ReferenceClip) for requests naming a saved voice
     encoder_identity: str  # whose encoded patches a saved voice keeps (the same on every GPU)
-    speaker: SpeakerEncoder | None = None  # speaker similarity's model (ui/http/evaluate.py)
     build: dict = field(default_factory=dict)  # model, revision, lora and app version, as each take records them
-    evaluating: int = 0  # takes being evaluated now (ui/http/evaluate.py, on the event loop, alone changes it)
     preparing: set = field(default_factory=set)  # request ids whose POST is being prepared, not yet a job (ui/http/common.submit)
 
 

@@ -25,10 +25,9 @@ import gradio as gr
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from inference.serving.asr import Transcriber
+from inference.analysis.process import Analysis
 from inference.serving.latent_store import LatentStore
 from inference.serving.pool import WorkerPool
-from inference.serving.speaker import SpeakerEncoder
 from inference.serving.worker import EngineWorker
 
 from .context import AppContext, AppSettings
@@ -82,6 +81,7 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
     async def lifespan(_app):
         yield
         worker.close()  # on shutdown: cancel what is queued, finish the current patch, end the thread
+        ctx.analysis.close()
         if voices is not None:
             voices.close()
 
@@ -113,9 +113,14 @@ def _context(engine, settings: AppSettings, worker, latents: LatentStore, voices
              "app_version": _asset_version()}
     lookup = voice_lookup(voices, engine.encoder_identity)
     return AppContext(settings=settings, worker=worker, limits=limits, clips=clips, latents=latents,
-                      renders=OfflineRenders(), metrics=Metrics(worker), asr=Transcriber(settings.asr_model),
-                      speaker=SpeakerEncoder(settings.speaker_model),
+                      renders=OfflineRenders(), metrics=Metrics(worker), analysis=Analysis(_analysis_settings(settings, engine)),
                       voices=voices, voice_lookup=lookup, encoder_identity=engine.encoder_identity, build=build)
+
+
+def _analysis_settings(settings: AppSettings, engine):
+    """The analysis process on the first engine's device unless the settings name one."""
+    analysis = settings.analysis
+    return analysis if analysis.device != "auto" else replace(analysis, device=str(engine.device))
 
 
 def _mount_page(app: FastAPI, ctx: AppContext) -> gr.Blocks:
@@ -157,4 +162,4 @@ def _library(settings: AppSettings, engine) -> VoiceStore | None:
 
 def _input_rate(engine) -> int:
     """The rate the engine encodes clips at, so stored clips need no further resampling."""
-    return int(engine.cfg.vae.sample_rate)
+    return int(engine.clip_rate)

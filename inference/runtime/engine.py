@@ -109,6 +109,11 @@ class Engine:
         return self.cfg.vae.out_sample_rate
 
     @property
+    def clip_rate(self) -> int:
+        """The rate it encodes reference clips at (the VAE's input)."""
+        return self.cfg.vae.sample_rate
+
+    @property
     def free_rows(self) -> int:
         return len(self.scheduler.free)
 
@@ -217,6 +222,10 @@ class Engine:
         self.scheduler.retire(stream)
 
     @torch.inference_mode()
+    def slack(self) -> float | None:
+        """The least audio, in seconds, a playing stream's listener still holds; None while none plays."""
+        return self.scheduler.least_slack()
+
     def step(self) -> list[tuple[Stream, list[AudioChunk]]]:
         """One turn of the batch loop (Scheduler.step): admits, launches, collects. Returns what it
         produced: each stream that released chunks or ended, with its new chunks (oldest first)."""

@@ -145,10 +145,13 @@ class Scheduler:
 
     def admissible(self, now: float) -> int:
         """How many joining streams this step may prefill (the module's docstring says why)."""
-        slacks = [s.slack(now) for s in self.live if s.deadline is not None]
-        if not slacks:
-            return len(self.joining)
-        return self.costs.joiners_within(min(slacks), len(self.joining))
+        slack = self.least_slack(now)
+        return len(self.joining) if slack is None else self.costs.joiners_within(slack, len(self.joining))
+
+    def least_slack(self, now: float | None = None) -> float | None:
+        """The shortest slack of a playing stream (None: none plays)."""
+        now = self.clock() if now is None else now
+        return min((s.slack(now) for s in self.live if s.deadline is not None), default=None)
 
     def admit(self, count: int | None = None) -> int:
         """Prefills the first `count` joining streams (all by default): those already playing by

@@ -72,6 +72,10 @@ class BatchEngine(Protocol[S]):
     def sample_rate(self) -> int: ...
 
     @property
+    def clip_rate(self) -> int:
+        """The rate it encodes reference clips at: clips are kept at it, resampled once."""
+
+    @property
     def max_text_chars(self) -> int:
         """The limits it checks requests against, which the HTTP layer also shows and applies."""
 
@@ -103,6 +107,10 @@ class BatchEngine(Protocol[S]):
 
     def stop(self, stream: S) -> None:
         """Ends a stream now and frees its row."""
+
+    def slack(self) -> float | None:
+        """The least audio, in seconds, that a playing stream's listener still holds ahead (how long
+        work besides the streams may take before one runs dry); None while none plays."""
 
 
 class ServiceEngine(Protocol):
@@ -147,8 +155,9 @@ class Serving(Protocol):
 
     def get(self, job_id: str) -> Job | None: ...
 
-    def call(self, fn: Callable[[Any], T]) -> concurrent.futures.Future[T]:
-        """fn(engine) on the thread that owns an engine, between two steps."""
+    def call(self, fn: Callable[[Any], T], kind: str = "call") -> concurrent.futures.Future[T]:
+        """fn(engine) on the thread that owns an engine, between two steps, when its listeners have
+        room for it; kind: what it is, for its learned cost."""
 
     def gpus(self) -> list[dict]:
         """Each GPU's device, rows, rows_in_use, waiting, alive and failing, for /health."""

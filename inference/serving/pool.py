@@ -127,13 +127,13 @@ class WorkerPool:
         raise QueueFullError(f"The server is busy: all {sum(m.rows for m in self._members)} streams are in use "
                              f"and {self.waiting} requests are already waiting. Try again shortly.")
 
-    def call(self, fn) -> concurrent.futures.Future:
+    def call(self, fn, kind: str = "call") -> concurrent.futures.Future:
         """fn(engine) on one serving GPU's worker thread (every engine holds the same weights)."""
         with self._lock:
             choices = self._choices()
         if not choices:
             raise QueueFullError("No GPU is serving requests; the server log says why.")
-        return choices[0].worker.call(fn)
+        return choices[0].worker.call(fn, kind)
 
     def get(self, job_id: str) -> Job | None:
         return next((job for m in self._members if (job := m.worker.get(job_id)) is not None), None)

@@ -1,8 +1,8 @@
-"""The work besides streams that the app asks of an engine: a finished job's offline render, a
-saved voice's encoding, a clip's transcript, a take's evaluation (its words with their times, its
-speaker embedding: one window of audio per call, so a live stream waits for at most one). Each runs on an engine's own worker thread between two
-steps (Serving.call), and speaks plain types at the boundary (arrays, ids, strings), so the HTTP
-layer never holds an engine or a tensor.
+"""The work besides streams that the app asks of an engine: a finished job's offline render and a
+saved voice's encoding. Each runs on an engine's own worker thread between two steps
+(Serving.call), and speaks plain types at the boundary (arrays, ids, strings), so the HTTP layer
+never holds an engine or a tensor. (Transcripts and scores are not the engine's work: they run in
+the analysis process, inference/analysis/.)
 """
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ import numpy as np
 
 from ..request.reference import ReferenceClip
 from ..runtime.offline import OfflineDecode
-from .asr import Transcriber
-from .speaker import SpeakerEncoder
 from .interfaces import ServiceEngine, Serving
 from .latent_store import KeptLatents
 
@@ -38,7 +36,7 @@ class OfflineRender:
 
     def next_piece(self, serving: Serving) -> concurrent.futures.Future:
         """float32 audio in [-1, 1], the next piece of the render."""
-        return serving.call(self._next)
+        return serving.call(self._next, "render")
 
     def _next(self, engine: ServiceEngine) -> np.ndarray:
         return engine.decode_next(self._decode)
@@ -57,20 +55,5 @@ def encode_voice(serving: Serving, reference: ReferenceClip, transcript: str | N
         # Deliberate GPU->CPU copy (it waits for the encoder): the library stores host arrays, and
         # this runs between two steps, on the engine's thread, once per saved voice.
         return {side: patches.cpu().numpy() for side, patches in reference.known(identity).items()}
-    return serving.call(encode_sides)
+    return serving.call(encode_sides, "encode")
 
-
-def transcribe(serving: Serving, asr: Transcriber, rate: int, audio: np.ndarray) -> concurrent.futures.Future:
-    """The clip's transcript made on an engine's device, or asr.NotLoaded(device) while that device
-    has no model yet (the caller loads it, asr.loading, and asks again)."""
-    return serving.call(asr.on_engine(rate, audio))
-
-
-def hear(serving: Serving, asr: Transcriber, rate: int, audio: np.ndarray) -> concurrent.futures.Future:
-    """asr.Heard: the words of at most asr.MAX_SECONDS of audio with their times, or asr.NotLoaded."""
-    return serving.call(asr.words_on_engine(rate, audio))
-
-
-def embed_speaker(serving: Serving, speaker: SpeakerEncoder, rate: int, audio: np.ndarray) -> concurrent.futures.Future:
-    """The unit-length speaker embedding of at most speaker.MAX_SECONDS of audio, or NotLoaded."""
-    return serving.call(speaker.on_engine(rate, audio))

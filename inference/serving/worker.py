@@ -18,6 +18,7 @@ import concurrent.futures
 import itertools
 import logging
 import threading
+import time
 import uuid
 from typing import Any, Callable
 
@@ -33,6 +34,7 @@ from .job import Job
 from .latent_store import LatentStore
 
 log = logging.getLogger("voxcpm.worker")
+COST_WEIGHT = 0.3  # of the newest call in its kind's running average
 
 __all__ = ["EngineCalls", "EngineWorker", "QueueFullError", "run_calls"]
 
@@ -43,14 +45,16 @@ class EngineWorker:
     def __init__(self, engine: BatchEngine, max_queue: int = LIMITS.max_queue,
                  keep_finished: int = LIMITS.keep_finished, warm_up: bool = False,
                  max_backlog_s: float = LIMITS.max_backlog_s, max_unread_s: float = LIMITS.max_unread_s,
-                 max_output_s: float = LIMITS.max_output_seconds, latents: LatentStore | None = None):
+                 max_output_s: float = LIMITS.max_output_seconds, latents: LatentStore | None = None,
+                 max_call_wait_s: float = LIMITS.max_call_wait_s):
         """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs are
         captured by the thread that replays them. max_queue: jobs allowed to wait once every row is
         taken. max_backlog_s: how far a job's consumer may fall behind its listener's clock before
         it is stopped; max_unread_s: unread audio all jobs together may hold before those behind
         are stopped, so that clients that stop reading cannot pile up memory (delivery.py);
         max_output_s: the most audio one job may deliver, after its speed (the rest is cut). latents:
-        where finished jobs' latents are kept for their offline render (none kept without it)."""
+        where finished jobs' latents are kept for their offline render (none kept without it).
+        max_call_wait_s: the longest a call (EngineCalls) waits for the listeners to have room for it."""
         self.engine = engine
         self.device, self.rows = str(engine.device), int(engine.rows)
         self.sample_rate = int(engine.sample_rate)
@@ -63,7 +67,7 @@ class EngineWorker:
         self._jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()  # listed: live and finished
         self._keep_finished = keep_finished
         self._running: dict[Job, Running] = {}
-        self._calls = EngineCalls()  # to run on this thread between two steps
+        self._calls = EngineCalls(max_call_wait_s)  # to run on this thread between two steps
         self._closed = False
         self._served = itertools.count(1)
         self._warm_up = warm_up
@@ -104,13 +108,14 @@ class EngineWorker:
         with self._lock:
             return self._jobs.get(job_id)
 
-    def call(self, fn) -> concurrent.futures.Future:
+    def call(self, fn, kind: str = "call") -> concurrent.futures.Future:
         """Runs fn(engine) on this worker's thread between two steps (the thread that owns the
-        engine), e.g. an offline decode; the future holds its result or its exception."""
+        engine), e.g. an offline decode, when the listeners have room for it (EngineCalls); the
+        future holds its result or its exception. kind: what it is, for its learned cost."""
         with self._lock:
             if self._closed:
                 raise QueueFullError(SHUTTING_DOWN)
-            future = self._calls.add(fn)
+            future = self._calls.add(fn, kind)
             self._lock.notify()
         return future
 
@@ -211,8 +216,8 @@ class EngineWorker:
                     self._calls.refuse(QueueFullError(SHUTTING_DOWN))
                     return
                 joining = self._take_waiting()
-                calls = self._calls.take()
-            run_calls(calls, self.engine)
+                calls = self._calls.take(self.engine.slack(), self._first_audio_waiting(joining))
+            run_calls(calls, self.engine, self._calls)
             try:
                 self.engine.encode_ahead([job.prepared for job in joining])  # their clips in one encoder call
                 for job in joining:
@@ -242,6 +247,10 @@ class EngineWorker:
         for job in joining:
             if job.state == "running":
                 self._fail(job, exc)
+
+    def _first_audio_waiting(self, joining: list[Job]) -> bool:
+        """Whether a job waits for its first audio (the lock held): in the line, joining, or running."""
+        return bool(self._waiting or joining) or any(job.metrics.first_chunk_at is None for job in self._running)
 
     def _take_waiting(self) -> list[Job]:
         """Waiting jobs, oldest first, for the engine's free rows (called with the lock held)."""
@@ -310,44 +319,63 @@ class EngineWorker:
 
 class EngineCalls:
     """Work to run on the thread that owns an engine, between two steps (a piece of an offline
-    decode, a reference clip's encoding), each with the future its caller waits on.
+    decode, a saved voice's encoding), each with the future its caller waits on.
 
-    The loop takes one call per turn, oldest first: live streams step between any two calls, so
-    however many calls are waiting, a stream waits for at most one of them per patch. Long work is
-    therefore split by its caller into short calls (an offline render decodes a few patches per
-    call), each queued after the previous one ended: several such callers take turns. Not
-    thread-safe by itself: the worker holds its lock around add() and take(), and runs what it
-    took outside it."""
+    A call runs only when it cannot make a listener run dry: no job waits for its first audio, and
+    every playing stream holds more audio ahead than the call is known to take (its kind's cost,
+    learned from the calls run, as the scheduler learns a step's). A call that has waited
+    `max_wait_s` runs regardless, so that none starves. One call per turn, oldest first: live
+    streams step between any two calls, so a stream waits for at most one of them per patch, and
+    long work is split by its caller into short calls (an offline render decodes a few patches per
+    call), each queued after the previous one ended. Not thread-safe by itself: the worker holds
+    its lock around add() and take(), and runs what it took outside it."""
 
-    def __init__(self):
-        self._pending: collections.deque = collections.deque()  # (fn, future)
+    def __init__(self, max_wait_s: float = LIMITS.max_call_wait_s):
+        self.max_wait_s = max_wait_s
+        self._pending: collections.deque = collections.deque()  # (fn, future, kind, queued at)
+        self.costs: dict[str, float] = {}  # kind -> seconds a call took, a running average
 
     def __bool__(self) -> bool:
         return bool(self._pending)
 
-    def add(self, fn: Callable[[Any], Any]) -> concurrent.futures.Future:
+    def add(self, fn: Callable[[Any], Any], kind: str) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
-        self._pending.append((fn, future))
+        self._pending.append((fn, future, kind, time.monotonic()))
         return future
 
-    def take(self) -> list:
-        """The oldest pending call (a list of one), or none."""
-        return [self._pending.popleft()] if self._pending else []
+    def take(self, slack: float | None, first_audio_waiting: bool) -> list:
+        """The oldest pending call (a list of one) if it may run now, else none. slack: the least
+        audio a playing stream holds ahead, in seconds (None: none plays)."""
+        if not self._pending:
+            return []
+        _, _, kind, queued_at = self._pending[0]
+        starved = time.monotonic() - queued_at >= self.max_wait_s
+        if not starved and (first_audio_waiting or (slack is not None and slack <= self.costs.get(kind, 0.0))):
+            return []
+        return [self._pending.popleft()]
+
+    def ran(self, kind: str, seconds: float):
+        old = self.costs.get(kind)
+        self.costs[kind] = seconds if old is None else old + COST_WEIGHT * (seconds - old)
 
     def refuse(self, exc: BaseException):
         """Every pending call fails with `exc` (the worker is closing)."""
         taken, self._pending = list(self._pending), collections.deque()
-        for _, future in taken:
+        for _, future, _, _ in taken:
             if future.set_running_or_notify_cancel():
                 future.set_exception(exc)
 
 
-def run_calls(calls: list, engine):
-    """fn(engine) of each call taken; its future gets the result or the exception."""
-    for fn, future in calls:
+def run_calls(calls: list, engine, costs: EngineCalls | None = None):
+    """fn(engine) of each call taken; its future gets the result or the exception; its time is
+    learned as its kind's cost."""
+    for fn, future, kind, _ in calls:
         if not future.set_running_or_notify_cancel():
             continue
+        began = time.perf_counter()
         try:
             future.set_result(fn(engine))
         except Exception as exc:  # the caller gets it; the loop goes on
             future.set_exception(exc)
+        if costs is not None:
+            costs.ran(kind, time.perf_counter() - began)

@@ -15,7 +15,8 @@ import httpx
 import pytest
 import soundfile as sf
 
-from inference.serving.asr import Transcriber
+from inference.analysis.process import Analysis
+from inference.config import AnalysisSettings
 
 from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, set_max_len, state_swapped
 from ..fixtures.tiny_whisper import write_tiny_whisper
@@ -48,7 +49,7 @@ def expected(whisper: str, data: bytes) -> str:
 
 @pytest.fixture(scope="module")
 def app(serve_app, whisper, tmp_path_factory):
-    return serve_app(asr_model=whisper, data_dir=str(tmp_path_factory.mktemp("data")),
+    return serve_app(recognizer=whisper, data_dir=str(tmp_path_factory.mktemp("data")),
                      engine=load_engine(max_streams=2))
 
 
@@ -108,7 +109,7 @@ def test_typed_text_is_kept_and_the_automatic_transcript_offered(page, whisper):
 
 
 def test_with_transcripts_off_the_note_says_so(app, page):
-    with state_swapped(app.app.state.ctx, "asr", Transcriber(None)):
+    with state_swapped(app.app.state.ctx, "analysis", Analysis(AnalysisSettings(recognizer=None))):
         upload(page, ASSETS / "speaker_zh.wav")
         note = note_state(page, "error")
     assert "switched off" in note and "Type the transcript" in note

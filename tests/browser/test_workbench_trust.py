@@ -256,12 +256,15 @@ def test_an_automatic_transcript_the_server_cannot_make_says_so_at_once(app, pag
     """Offline, with a hub id for the model that is not cached: the note says "not available" and why
     within seconds (it waited half a minute for transformers' retries, then showed the operator's
     command line after a doubled full stop)."""
-    from inference.serving.asr import Transcriber
+    from inference.analysis.process import Analysis
+    from inference.config import AnalysisSettings
 
     from ..support.app_helpers import state_swapped
     from .test_page_transcript import ASSETS, NOTE, upload
 
-    with state_swapped(app.app.state.ctx, "asr", Transcriber("voxcpm-tests/no-such-whisper")):
+    analysis = Analysis(AnalysisSettings(recognizer="voxcpm-tests/no-such-whisper", device="cpu"))
+    analysis.ping().result(60)  # its process up: what is timed is the answer, not the process's start
+    with state_swapped(app.app.state.ctx, "analysis", analysis):
         page.get_by_role("tab", name="Ultimate cloning").click()
         started = page.evaluate("performance.now()")
         upload(page, ASSETS / "guide_en.wav")
@@ -269,5 +272,6 @@ def test_an_automatic_transcript_the_server_cannot_make_says_so_at_once(app, pag
         waited = page.evaluate("performance.now()") - started
         note = page.locator(NOTE).inner_text()
     assert note.startswith("Automatic transcript not available: ") and note.endswith("Type the transcript."), note
+    analysis.close()
     assert "--asr-model" not in note and ".." not in note and waited < 10_000, (note, waited)
     page.get_by_role("tab", name="Voice design").click()

@@ -2,13 +2,14 @@
 in the official layouts and loaded by the app's own code (--asr-model / --speaker-model FOLDER): the
 scores are what the models and the standard definitions give (the transcript as transformers'
 pipeline makes it, WER from jiwer over normalized text, similarity the cosine of the models'
-embeddings), made on the engine's worker thread, per segment; bad input gets a 400 saying why; a
-model that is off or cannot be loaded comes back as "not available" with the reason, at once."""
+embeddings), made in the analysis process, never on the engine's worker thread, per segment; bad
+input gets a 400 saying why; a model that is off or cannot be loaded comes back as "not
+available" with the reason, at once."""
 from __future__ import annotations
 
 import io
 import json
-import threading
+import os
 import time
 from pathlib import Path
 
@@ -16,10 +17,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from inference.serving.asr import Transcriber
-from inference.serving.scores import normalize
-from inference.serving.speaker import SpeakerEncoder
+from inference.analysis.process import Analysis
+from inference.analysis.recognition import load_recognizer
+from inference.analysis.scores import normalize
+from inference.config import AnalysisSettings
 
+from ..fixtures import analysis_stand_ins
 from ..fixtures.tiny_wavlm import write_tiny_wavlm
 from ..fixtures.tiny_whisper import write_tiny_whisper
 from ..support.app_helpers import state_swapped
@@ -43,7 +46,7 @@ def models(tmp_path_factory) -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def app(serve_app, models):
-    return serve_app(asr_model=models[0], speaker_model=models[1])
+    return serve_app(recognizer=models[0], speaker=models[1])
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +77,9 @@ def evaluate(client, take: bytes = TAKE, **fields):
 def test_a_take_gets_the_models_transcript_its_wer_and_its_similarity_to_the_clip(app, client, oracle):
     import jiwer
 
-    ran_on = []
+    calls = []
     real = app.worker.call
-    with state_swapped(app.worker, "call", lambda fn: real(lambda engine: (ran_on.append(threading.get_ident()), fn(engine))[1])):
+    with state_swapped(app.worker, "call", lambda fn: (calls.append(fn), real(fn))[1]):
         response = evaluate(client, text=TEXT, reference=VOICE)
     assert response.status_code == 200, response.text
     got = response.json()
@@ -91,22 +94,26 @@ def test_a_take_gets_the_models_transcript_its_wer_and_its_similarity_to_the_cli
         "each heard word is timed where the recognizer put it"
     assert got["similarity"]["available"]
     assert got["similarity"]["score"] == pytest.approx(oracle["similarity"](samples(TAKE), samples(VOICE)), abs=1e-3)
-    assert len(ran_on) >= 3 and set(ran_on) == {app.worker.thread_id}, "the clip, the words, the voice: each a call on the worker"
+    analysis = app.app.state.ctx.analysis
+    assert calls == [] and analysis.pids and os.getpid() not in analysis.pids, \
+        "made in the analysis process: nothing ran on the engine's worker"
 
 
-def test_a_long_take_is_heard_in_windows_that_hold_a_live_stream_up_briefly(app, client):
-    """Each recognizer call holds every live stream on the GPU for its length: a 25 s take goes in
-    windows of at most 10 s (ui/http/evaluate.py WINDOW_S), not in one 25 s call."""
-    audio = np.resize(samples(TAKE), 25 * 16000)
+def test_a_take_longer_than_one_window_is_heard_window_by_window_in_its_own_times(app, client, oracle):
+    """Whisper hears 30 s at a time: a 70 s take is three windows, each heard as the pipeline hears
+    it alone, its words timed in the take (the window's start added)."""
+    audio = np.resize(samples(TAKE), 70 * 16000)
     wav = io.BytesIO()
-    sf.write(wav, audio, 16000, format="WAV", subtype="PCM_16")
-    calls = []
-    real = app.worker.call
-    with state_swapped(app.worker, "call", lambda fn: (calls.append(fn), real(fn))[1]):
-        response = evaluate(client, wav.getvalue(), text=TEXT)
+    sf.write(wav, audio, 16000, format="WAV", subtype="FLOAT")
+    response = evaluate(client, wav.getvalue(), text=TEXT)
     assert response.status_code == 200, response.text
-    assert response.json()["intelligibility"]["available"]
-    assert len(calls) >= 3, f"{len(calls)} recognizer call(s) for 25 s: windows of at most 10 s make 3 or more"
+    words = response.json()["segments"][0]["intelligibility"]
+    from inference.analysis.scores import windows
+    spans = windows(audio, 16000, 30.0)
+    assert len(spans) == 3
+    assert words["transcript"] == " ".join(t for t in (oracle["words"](audio[lo:hi])["text"].strip() for lo, hi in spans) if t)
+    times = [w["start"] for w in words["words"] if w["start"] is not None]
+    assert max(times) >= spans[2][0] / 16000, "the last window's words are timed after its start in the take"
 
 
 def test_each_segment_is_scored_on_its_own_and_the_take_over_all_of_them(app, client, oracle):
@@ -127,19 +134,22 @@ def test_each_segment_is_scored_on_its_own_and_the_take_over_all_of_them(app, cl
 
 
 def test_the_words_and_their_times_are_the_pipelines_own(app, oracle):
-    """The fast path (the encoder's outputs handed to generate(), inference/serving/asr.timed_words)
-    answers what transformers' pipeline(..., return_timestamps="word") does, for a take and a clip
-    shorter than it (the alignment must stop where the audio does)."""
-    asr = app.app.state.ctx.asr
-    asr.load("cpu")
+    """The fast path (the encoder's outputs handed to generate(), inference/analysis/recognition.py
+    Recognizer.hear) answers what transformers' pipeline(..., return_timestamps="word") does, for a
+    take and a clip shorter than it (the alignment must stop where the audio does), alone and
+    batched together; and its plain transcripts are the pipeline's, batched too."""
+    from transformers.pipelines import pipeline
 
-    class Engine:
-        device = "cpu"
-    for audio in (samples(TAKE), samples(VOICE)[:16000 * 2]):
-        heard = asr.words_on_engine(16000, audio)(Engine)
+    recognizer = load_recognizer(app.app.state.ctx.analysis.settings.recognizer, "cpu")
+    plain = pipeline("automatic-speech-recognition", model=recognizer.pipe.model.name_or_path, device="cpu")
+    clips = [samples(TAKE), samples(VOICE)[:16000 * 2], samples(VOICE)]
+    together = recognizer.hear(clips)
+    for audio, batched in zip(clips, together):
+        alone = recognizer.hear([audio])[0]
         want = oracle["words"](audio)
-        assert heard.words == [(c["text"], *c["timestamp"]) for c in want["chunks"]]
-        assert max(end for _, _, end in heard.words if end is not None) <= len(audio) / 16000 + 0.02
+        assert alone == batched and alone.words == [(c["text"], *c["timestamp"]) for c in want["chunks"]]
+        assert max(end for _, _, end in alone.words if end is not None) <= len(audio) / 16000 + 0.02
+    assert recognizer.transcribe(clips) == [plain({"raw": a, "sampling_rate": 16000})["text"].strip() for a in clips]
 
 
 @pytest.mark.parametrize("fields, files, says", [
@@ -164,36 +174,39 @@ def test_bad_input_gets_a_400_saying_why_and_the_server_goes_on(client, fields, 
 
 def test_models_that_cannot_load_are_not_available_with_the_reason_at_once(app, client):
     ctx = app.app.state.ctx
-    with state_swapped(ctx, "asr", Transcriber("/no/such/whisper")), state_swapped(ctx, "speaker", SpeakerEncoder(None)):
+    analysis = Analysis(AnalysisSettings(recognizer="/no/such/whisper", speaker=None, device="cpu"))
+    with state_swapped(ctx, "analysis", analysis):
+        analysis.ping().result(60)  # the process up: what is timed is the answer, not its start
         began = time.monotonic()
         response = evaluate(client, text=TEXT, reference=VOICE)
         took = time.monotonic() - began
+        assert evaluate(client, text=TEXT).json()["similarity"] is None, "no clip: not a cloning take, nothing to compare"
+    analysis.close()
     assert response.status_code == 200, response.text
     got = response.json()
     assert not got["intelligibility"]["available"] and "the folder /no/such/whisper does not exist" in got["intelligibility"]["reason"]
     assert "--asr-model" in got["intelligibility"]["reason"]
     assert not got["similarity"]["available"] and "--speaker-model none" in got["similarity"]["reason"]
     assert took < 5, f"not available must be said promptly, not after {took:.1f} s"
-    assert evaluate(client, text=TEXT).json()["similarity"] is None, "no clip: not a cloning take, nothing to compare"
 
 
-def test_a_model_still_loading_is_not_available_for_now_and_the_answer_does_not_wait_for_it(app, client, models, monkeypatch):
-    import threading
-
-    from ui.http import evaluate as route
-
-    release = threading.Event()
-
-    def slow_load(name, device):  # a first download: the app's own loader, once it may go on
-        release.wait(30)
-        from inference.serving.speaker import load_speaker_model
-        return load_speaker_model(name, device)
-    monkeypatch.setattr(route, "LOAD_WAIT_S", 0.3)
-    with state_swapped(app.app.state.ctx, "speaker", SpeakerEncoder(models[1], load=slow_load)):
+def test_a_model_still_loading_is_not_available_for_now_and_the_answer_does_not_wait_for_it(app, client, tmp_path):
+    """A first download (a loader that waits for a file): the evaluation answers within the load
+    wait with the recognizer's scores and "still being loaded" for similarity; once loaded, scored."""
+    speaker = write_tiny_wavlm(tmp_path / "wavlm")
+    analysis = Analysis(AnalysisSettings(recognizer=app.app.state.ctx.analysis.settings.recognizer, speaker=str(speaker),
+                                         speaker_loader=analysis_stand_ins.SLOW_SPEAKER, load_wait_s=0.3, device="cpu"))
+    with state_swapped(app.app.state.ctx, "analysis", analysis):
+        deadline = time.monotonic() + 60
+        while not evaluate(client, text=TEXT).json()["intelligibility"]["available"]:  # the recognizer loaded first
+            assert time.monotonic() < deadline
         began = time.monotonic()
         first = evaluate(client, text=TEXT, reference=VOICE).json()
-        assert time.monotonic() - began < 5 and not first["similarity"]["available"]
+        assert time.monotonic() - began < 10 and not first["similarity"]["available"]
         assert "still being loaded" in first["similarity"]["reason"] and first["intelligibility"]["available"]
-        release.set()
-        app.app.state.ctx.speaker.load("cpu")
-        assert evaluate(client, text=TEXT, reference=VOICE).json()["similarity"]["available"], "loaded: scored"
+        (speaker / "release").touch()
+        deadline = time.monotonic() + 60
+        while not (again := evaluate(client, text=TEXT, reference=VOICE).json())["similarity"]["available"]:
+            assert time.monotonic() < deadline, again
+        assert again["similarity"]["model"] == str(speaker), "loaded: scored"
+    analysis.close()

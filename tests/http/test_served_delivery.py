@@ -47,7 +47,7 @@ def stream_app(engine, max_queue: int) -> FastAPI:
     app.include_router(stream_router, prefix="/voxcpm")
     worker = EngineWorker(engine, max_queue=max_queue)
     app.state.ctx = AppContext(settings=AppSettings(), worker=worker, limits=LIMITS, clips=None, latents=None,
-                               renders=None, metrics=Metrics(worker), asr=None, voices=None, voice_lookup=None,
+                               renders=None, metrics=Metrics(worker), analysis=None, voices=None, voice_lookup=None,
                                encoder_identity="stand-in")
     return app
 

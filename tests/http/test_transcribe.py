@@ -1,11 +1,12 @@
 """POST /voxcpm/transcribe with a tiny random Whisper (tests/fixtures/tiny_whisper.py) loaded by the
-app's own code from `--asr-model FOLDER`: the text is the model's, made on the engine's worker
-thread, once per clip (uploads, the same file again, saved voices); bad input gets a 400 that says
+app's own code from `--asr-model FOLDER`: the text is the model's, made in the analysis process
+(never on the engine's worker thread), once per clip (uploads, the same file again, saved voices); bad input gets a 400 that says
 why, and a model that is off or cannot be loaded a 503 that says how to fix it, while every other
 route goes on serving."""
 from __future__ import annotations
 
 import io
+import os
 import threading
 import time
 import tracemalloc
@@ -16,28 +17,14 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from inference.serving.asr import Transcriber
+from inference.analysis.process import Analysis
+from inference.config import AnalysisSettings
 
 from ..support.app_helpers import load_engine, state_swapped
 from ..fixtures.tiny_whisper import write_tiny_whisper
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "voices"
 GUIDE, NARRATOR = (ASSETS / "guide_en.wav").read_bytes(), (ASSETS / "narrator_en.wav").read_bytes()
-
-
-class Observed:
-    """A loaded pipeline, as the app's code made it, counting its calls and the threads they ran on."""
-
-    def __init__(self, pipe):
-        self.pipe, self.threads = pipe, []
-
-    @property
-    def feature_extractor(self):
-        return self.pipe.feature_extractor
-
-    def __call__(self, inputs, **options):
-        self.threads.append(threading.get_ident())
-        return self.pipe(inputs, **options)
 
 
 @pytest.fixture(scope="module")
@@ -56,24 +43,12 @@ def direct(whisper):
 
 @pytest.fixture(scope="module")
 def app(serve_app, whisper, tmp_path_factory):
-    import transformers
-
-    loaded: list[Observed] = []
-    real = transformers.pipeline
-
-    def observed(*args, **options):  # the app's loading code runs as it is; only its result is watched
-        loaded.append(Observed(real(*args, **options)))
-        return loaded[-1]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(transformers, "pipeline", observed)
-        running = serve_app(asr_model=whisper, data_dir=str(tmp_path_factory.mktemp("data")),
-                            engine=load_engine())
-        running.loaded = loaded
-        yield running
+    return serve_app(recognizer=whisper, data_dir=str(tmp_path_factory.mktemp("data")), engine=load_engine())
 
 
 def calls(app) -> int:
-    return sum(len(p.threads) for p in app.loaded)
+    """Transcriptions asked of the analysis process."""
+    return app.app.state.ctx.analysis.submitted.get("transcribe", 0)
 
 
 def upload(client, data: bytes) -> str:
@@ -88,13 +63,17 @@ def clip_audio(data: bytes) -> np.ndarray:
     return audio
 
 
-def test_an_uploaded_clip_gets_the_models_text_made_on_the_worker_thread(app, client, whisper, direct):
-    response = client.post("/voxcpm/transcribe", json={"reference_id": upload(client, GUIDE)})
+def test_an_uploaded_clip_gets_the_models_text_made_in_the_analysis_process(app, client, whisper, direct):
+    worker_calls = []
+    real = app.worker.call
+    with state_swapped(app.worker, "call", lambda fn: (worker_calls.append(fn), real(fn))[1]):
+        response = client.post("/voxcpm/transcribe", json={"reference_id": upload(client, GUIDE)})
     assert response.status_code == 200, response.text
     want = direct(clip_audio(GUIDE))
     assert want and response.json() == {"text": want, "automatic": True, "model": whisper}
-    assert len(app.loaded) == 1, "loaded once, on first use"
-    assert app.loaded[0].threads == [app.worker.thread_id], "the model ran on the engine's worker thread"
+    analysis = app.app.state.ctx.analysis
+    assert worker_calls == [] and len(analysis.pids) == 1 and os.getpid() not in analysis.pids, \
+        "made in the one analysis process, started on first use; nothing ran on the engine's worker"
 
 
 def test_a_clip_is_transcribed_once_whatever_door_it_comes_back_through(app, client, direct):
@@ -201,8 +180,11 @@ def test_no_model_gets_a_503_saying_how_to_fix_it_and_the_rest_serves(app, clien
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with state_swapped(app.app.state.ctx, "asr", Transcriber(model)):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # for the analysis process, which reads it as it starts
+    analysis = Analysis(AnalysisSettings(recognizer=model, device="cpu"))
+    with state_swapped(app.app.state.ctx, "analysis", analysis):
         check_the_503_and_the_rest(client, model, says)
+    analysis.close()
 
 
 def check_the_503_and_the_rest(client, model, says):

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ["app.py", "options.py", "startup.py", "inference", "ui", "bench"]
 # Lower layers first: a module may import its own layer and those before it, never one after it.
 LAYERS = {
-    "inference": ["errors", "text", "model", "request", "runtime", "serving"],
+    "inference": ["errors", "text", "model", "request", "runtime", "serving", "analysis"],
     "ui": ["guard", "library", "services", "http", "page", "server"],
 }
 # Sanity bounds, not targets: a module is as long as its one job needs (files are split by job,

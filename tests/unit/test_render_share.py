@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import time
 
 import numpy as np
 import pytest
@@ -19,16 +20,33 @@ from ui.services.renders import Lease, Render, RenderSlots
 
 def test_the_worker_takes_one_call_per_turn_oldest_first():
     calls = EngineCalls()
-    futures = [calls.add(lambda engine, i=i: (engine, i)) for i in range(3)]
-    taken = calls.take()
+    futures = [calls.add(lambda engine, i=i: (engine, i), "render") for i in range(3)]
+    taken = calls.take(None, False)
     assert len(taken) == 1 and calls  # the others wait for the next turn, after a step
     run_calls(taken, "engine")
     assert futures[0].result(timeout=1) == ("engine", 0) and not futures[1].done()
-    run_calls(calls.take(), "engine")
+    run_calls(calls.take(None, False), "engine")
     calls.refuse(RuntimeError("closing"))
     assert futures[1].result(timeout=1) == ("engine", 1) and not calls
     with pytest.raises(RuntimeError, match="closing"):
         futures[2].result(timeout=1)
+
+
+def test_a_call_waits_while_a_listener_has_less_audio_than_it_takes_or_a_first_audio_is_awaited():
+    calls = EngineCalls(max_wait_s=0.3)
+    slow = calls.add(lambda engine: time.sleep(0.05), "render")
+    run_calls(calls.take(None, False), "engine", calls)  # nobody plays: it runs, and its cost is learned
+    assert slow.done() and 0.04 < calls.costs["render"] < 0.5
+    calls.add(lambda engine: "again", "render")
+    assert calls.take(0.01, False) == [], "a listener holds 10 ms: a 50 ms call would starve it"
+    assert calls.take(5.0, True) == [], "a job waits for its first audio"
+    assert len(calls.take(5.0, False)) == 1, "room for it: it runs"
+    calls.add(lambda engine: "starved?", "render")
+    assert calls.take(0.01, True) == []
+    time.sleep(0.35)
+    assert len(calls.take(0.01, True)) == 1, "waited max_wait_s: it runs regardless"
+    calls.add(lambda engine: "new kind", "encode")
+    assert len(calls.take(0.01, False)) == 1, "a kind not yet measured is taken as free"
 
 
 def test_the_store_caches_renders_only_of_the_latents_it_keeps():

@@ -1,4 +1,4 @@
-"""The take evaluation's error rate (inference/serving/scores.py) against the standard definition,
+"""The take evaluation's error rate (inference/analysis/scores.py) against the standard definition,
 counted by hand: WER = (substitutions + deletions + insertions) / reference words, after both texts
 are normalized as seed-tts-eval does (lower case, punctuation removed, traditional Chinese made
 simplified), CER over characters for Chinese; and the marks the page draws (misread, missing,
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from inference.errors import InputError
-from inference.serving.scores import (cosine, error_rate, heard_units, is_chinese, mean_embedding, normalize,
+from inference.analysis.scores import (cosine, error_rate, heard_units, is_chinese, mean_embedding, normalize,
                                       reference_units, windows)
 
 TEXT = "The quick brown fox, jumps over the LAZY dog!"

@@ -4,8 +4,9 @@ POST /voxcpm/upload: a clip, decoded and checked once, kept by id for later requ
 raw body (any audio Content-Type), or a multipart form's "file" field, as /voxcpm/transcribe takes it.
     -> 200 {"id": ..., "seconds": ..., "sample_rate": ..., "channels": ..., "expires_in_s": ...}
 
-POST /voxcpm/transcribe: a clip's automatic transcript (inference/serving/asr.py), for ultimate
-cloning, kept with the clip (ui/library/transcripts.py) so that each clip is transcribed once.
+POST /voxcpm/transcribe: a clip's automatic transcript (inference/analysis/recognition.py, made
+in the analysis process), for ultimate cloning, kept with the clip (ui/library/transcripts.py) so
+that each clip is transcribed once.
 
     JSON {"reference_id": ID}              a clip uploaded to /voxcpm/upload or through the page
     JSON {"voice": NAME, "save": false}    a saved voice's clip; "save": true also makes it the voice's
@@ -15,7 +16,8 @@ cloning, kept with the clip (ui/library/transcripts.py) so that each clip is tra
 
 400: no clip or more than one, an unreadable one, one longer than 30 s; 404: no such clip or voice;
 409: save asked for a voice that has a transcript; 503: transcripts switched off (--asr-model none),
-a model that cannot be loaded (the message says how to fix it), or a server shutting down.
+a model that cannot be loaded (the message says how to fix it) or still loading, an analysis queue
+that is full or whose process stopped.
 """
 from __future__ import annotations
 
@@ -32,10 +34,10 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from inference.errors import InputError
-from inference.serving.asr import MAX_SECONDS, AsrUnavailable, NotLoaded, Transcriber, check_length
-from inference.errors import QueueFullError
-from inference.serving.services import transcribe as transcribe_on
+from inference.analysis.loading import ModelUnavailable
+from inference.analysis.process import AnalysisStopped
+from inference.analysis.recognition import MAX_SECONDS, check_length
+from inference.errors import InputError, QueueFullError
 
 from .common import HTTPError, guarded, read_json, read_limited
 from .schema import blank, describe_validation
@@ -45,7 +47,6 @@ from ..library.transcripts import content_hash
 from ..library.uploads import StoreFull, client_key
 
 clips_router = APIRouter()
-LOAD_ATTEMPTS = 3  # a pool may send each call to another GPU, which loads its own copy
 SOURCES = "give one clip: reference_id (from /voxcpm/upload), voice (a saved voice's name), or a multipart file"
 
 
@@ -87,33 +88,22 @@ async def upload(request: Request):
 @guarded
 async def transcribe(request: Request):
     state = app_context(request)
-    asr: Transcriber = state.asr
+    analysis, model = state.analysis, state.analysis.settings.recognizer
     try:
-        asr.check_available()  # before reading anything: off, or a model that just failed to load
-        source = await read_source(request, state, asr.model)
+        analysis.check_recognizer()  # before reading anything: off, or a model that just failed to load
+        source = await read_source(request, state, model)
         text = source.cached
         if text is None:
-            text = await run(state.worker, asr, source.rate, await anyio.to_thread.run_sync(source.audio))
+            audio = await anyio.to_thread.run_sync(source.audio)
+            text = await asyncio.wrap_future(await anyio.to_thread.run_sync(analysis.transcribe, source.rate, audio))
         if source.cached is None or source.save:
             await anyio.to_thread.run_sync(source.keep, text)
-    except AsrUnavailable as exc:  # a failed load is tried again after a while: say when
+    except ModelUnavailable as exc:  # a failed load is tried again after a while: say when
         retry = None if exc.retry_after_s is None else {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
         raise HTTPError(503, str(exc), retry) from None
-    return {"text": text, "automatic": True, "model": asr.model}
-
-
-async def run(worker, asr: Transcriber, rate: int, audio: np.ndarray) -> str:
-    """The transcription as a call on an engine's worker thread; the model loaded first (on a
-    thread of the transcriber's, awaited without holding one of ours) for a device that has none."""
-    for _ in range(LOAD_ATTEMPTS):
-        try:
-            result = await asyncio.wrap_future(transcribe_on(worker, asr, rate, audio))
-        except QueueFullError as exc:
-            raise HTTPError(503, f"the clip was not transcribed: {exc}", {"Retry-After": "5"}) from None
-        if not isinstance(result, NotLoaded):
-            return result
-        await asyncio.wrap_future(asr.loading(result.device))
-    raise HTTPError(503, "the speech recognition model is still being loaded: try again shortly", {"Retry-After": "5"})
+    except (QueueFullError, AnalysisStopped) as exc:
+        raise HTTPError(503, f"the clip was not transcribed: {exc}", {"Retry-After": "5"}) from None
+    return {"text": text, "automatic": True, "model": model}
 
 
 async def read_source(request: Request, state, model: str) -> Source:

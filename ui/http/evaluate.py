@@ -14,13 +14,12 @@ A multipart form (what `curl -F` and `requests.post(files=...)` send), so a scri
 
 -> 200 {"intelligibility": {...}, "similarity": {...} or null, "segments": [...], "seconds", "elapsed_s"}.
 A measure whose model is switched off or cannot be loaded comes back as {"available": false,
-"reason": ...} within LOAD_WAIT_S, never as a wait: a model still loading (a download on first
-use) says so, and a later call finds it loaded. 400: no audio, no text, a malformed field; 503: the
-server's evaluations or its queue are full (Retry-After).
+"reason": ...}, never as a wait: a model still loading (a download on first use) says so within
+the analysis settings' load_wait_s, and a later call finds it loaded. 400: no audio, no text, a
+malformed field; 503: the analysis queue is full, or its process stopped (Retry-After).
 
-The models run on an engine's worker thread between two steps (inference/serving/services.py), one
-window of at most WINDOW_S per call, each queued after the last has come back: a live stream waits
-for at most one call per patch, however long the take.
+The scores are made in the analysis process (inference/analysis/), never on an engine's thread:
+a live stream does not wait for any of it.
 """
 from __future__ import annotations
 
@@ -33,29 +32,20 @@ import numpy as np
 from fastapi import APIRouter, Request
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from inference.analysis import scores
+from inference.analysis.evaluation import RATE, Take
+from inference.analysis.process import AnalysisStopped
 from inference.errors import InputError, QueueFullError
-from inference.serving import scores
-from inference.serving.asr import MAX_SECONDS as ASR_SECONDS
-from inference.serving.on_demand import ModelUnavailable, NotLoaded, OnDemand
-from inference.serving.services import embed_speaker, hear
-from inference.serving.speaker import MAX_SECONDS as SPEAKER_SECONDS
+from inference.request.audio_input import resample
 
 from .common import HTTPError, guarded
 from ..context import app_context
 from ..library.uploads import decode_audio
 
 evaluate_router = APIRouter()
-RATE = 16000  # both models take 16 kHz: the take is decoded to it once
 MAX_SECONDS = 600.0  # a take's length (the body limit bounds it first at 48 kHz)
-# The recognizer's window per call, under its own 30 s: every live stream on the GPU waits for one
-# call, about 0.35 s for 5 s of audio and 1.4 s for 25 s with the published Whisper on an H100
-# (docs/listening-qa.md), so 10 s windows keep that wait near half a second.
-WINDOW_S = min(10.0, ASR_SECONDS)
 MAX_SEGMENTS = 200
 MAX_TEXT_CHARS = 20000
-MAX_EVALUATIONS = 2  # at once in the server, so that a batch script cannot fill the worker's call queue
-LOAD_WAIT_S = 10.0  # how long a request waits for a model being loaded before it answers "not available"
-LOAD_ATTEMPTS = 3  # a pool may send each call to another GPU, which loads its own copy
 LANGUAGES = ("auto", "en", "zh")
 FIELDS = ("file", "text", "segments", "language", "reference_id", "voice", "reference")
 
@@ -64,29 +54,23 @@ FIELDS = ("file", "text", "segments", "language", "reference_id", "voice", "refe
 @guarded
 async def evaluate(request: Request):
     state = app_context(request)
-    if state.evaluating >= MAX_EVALUATIONS:
-        raise HTTPError(503, f"{MAX_EVALUATIONS} evaluations are running on this server: try again shortly",
-                        {"Retry-After": "5"})
-    state.evaluating += 1  # the event loop's thread alone changes it
+    began = time.monotonic()
+    form = await read_form(request)
+    audio = (await anyio.to_thread.run_sync(decode_audio, form["file"], MAX_SECONDS, RATE))[1]
+    parts = split_segments(form, len(audio) / RATE)
+    language = form.get("language", "auto")
+    if language not in LANGUAGES:
+        raise InputError(f"language must be one of {', '.join(LANGUAGES)}, not {language[:20]!r}")
+    chinese = scores.is_chinese(" ".join(text for text, _, _ in parts), language)
+    reference = await read_reference(state, form)
     try:
-        began = time.monotonic()
-        form = await read_form(request)
-        take = await anyio.to_thread.run_sync(decode_audio, form["file"], MAX_SECONDS, RATE)
-        audio = take[1]
-        parts = split_segments(form, len(audio) / RATE)
-        language = form.get("language", "auto")
-        if language not in LANGUAGES:
-            raise InputError(f"language must be one of {', '.join(LANGUAGES)}, not {language[:20]!r}")
-        chinese = scores.is_chinese(" ".join(text for text, _, _ in parts), language)
-        reference = await read_reference(state, form)
-        result = await Evaluation(state, chinese).run(audio, parts, reference)
-        result["seconds"] = round(len(audio) / RATE, 3)
-        result["elapsed_s"] = round(time.monotonic() - began, 3)
-        return result
-    except QueueFullError as exc:
+        submitted = await anyio.to_thread.run_sync(state.analysis.evaluate, Take(audio, parts, reference, chinese))
+        result = await asyncio.wrap_future(submitted)
+    except (QueueFullError, AnalysisStopped) as exc:
         raise HTTPError(503, f"the take was not evaluated: {exc}", {"Retry-After": "5"}) from None
-    finally:
-        state.evaluating -= 1
+    result["seconds"] = round(len(audio) / RATE, 3)
+    result["elapsed_s"] = round(time.monotonic() - began, 3)
+    return result
 
 
 async def read_form(request: Request) -> dict:
@@ -146,7 +130,7 @@ def check_text(text: str):
 
 
 async def read_reference(state, form: dict) -> tuple[int, np.ndarray] | None:
-    """The clip a cloning take copies, (rate, float32 mono), or None."""
+    """The clip a cloning take copies, float32 mono at RATE, or None."""
     given = [name for name in ("reference_id", "voice", "reference") if form.get(name) not in (None, "", b"")]
     if len(given) > 1:
         raise InputError(f"give one reference clip, not {' and '.join(given)}")
@@ -156,118 +140,14 @@ async def read_reference(state, form: dict) -> tuple[int, np.ndarray] | None:
     if given[0] == "reference":
         if not isinstance(value, bytes):
             raise InputError("reference must be a file (WAV, FLAC, OGG or MP3)")
-        return await anyio.to_thread.run_sync(decode_audio, value, state.clips.max_seconds, RATE)
+        return (await anyio.to_thread.run_sync(decode_audio, value, state.clips.max_seconds, RATE))[1]
     if not isinstance(value, str):
         raise InputError(f"{given[0]} must be text, not a file")
     if given[0] == "reference_id":
         clip = state.clips.get(value)
-        return clip.sample_rate, clip.audio
+        return await anyio.to_thread.run_sync(resample, clip.audio, clip.sample_rate, RATE)
     if state.voice_lookup is None:
         raise HTTPError(404, "this server keeps no voice library (start it with --data-dir)")
     _, clip = await anyio.to_thread.run_sync(state.voice_lookup, value[:200])
-    return await anyio.to_thread.run_sync(clip.samples)
-
-
-class Evaluation:
-    """One take's scores. A model that turns out to be unavailable is asked no more in this request:
-    its measure says why."""
-
-    def __init__(self, state, chinese: bool):
-        self.worker, self.asr, self.speaker = state.worker, state.asr, state.speaker
-        self.chinese = chinese
-        self.down: dict[str, str] = {}  # model's option -> why it is not available
-
-    async def run(self, audio: np.ndarray, parts, reference) -> dict:
-        voice = await self.embed(*reference) if reference is not None else None
-        segments, heard, embeddings, weights = [], [], [], []
-        for i, (text, start, end) in enumerate(parts):
-            piece = audio[int(start * RATE):int(end * RATE)]
-            segment = {"index": i, "text": text, "start_s": round(start, 3), "end_s": round(end, 3)}
-            words = await self.words(piece, start)
-            if words is not None:
-                transcript, units = words
-                score = await anyio.to_thread.run_sync(score_words, text, units, self.chinese)
-                segment["intelligibility"] = {"transcript": transcript, **score}
-                heard.append(transcript)
-            if voice is not None and not isinstance(voice, str) and len(piece):
-                mine = await self.embed(RATE, piece)
-                if not isinstance(mine, str):
-                    segment["similarity"] = round(scores.cosine(mine, voice), 4)
-                    embeddings.append(mine)
-                    weights.append(len(piece))
-            segments.append(segment)
-        return {"intelligibility": self.intelligibility(segments, heard), "segments": segments,
-                "similarity": None if reference is None else self.similarity(voice, embeddings, weights)}
-
-    def intelligibility(self, segments: list[dict], heard: list[str]) -> dict:
-        if self.asr.model is None or self.asr.option in self.down:
-            return {"available": False, "reason": self.down.get(self.asr.option) or self.asr.switched_off()}
-        parts = [s["intelligibility"] for s in segments]
-        return {"available": True, "model": self.asr.model, "language": "zh" if self.chinese else "en",
-                "transcript": " ".join(heard), **scores.totals(parts)}
-
-    def similarity(self, voice, embeddings: list, weights: list) -> dict:
-        if isinstance(voice, str) or not embeddings:
-            return {"available": False, "reason": voice if isinstance(voice, str) else self.down.get(self.speaker.option,
-                    "the take has no audio")}
-        take = scores.mean_embedding(embeddings, weights)
-        return {"available": True, "model": self.speaker.model, "score": round(scores.cosine(take, voice), 4)}
-
-    async def words(self, piece: np.ndarray, start: float):
-        """(transcript, units with times in the take) of one part, window by window; None when the
-        recognizer is not available."""
-        texts, units = [], []
-        for lo, hi in scores.windows(piece, RATE, WINDOW_S):
-            heard = await self.call(self.asr, lambda: hear(self.worker, self.asr, RATE, piece[lo:hi]))
-            if heard is None:
-                return None
-            texts.append(heard.text)
-            units += await anyio.to_thread.run_sync(scores.heard_units, heard.words, self.chinese, start + lo / RATE)
-        return " ".join(t for t in texts if t), units
-
-    async def embed(self, rate: int, clip: np.ndarray):
-        """The clip's speaker embedding (windows of at most SPEAKER_SECONDS, weighted by length), or
-        why there is none (a string)."""
-        spans = scores.windows(clip, rate, SPEAKER_SECONDS)
-        embeddings = []
-        for lo, hi in spans:
-            got = await self.call(self.speaker, lambda: embed_speaker(self.worker, self.speaker, rate, clip[lo:hi]))
-            if got is None:
-                return self.down[self.speaker.option]
-            embeddings.append(got)
-        return scores.mean_embedding(embeddings, [hi - lo for lo, hi in spans])
-
-    async def call(self, model: OnDemand, submit):
-        """submit()'s result, the model loaded first where it is not; None (and the reason kept) when
-        it is not available."""
-        if model.option in self.down:
-            return None
-        try:
-            model.check_available()
-            for _ in range(LOAD_ATTEMPTS):
-                result = await asyncio.wrap_future(submit())
-                if not isinstance(result, NotLoaded):
-                    return result
-                await self.wait_for_load(model, result.device)
-            raise model.error(still_loading(model))
-        except ModelUnavailable as exc:
-            self.down[model.option] = str(exc)
-            return None
-
-    @staticmethod
-    async def wait_for_load(model: OnDemand, device: str):
-        loading = asyncio.wrap_future(model.loading(device))
-        try:
-            await asyncio.wait_for(asyncio.shield(loading), LOAD_WAIT_S)
-        except (asyncio.TimeoutError, TimeoutError):
-            raise model.error(still_loading(model)) from None
-
-
-def score_words(text: str, units: list, chinese: bool) -> dict:
-    """Off the event loop: a long text's alignment (and Chinese conversion) takes milliseconds to spare."""
-    return scores.error_rate(scores.reference_units(text, chinese), units, chinese)
-
-
-def still_loading(model: OnDemand) -> str:
-    return (f"the {model.what} {model.model!r} is still being loaded (a download on first use): "
-            "evaluate again in a minute")
+    rate, audio = await anyio.to_thread.run_sync(clip.samples)
+    return await anyio.to_thread.run_sync(resample, audio, rate, RATE)

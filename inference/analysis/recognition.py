@@ -1,0 +1,118 @@
+"""Speech recognition in the analysis process: a clip's transcript (ultimate cloning needs the
+clip's exact words) and a take's words with their times (the take evaluation), from a Whisper
+checkpoint loaded through transformers' own pipeline, so that any `openai/whisper-*` hub id or
+folder loads as transformers loads it.
+
+Clips are recognized in batches: every clip is one Whisper window (at most MAX_SECONDS, padded to
+it by the feature extractor), so a batch changes nothing of what one clip gives
+(tests/unit/test_analysis_models.py checks batched against alone and against the pipeline).
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import InputError
+from .loading import ModelKind, local_folder
+
+log = logging.getLogger("voxcpm.analysis")
+MAX_SECONDS = 30.0  # one Whisper window
+KIND = ModelKind(
+    what="speech recognition model", option="--asr-model",
+    fix=("To fix: give a local copy with --asr-model /path/to/folder (a Whisper checkpoint: config.json, "
+         "model.safetensors, preprocessor_config.json and the tokenizer's files), let the server reach the "
+         "Hugging Face hub once so that it downloads, or switch automatic transcripts off with --asr-model none."),
+    off=("automatic transcripts are switched off on this server (--asr-model none): type the clip's "
+         "transcript, or start the server with --asr-model set to a Whisper checkpoint (a hub id or a local folder)"))
+
+
+@dataclass(frozen=True)
+class Heard:
+    """A transcript with its words: (word as recognized, start s, end s), times None where the model
+    gives none."""
+    text: str
+    words: list[tuple[str, float | None, float | None]]
+
+
+def check_length(seconds: float):
+    if seconds > MAX_SECONDS:
+        raise InputError(f"the clip lasts {seconds:.1f} s; automatic transcripts take clips of up to "
+                         f"{MAX_SECONDS:g} s (one pass of the speech recognition model): trim it, or type "
+                         "its transcript")
+
+
+def load_recognizer(name: str, device: str) -> Recognizer:
+    """transformers' speech recognition pipeline for a hub id or a local folder, on `device`: half
+    precision on a GPU (as Whisper is published), float32 on the CPU."""
+    import transformers
+
+    name = local_folder(name)  # a hub id not in the cache: the hub asked once, briefly (loading.check_hub)
+    dtype = torch.float16 if device.startswith("cuda") else torch.float32
+    # Called dtype since transformers 4.56; torch_dtype before (requirements.txt allows 4.40 on).
+    major, minor = (int(part) for part in re.findall(r"\d+", transformers.__version__)[:2])
+    key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+    return Recognizer(transformers.pipeline("automatic-speech-recognition", model=name, device=device, **{key: dtype}))
+
+
+class Recognizer:
+    """Whisper, through its pipeline's pre- and post-processing, a batch of clips per call."""
+
+    def __init__(self, pipe: Any):
+        self.pipe = pipe
+        self.rate = int(pipe.feature_extractor.sampling_rate)
+
+    @torch.inference_mode()
+    def transcribe(self, clips: list[np.ndarray]) -> list[str]:
+        """Each clip's transcript (clips at self.rate, at most MAX_SECONDS each), as the pipeline
+        would give it."""
+        model = self.pipe.model
+        features = self._features(clips)
+        tokens = model.generate(features.input_features.to(model.device, model.dtype),
+                                attention_mask=features.attention_mask.to(model.device))
+        tokens = tokens["sequences"] if isinstance(tokens, dict) else tokens
+        return [self.pipe.postprocess([{"tokens": tokens[i:i + 1], "is_last": True}])["text"].strip()
+                for i in range(len(clips))]
+
+    @torch.inference_mode()
+    def hear(self, clips: list[np.ndarray]) -> list[Heard]:
+        """Each clip's transcript with its words' times, as pipe(clip, return_timestamps="word")
+        gives them, made faster: generate() handed the audio asks the encoder for every layer's
+        attention weights and copies them to the host (on an H100, 2.8 s for 5 s of audio instead
+        of 0.13 s); handed the encoder's outputs instead (and the mask that says how much is audio,
+        so that the alignment stops there), it gives the same words and times at 0.16 s.
+        Whisper times its words from the cross-attention heads its generation config names (every
+        openai/whisper-* checkpoint does); without them, the words come without times."""
+        if not has_alignment_heads(self.pipe):
+            return [Heard(text, [(word, None, None) for word in text.split()]) for text in self.transcribe(clips)]
+        model = self.pipe.model
+        features = self._features(clips)
+        encoded = model.get_encoder()(features.input_features.to(model.device, model.dtype))
+        out = model.generate(encoder_outputs=encoded, attention_mask=features.attention_mask.to(model.device),
+                             return_timestamps=True, return_token_timestamps=True, return_segments=True)
+        heard = []
+        for segments in out["segments"]:  # one list of segments per clip; one segment per 30 s window
+            if not segments:  # nothing said
+                heard.append(Heard("", []))
+                continue
+            tokens = torch.cat([segment["tokens"] for segment in segments])[None]
+            times = [torch.cat([segment["token_timestamps"] for segment in segments])]
+            words = self.pipe.postprocess([{"tokens": tokens, "token_timestamps": times, "is_last": True}],
+                                          return_timestamps="word")
+            heard.append(Heard(words["text"].strip(), [(c["text"], *c["timestamp"]) for c in words.get("chunks", [])]))
+        return heard
+
+    def _features(self, clips: list[np.ndarray]):
+        return self.pipe.feature_extractor(clips, sampling_rate=self.rate, return_tensors="pt",
+                                           return_attention_mask=True)
+
+
+def has_alignment_heads(pipe) -> bool:
+    """Whether Whisper can time its words: its generation config names the cross-attention heads
+    that follow the audio."""
+    config = getattr(getattr(pipe, "model", None), "generation_config", None)
+    return bool(getattr(config, "alignment_heads", None))
