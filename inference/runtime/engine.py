@@ -221,11 +221,11 @@ class Engine:
         """Ends a stream now and frees its row (the owner thread; others use Stream.cancel())."""
         self.scheduler.retire(stream)
 
-    @torch.inference_mode()
     def slack(self) -> float | None:
         """The least audio, in seconds, a playing stream's listener still holds; None while none plays."""
         return self.scheduler.least_slack()
 
+    @torch.inference_mode()
     def step(self) -> list[tuple[Stream, list[AudioChunk]]]:
         """One turn of the batch loop (Scheduler.step): admits, launches, collects. Returns what it
         produced: each stream that released chunks or ended, with its new chunks (oldest first)."""
