@@ -20,6 +20,7 @@ import torch
 
 from ..config import LIMITS
 from ..model.loader import LoadedModel, load_checkpoint
+from ..request.listener import Listener
 from ..request.request import AudioChunk, SynthesisRequest
 from .compiled import step_functions
 from .decode_step import DecodeStep, plan_rows
@@ -165,6 +166,10 @@ class Engine:
         return self.warmup_seconds
 
     # -- requests in ------------------------------------------------------------------------------
+    def listener(self, req: SynthesisRequest) -> Listener:
+        """Who hears the request's audio, as it asked (its speed), at this engine's rate."""
+        return Listener.of(req, self.sample_rate)
+
     def prepare(self, req: SynthesisRequest) -> Prepared:
         """The request checked against the engine's limits (raising InputError at once; its values
         were checked when it was made) and made ready on the host: text, segments, tokens, clips'
@@ -172,13 +177,15 @@ class Engine:
         own, for start() (and encode_ahead()); callers only hand it back."""
         return self.preparer.prepare(req)
 
-    def start(self, req: Prepared | SynthesisRequest) -> Stream:
+    def start(self, req: Prepared | SynthesisRequest, listener: Listener | None = None) -> Stream:
         """Gives a prepared request a row (its clips encoded now); it joins at the next step (its
         prefill may be queued now: Scheduler.add). A SynthesisRequest is prepared first, on this
-        thread. Raises EngineFull when every row is taken."""
+        thread. listener: who hears it (the serving layer's job shares it; by default, one at the
+        request's own settings). Raises EngineFull when every row is taken."""
         prepared = req if isinstance(req, Prepared) else self.prepare(req)
         r = prepared.request
-        stream = Stream(0, r.min_len, 1, DecodeStep.iterations(r.inference_timesteps))
+        listener = listener or self.listener(r)
+        stream = Stream(0, r.min_len, 1, DecodeStep.iterations(r.inference_timesteps), listener)
         self.scheduler.add(stream, self.preparer.plan(prepared))
         return stream
 
@@ -236,6 +243,7 @@ class Engine:
         """An audio clip (or a ReferenceClip, encoded once per side) -> latent patches [n, P, D]."""
         return self.preparer.encode_audio(source, side, label, trim)
 
-    def decode_next(self, render: OfflineDecode) -> np.ndarray:
-        """The next piece of an offline decode a piece at a time (bounded memory; offline.py)."""
-        return render.decode_next(self.vae, self.runner.step.dtype, self.device)
+    def decode_next(self, render: OfflineDecode) -> list[tuple[np.ndarray, bool]]:
+        """The next piece of an offline decode a piece at a time (bounded memory; offline.py), as
+        (audio, is a pause) parts."""
+        return render.next_parts(self.vae, self.runner.step.dtype, self.device)

@@ -52,9 +52,15 @@ class OfflineDecode:
             raise RuntimeError("the length is known after the first piece")
         return len(self.latents) * self.patch_samples + sum(n for _, n in self.pauses)
 
-    @torch.inference_mode()
     def decode_next(self, vae: AudioVAE, lm_dtype: torch.dtype, device: torch.device) -> np.ndarray:
-        """The next piece's audio (float32, empty while only context was decoded)."""
+        """The next piece's audio (float32, empty while only context was decoded), pauses included."""
+        parts = self.next_parts(vae, lm_dtype, device)
+        return parts[0][0] if len(parts) == 1 else np.concatenate([audio for audio, _ in parts])
+
+    @torch.inference_mode()
+    def next_parts(self, vae: AudioVAE, lm_dtype: torch.dtype, device: torch.device) -> list[tuple[np.ndarray, bool]]:
+        """The next piece's audio as (float32 audio, whether it is a pause's silence) parts, in
+        order: a listener at another speed hears the speech stretched and the pauses as written."""
         first = self.next_patch
         last = min(first + self.piece_patches, self.total)
         vae_dtype = next(vae.parameters()).dtype
@@ -69,18 +75,18 @@ class OfflineDecode:
         cut = max(0, self.skip - first) * self.patch_samples
         return self._paused(audio[cut:].float().cpu().numpy(), max(first, self.skip) - self.skip, last - self.skip)
 
-    def _paused(self, audio: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    def _paused(self, audio: np.ndarray, lo: int, hi: int) -> list[tuple[np.ndarray, bool]]:
         """The audio of latent patches [lo, hi) with the zeros of the pauses that fall among them
-        (and, in the last piece, of a trailing one)."""
+        (and, in the last piece, of a trailing one), as (audio, is a pause) parts."""
         inside = [(i, n) for i, n in self.pauses if lo <= i < hi or i == hi == len(self.latents)]
         if hi <= lo or not inside:
-            return audio
+            return [(audio, False)]
         parts, at = [], 0
         for i, n in inside:
             cut = (i - lo) * self.patch_samples
-            parts += [audio[at:cut], np.zeros(n, audio.dtype)]
+            parts += [(audio[at:cut], False), (np.zeros(n, audio.dtype), True)]
             at = cut
-        return np.concatenate(parts + [audio[at:]])
+        return [(part, pause) for part, pause in parts + [(audio[at:], False)] if len(part)]
 
     def _patches(self, first: int, last: int, lm_dtype: torch.dtype) -> torch.Tensor:
         """Patches [first, last) of context + latents, as [k, P, D] float32."""

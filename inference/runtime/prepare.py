@@ -89,18 +89,18 @@ class RequestPreparer:
         prompt = None if req.prompt_audio is None else self.load_clip(req.prompt_audio, "left", "prompt audio", trim)
         transcript = req.prompt_text if prompt is not None else ""
         spoken = SpokenText(req.text, req.normalize, self.segment_weight)
-        self.check_silence(spoken, req.speed)
+        self.check_silence(spoken)
         tokens = Tokens(self.tokenizer.encode, spoken.segments, control_prefix(req), transcript)
         prepared = Prepared(req, spoken, tokens, transcript, reference, prompt)
         self.check_room(prepared)
         return prepared
 
-    def check_silence(self, spoken: SpokenText, speed: float):
-        """Refuses a text whose pauses alone, at its speed, last longer than a request's audio may."""
-        silence = sum(p["ms"] for p in spoken.pauses) / 1000.0 / speed
+    def check_silence(self, spoken: SpokenText):
+        """Refuses a text whose pauses alone (as long as written, at any speed) last longer than a
+        request's audio may."""
+        silence = sum(p["ms"] for p in spoken.pauses) / 1000.0
         if silence > self.max_output_seconds:
-            at = "" if speed == 1 else f" at speed {speed:g}"
-            raise InputError(f"the text's pause tags add up to {silence:.1f} s of silence{at}; a request may produce "
+            raise InputError(f"the text's pause tags add up to {silence:.1f} s of silence; a request may produce "
                              f"at most {self.max_output_seconds:g} s of audio, speech and pauses together: use "
                              f"fewer or shorter pauses, or split the text", "text")
 

@@ -7,9 +7,9 @@ work overlaps the device's). A collected patch goes to the stream's Continuation
 whether the stream goes on, re-enters its row for another segment, or is over.
 
 Deadlines. Each stream's listener starts playing with its first audio and plays in real time, so
-its buffer runs dry at a deadline (Stream.deadline: the first audio's time on the scheduler's
-clock plus the audio released since; after a dry spell, from when audio came again); its slack
-is the time left before it. The rows of a patch all advance together (one bucket over rows
+its buffer runs dry at a deadline (its Listener's: the first audio's time on the scheduler's
+clock plus the audio released since, as long as it lasts for them at their speed, a pause as
+written; after a dry spell, from when audio came again); its slack is the time left before it. The rows of a patch all advance together (one bucket over rows
 0..max live row, no per-row mask: that keeps batched exactly equal to solo), so no running
 stream is ever left out of a step; what the scheduler chooses is when joining streams are
 prefilled and when held audio goes out:
@@ -100,7 +100,7 @@ class Scheduler:
 
     def idle(self) -> bool:
         """No patch in flight and no listener playing: a prefill now delays nobody's audio."""
-        return not self.launched and all(s.deadline is None for s in self.live)
+        return not self.launched and not any(s.listener.playing for s in self.live)
 
     def enter(self, stream: Stream, start: SegmentStart, overrun: bool = False):
         """Into the joining streams, to be (re-)prefilled with `start` at the next step. overrun:
@@ -151,12 +151,12 @@ class Scheduler:
     def least_slack(self, now: float | None = None) -> float | None:
         """The shortest slack of a playing stream (None: none plays)."""
         now = self.clock() if now is None else now
-        return min((s.slack(now) for s in self.live if s.deadline is not None), default=None)
+        return min((s.listener.slack(now) for s in self.live if s.listener.playing), default=None)
 
     def admit(self, count: int | None = None) -> int:
         """Prefills the first `count` joining streams (all by default): those already playing by
         deadline, then newcomers in arrival order. Returns how many were admitted."""
-        self.joining.sort(key=lambda s: (s.deadline is None, 0.0 if s.deadline is None else s.deadline))
+        self.joining.sort(key=lambda s: (not s.listener.playing, s.listener.deadline or 0.0))
         count = len(self.joining) if count is None else count
         joining, self.joining = self.joining[:count], self.joining[count:]
         if not joining:
@@ -205,7 +205,8 @@ class Scheduler:
                                      stream.stops_after(index, bool(stop[row])))
             if early or chunks:
                 self.produced.setdefault(stream, []).extend(early + chunks)
-            stream.played(plan.released_samples / self.rate, now)  # a pause's silence plays too
+                listener = stream.listener  # a pause's silence plays too, as long as written
+                listener.release(sum(listener.lasts(len(c.audio), c.pause) for c in early + chunks), now)
             if after is True:
                 self.retire(stream)
             elif after is not None:
@@ -215,7 +216,7 @@ class Scheduler:
 
     def running_dry(self, stream: Stream, now: float) -> bool:
         """Whether its listener's buffer may run dry before the next step's patch is collected."""
-        slack = stream.slack(now)
+        slack = stream.listener.slack(now)
         return slack is not None and slack <= 2 * (self.costs.step_s or 0.0)
 
     def retire(self, stream: Stream):

@@ -1,15 +1,18 @@
-"""One request on the engine (as nano-vllm's Sequence): its row, its counters, its listener's
-playback clock, and how it ended. Only the scheduler changes it (inference/runtime/scheduler.py);
-other layers read it, and any thread may cancel it. Its audio is not kept here: each step returns
-what it produced (Engine.step)."""
+"""One request on the engine (as nano-vllm's Sequence): its row, its counters, its listener
+(inference/request/listener.py: whose clock the scheduler's deadlines read), and how it ended. Only
+the scheduler changes it (inference/runtime/scheduler.py); other layers read it, and any thread may
+cancel it. Its audio is not kept here: each step returns what it produced (Engine.step)."""
 from __future__ import annotations
 
 import threading
 
+from ..request.listener import Listener
+
 
 class Stream:
-    def __init__(self, prompt_len: int, min_len: int, cap: int, iterations: int):
+    def __init__(self, prompt_len: int, min_len: int, cap: int, iterations: int, listener: Listener):
         self.prompt_len, self.min_len, self.cap, self.iterations = prompt_len, min_len, cap, iterations
+        self.listener = listener
         self.row = -1  # set when the engine gives it a row
         self.launched = 0  # patches queued on the device
         self.done = False
@@ -18,8 +21,6 @@ class Stream:
         self.plan = None  # its Continuation: the segments of its text (inference/request/continuation.py)
         self.generation = 0  # counts (re)admissions: a patch launched before one is not this segment's
         self.decode_context = None  # [C, P, D] patches the VAE decoder was warmed on (continuation)
-        self.deadline: float | None = None  # when its listener's buffer runs dry (see played)
-        self.released_s = 0.0  # seconds of audio released to its listener
         self._cancel = threading.Event()
 
     def cancel(self):
@@ -34,21 +35,6 @@ class Stream:
         """The row is re-prefilled for another segment (or another attempt at one)."""
         self.prompt_len, self.cap, self.launched = prompt_len, cap, 0
         self.generation += 1
-
-    def played(self, released_s: float, now: float):
-        """The audio released so far, at `now` on the scheduler's clock. The listener starts with
-        the first audio and plays in real time, so its buffer runs dry at its first audio's time
-        plus the audio released; one that ran dry resumes when audio comes again (as the page's
-        player does), so its clock restarts from then."""
-        added = released_s - self.released_s
-        if added > 0:
-            self.deadline = max(now, now if self.deadline is None else self.deadline) + added
-        self.released_s = released_s
-
-    def slack(self, now: float) -> float | None:
-        """Seconds of audio its listener still has at `now` (negative: the buffer ran dry)."""
-        deadline = self.deadline
-        return None if deadline is None else deadline - now
 
     @property
     def position(self) -> int:

@@ -7,18 +7,18 @@ Unread audio. Audio waits in a job's channel until its consumer reads it; a clie
 reading (or never starts) leaves it there, finished jobs included, until the connection goes. A
 limit per job alone lets many such clients together pin any amount of memory (five of them held
 50-65 MB), so there is also a budget for all jobs together. Whether a consumer keeps up is judged
-against the listener's clock, not by counting chunks: it is behind by what a listener who took each
-patch as it came could have played since the first one (at the request's speed), less what it
-took. A pause's silence or a segment released at once lands as a burst in one step, and nobody
+against the listener's clock (inference/request/listener.py), not by counting chunks: it is behind
+by what a listener who took each patch as it came could have played since the first one, less
+what it took. A pause's silence or a segment released at once lands as a burst in one step, and nobody
 could have played it yet, so a reader is never behind for it. A job stops when it is more than the
 per-job limit behind, or when all jobs together hold more unread audio than the budget and it is
 itself behind (by more than KEEP_UP_S): a client that keeps up finishes while the server is full,
 and one that stops reading adds what its stream makes in KEEP_UP_S of wall time (and a step) before
 it is stopped.
 
-Output. One request may produce at most `max_output_seconds` of audio after its speed, speech and
-silence together (Limits): the engine refuses a text whose pauses alone pass it (Engine.prepare),
-and the rest is cut here, at the bound, with its own outcome and message.
+Output. One request may produce at most `max_output_seconds` of audio as its listener hears it,
+speech and silence together (Limits): the engine refuses a text whose pauses alone pass it
+(Engine.prepare), and the rest is cut here, at the bound, with its own outcome and message.
 
 Failures. One request's failure must not take the worker down, and its consumer must not see the
 server's internals: input errors keep their own message (it says what to change), a consumer that
@@ -59,7 +59,7 @@ def hand_over(job: Job, running: Running, chunks: list[AudioChunk], unread: Unre
     lags, OutputCut once the job has all the audio a request may have (the last chunk cut to fit)."""
     report_text(job, running)
     for chunk in chunks:
-        room = bound.room(job)
+        room = bound.room(job, chunk.pause)
         if len(chunk.audio) >= room:
             if room > 0:
                 _deliver(job, running, dataclasses.replace(chunk, audio=chunk.audio[:room]))
@@ -127,7 +127,7 @@ class UnreadBudget:
 
     def check(self, job) -> str | None:
         """None while `job` may go on; else why it must stop."""
-        behind = job.behind_samples() / (self.sample_rate * job.speed)  # the listener's seconds
+        behind = job.listener.behind()  # the listener's seconds
         if behind > self.per_job_s:
             return FELL_BEHIND.format(seconds=self.per_job_s)
         if behind <= KEEP_UP_S:
@@ -142,7 +142,7 @@ class UnreadBudget:
 
 
 # -- the bound on one request's audio -------------------------------
-CUT = ("Cut: this request reached {seconds:g} s of audio (speech and pauses, at speed {speed:g}), the most one "
+CUT = ("Cut: this request reached {seconds:g} s of audio (speech and pauses, as its listener hears them), the most one "
        "request may produce here (--max-output-seconds), so the rest of the text was not spoken.")
 
 
@@ -150,12 +150,12 @@ class OutputBound:
     def __init__(self, sample_rate: int, max_output_s: float):
         self.sample_rate, self.max_output_s = sample_rate, max_output_s
 
-    def room(self, job) -> int:
-        """The model's samples `job` may still deliver: its audio after the speed stays within the bound."""
-        return int(self.max_output_s * self.sample_rate * job.speed) - job.metrics.samples
+    def room(self, job, pause: bool = False) -> int:
+        """The model's samples of a chunk `job` may still deliver: its listener's audio stays within the bound."""
+        return job.listener.room(self.max_output_s, pause)
 
     def message(self, job) -> str:
-        return CUT.format(seconds=self.max_output_s, speed=job.speed)
+        return CUT.format(seconds=self.max_output_s)
 
 
 # -- failures -------------------------------------------------------

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..request.continuation import Report
+from ..request.listener import Listener
 from ..request.request import AudioChunk, SynthesisRequest
 from .job import Job
 
@@ -97,9 +98,10 @@ class BatchEngine(Protocol[S]):
         """The clips of the prepared requests about to start() in one step, encoded together; never
         raises (a bad clip fails its own start())."""
 
-    def start(self, prepared: Any) -> S:
+    def start(self, prepared: Any, listener: Listener) -> S:
         """Gives a prepared request (what prepare() returned) a row; it joins at the next step.
-        Only GPU work is left for it (encoding clips, the prefill)."""
+        Only GPU work is left for it (encoding clips, the prefill). listener: who hears it (its
+        clock is the deadline the engine's admission keeps)."""
 
     def step(self) -> list[tuple[S, list[AudioChunk]]]:
         """One patch of every live stream; failures land on the streams they concern. Returns what
@@ -120,8 +122,9 @@ class ServiceEngine(Protocol):
     def encode_audio(self, source: Any, side: str, label: str = "audio", trim: bool = False) -> torch.Tensor:
         """A clip (or a ReferenceClip, which keeps what it is given) -> latent patches [n, P, D]."""
 
-    def decode_next(self, render: Any) -> np.ndarray:
-        """The next piece of an offline decode (runtime/offline.OfflineDecode), float32 audio."""
+    def decode_next(self, render: Any) -> list[tuple[np.ndarray, bool]]:
+        """The next piece of an offline decode (runtime/offline.OfflineDecode), as (float32 audio,
+        is a pause's silence) parts."""
 
 
 @runtime_checkable

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from ..request.continuation import Report
+from ..request.listener import Listener
 from ..request.request import AudioChunk, SynthesisRequest
 
 LIVE = ("queued", "running")  # states before the end; then done, cancelled or failed
@@ -73,7 +74,9 @@ class Job:
         self.id = job_id
         self.mode = request.mode
         self.text_chars = len(request.text)
-        self.speed = float(getattr(request, "speed", 1.0))  # the listener's, after the HTTP layer's stretch
+        # Who hears it (its speed, the rate it is sent at, its playback clock), shared with the
+        # engine's stream: the unread-audio budget and the status read it.
+        self.listener = Listener.of(request, sample_rate)
         self.metrics = JobMetrics(queued_at=time.perf_counter())
         self._request: SynthesisRequest | None = request
         self._prepared = prepared  # engine.prepare(request), made on the submitting thread
@@ -86,13 +89,8 @@ class Job:
         self._cancel = threading.Event()
         self._ended = False
         self._text_report: Report | None = None
-        self._segment_ends: list[int] = []
-        # The consumer against the listener's clock (delivery.UnreadBudget), in the model's samples:
-        # what it took from the channel (its thread writes, the worker's reads), and what a listener
-        # that took everything at once could have played by the last hand-over (the worker's).
-        self._taken = 0
-        self._playable = 0.0
-        self._clock_at: float | None = None
+        self._segment_ends: list[int] = []  # the listener's samples sent when each segment ended
+        self._taken = 0  # the model's samples the consumer took from the channel (its thread writes)
         # Called by the worker's thread after each event it puts; replaced whole, never changed in
         # place, so the worker iterates a consistent tuple while a consumer adds or removes one.
         self._wakers: tuple[Callable[[], None], ...] = ()
@@ -127,7 +125,7 @@ class Job:
 
     @property
     def segment_ends(self) -> list[int]:
-        """Samples delivered when each segment's audio ended."""
+        """The samples its listener was sent when each segment's audio ended."""
         return list(self._segment_ends)
 
     @property
@@ -164,14 +162,6 @@ class Job:
         """The model's samples handed over and not yet taken by the consumer (what the channel holds)."""
         return self.metrics.samples - self._taken
 
-    def behind_samples(self) -> float:
-        """How far the consumer is behind a listener who took every patch as it came and played it
-        at its speed from the first one on, in the model's samples: audio that listener could have
-        played by the last hand-over, less what the consumer took. A burst (a pause's silence, a
-        segment released at once) is not behind, as no listener could have played it yet; a
-        consumer that stops reading falls behind by its speed every second."""
-        return max(0.0, self._playable - self._taken)
-
     def watch(self, wake: Callable[[], None]):
         """wake() is called on the worker's thread after each event is put (so a consumer that
         clears its flag before a non-blocking `poll()` never misses one); it must be quick and must
@@ -199,6 +189,7 @@ class Job:
             return None
         if kind == "chunk":
             self._taken += len(value.chunk.audio)
+            self.listener.take(len(value.chunk.audio), value.chunk.pause)
         else:
             self._ended = True
         return kind, value
@@ -221,20 +212,15 @@ class Job:
         out = {"id": self.id, "state": self._state, "position": self.position, "error": self._error,
                "outcome": self._outcome}
         out.update(self.metrics.as_dict(self._sample_rate))
-        # The audio sent is the model's at the listener's speed (the HTTP layer's stretch makes
-        # round(samples / speed) of it): a stopped take's marks are placed in what was sent.
-        out.update(speed=self.speed, output_samples=self.sent(self.metrics.samples))
+        # What its listener was sent (at their speed and rate): a stopped take's marks are placed in it.
+        out.update(self.listener.status())
         out.update(self.text_status())
         return out
-
-    def sent(self, samples: int) -> int:
-        """The model's `samples` as the samples of audio sent, at the request's speed."""
-        return samples if self.speed == 1 else round(samples / self.speed)
 
     def text_status(self) -> dict:
         """What the page shows of the text: as spoken, which segment ends where in the audio sent,
         the seed each segment kept, and any runaway retries."""
-        report, ends = self._text_report, [self.sent(end) for end in self.segment_ends]
+        report, ends = self._text_report, self.segment_ends
         if report is None:
             return {}
         return {"spoken_text": report.spoken_text(), "segments": report.segments, "pauses": report.pauses,
@@ -254,18 +240,15 @@ class Job:
         """Hands one patch (audio already float32) to the consumer and counts it."""
         now, m, ends = time.perf_counter(), self.metrics, self._segment_ends
         while len(ends) <= chunk.segment:
-            ends.append(m.samples)
+            ends.append(self.listener.sent_samples())
         if m.first_chunk_at is None:
-            m.first_chunk_at = self._clock_at = now
-        # The listener's clock runs at its speed but never past what it had: while it waits for
-        # audio (a slow step), it has nothing to play, so a slow server does not make it behind.
-        played = self._playable + (now - self._clock_at) * self._sample_rate * self.speed
-        self._playable, self._clock_at = min(played, float(m.samples)), now
+            m.first_chunk_at = now
         delivery = Delivery(chunk, m.samples, now - m.started_at)
+        self.listener.deliver(len(chunk.audio), chunk.pause)
         m.patches += not chunk.pause  # the model's patches; a pause's silence counts in samples only
         m.samples += chunk.audio.shape[0]
         m.chunks += 1
-        ends[chunk.segment] = m.samples
+        ends[chunk.segment] = self.listener.sent_samples()
         self._put(("chunk", delivery))
 
     def report_text(self, report: Report):

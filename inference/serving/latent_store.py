@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import LIMITS
+from ..request.listener import Listener
 
 
 @dataclass
@@ -29,6 +30,7 @@ class KeptLatents:
     context: np.ndarray | None  # [C, patch_size, feat_dim] the decoder was warmed on (continuation), or None
     expires_at: float
     pauses: tuple[tuple[int, int], ...] = ()  # (latents before it, samples) of each pause's silence
+    listener: Listener | None = None  # who heard the stream: the render is made as they heard it
 
     @property
     def nbytes(self) -> int:
@@ -46,14 +48,14 @@ class LatentStore:
         self._bytes = self._render_bytes = 0
         self._lock = threading.Lock()
 
-    def keep(self, job_id: str, patches: list[np.ndarray], context, pauses=()) -> bool:
+    def keep(self, job_id: str, patches: list[np.ndarray], context, pauses=(), listener: Listener | None = None) -> bool:
         """Stores a finished job's patches (and where its pauses fell: OfflineDecode); False when
         there are none or they alone pass the cap."""
         if not patches:
             return False
         context = None if context is None or len(context) == 0 else np.asarray(context, dtype=np.float32)
         item = KeptLatents(np.stack(patches).astype(np.float32, copy=False), context, self._clock() + self.ttl_s,
-                           tuple((int(i), int(n)) for i, n in pauses))
+                           tuple((int(i), int(n)) for i, n in pauses), listener)
         if item.nbytes > self.max_bytes:
             return False
         with self._lock:

@@ -35,10 +35,10 @@ class OfflineRender:
         return self._decode.samples
 
     def next_piece(self, serving: Serving) -> concurrent.futures.Future:
-        """float32 audio in [-1, 1], the next piece of the render."""
+        """The next piece of the render: (float32 audio in [-1, 1], is a pause's silence) parts."""
         return serving.call(self._next, "render")
 
-    def _next(self, engine: ServiceEngine) -> np.ndarray:
+    def _next(self, engine: ServiceEngine) -> list[tuple[np.ndarray, bool]]:
         return engine.decode_next(self._decode)
 
 

@@ -267,7 +267,7 @@ class EngineWorker:
             self._finish(job, "cancelled")
             return
         try:
-            stream = self.engine.start(job.prepared)
+            stream = self.engine.start(job.prepared, job.listener)
         except Exception as exc:
             self._fail(job, exc)
             return
@@ -310,7 +310,7 @@ class EngineWorker:
             streams = len(self._running)
         if running is not None and self.latents is not None and state != "failed":
             # A stopped take has an offline render too.
-            self.latents.keep(job.id, running.patches, running.stream.decode_context, running.pauses)
+            self.latents.keep(job.id, running.patches, running.stream.decode_context, running.pauses, job.listener)
         job.finish(state, error, outcome)
         # Logged before the consumer hears the end, so the line is there when it does.
         log.info(outcome_line(job, next(self._served), streams, self.sample_rate))

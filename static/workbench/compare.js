@@ -70,8 +70,8 @@ export class Compare {
 
   async offlineOf(take, quiet = false) {
     if (!this.offline.has(take.id)) {
-      const speed = take.settings.speed ?? 1; // stretched as the stream was (ui/services/renders.py)
-      const response = await fetch(route(`jobs/${take.id}/offline.wav${speed === 1 ? '' : `?speed=${speed}`}`), { cache: 'no-store' });
+      // Made as the take was heard (its speed, its pauses): inference/request/listener.py.
+      const response = await fetch(route(`jobs/${take.id}/offline.wav`), { cache: 'no-store' });
       if (!response.ok) {
         if (quiet) return null;
         const why = await response.json().catch(() => ({}));

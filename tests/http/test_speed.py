@@ -1,6 +1,7 @@
-"""`speed` (issue 23 item 2): the stream time-stretched as it is made, pitch kept (ui/services/audio.py).
-The stretcher alone (patch by patch equals all at once; no gap or click at any speed of the range;
-durations exact; the pitch unchanged), and the page's route with it, bare and framed."""
+"""`speed` (issue 23 item 2): the stream's speech time-stretched as it is made, pitch kept, by its
+listener's output (inference/request/listener.py), and its pauses as long as written (issue 44,
+item 2). The output alone (patch by patch equals all at once; no gap or click at any speed of the
+range; durations exact; the pitch unchanged), and the page's route with it, bare and framed."""
 from __future__ import annotations
 
 import httpx
@@ -9,7 +10,7 @@ import pytest
 from scipy.signal import lfilter
 
 from inference.request import modes
-from ui.services.audio import Stretcher, hops
+from inference.request.listener import Output, hops
 
 from ..support.app_helpers import SAMPLE_RATE
 from ..fixtures.frames import read_frames
@@ -31,6 +32,10 @@ def voiced(seconds: float = 3.0, glide: float = 50.0) -> np.ndarray:
         y = lfilter([1], [1, -2 * r * np.cos(theta), r * r], y)
     fade = np.minimum(1, np.minimum(t, t[-1] - t) / 0.05)
     return (0.3 * y / np.abs(y).max() * (0.6 + 0.4 * np.sin(2 * np.pi * 2 * t) ** 2) * fade).astype(np.float32)
+
+
+def Stretcher(speed: float) -> Output:  # noqa: N802 - the listener's output at the model's rate
+    return Output(speed, SAMPLE_RATE, SAMPLE_RATE)
 
 
 def stretched(audio: np.ndarray, speed: float, cut: int = PATCH) -> np.ndarray:
@@ -69,7 +74,7 @@ def test_the_stretch_is_the_same_whatever_the_chunks(speed):
 def test_speed_one_is_untouched():
     audio = np.linspace(-1, 1, 1000, dtype=np.float32)
     stretch = Stretcher(1.0)
-    assert stretch.feed(audio) is audio and stretch.finish().size == 0 and not stretch.active
+    assert stretch.feed(audio) is audio and stretch.finish().size == 0 and not stretch.works
 
 
 @pytest.mark.parametrize("speed", [0.25, 0.5, 0.8, 1.5, 2.5, 3.0, 4.0])
@@ -116,14 +121,16 @@ def test_speed_on_the_page_route_bare_and_framed(app):
 
 def test_the_job_status_of_a_stretched_stream_tells_the_audio_sent(app):
     """Issue 37, item 5: a stopped take has no status frame, so the page marks its segments from
-    /voxcpm/jobs/ID: its speed, the samples sent and the segment ends in them, as the frame has them."""
+    /voxcpm/jobs/ID: its speed, the samples sent and the segment ends in them, as the frame has them.
+    The speech is twice as long at speed 0.5; the pause lasts its 300 ms."""
     body = {"text": "One. [pause 300ms] Two.", "control": "A calm voice", "seed": 3, "max_len": 4, "speed": 0.5}
     with httpx.Client(base_url=app.url, timeout=120) as http:
         response = http.post("/voxcpm/stream?format=frames", json=body)
         job = http.get(f"/voxcpm/jobs/{response.headers['x-request-id']}").json()
     framed = read_frames(response.content)
     sent, final = sum(p.size for kind, p in framed if kind == AUDIO), framed[-1][1]
-    assert job["speed"] == 0.5 and job["output_samples"] == sent == 2 * job["samples"]
+    pause = round(0.3 * SAMPLE_RATE)
+    assert job["speed"] == 0.5 and job["output_samples"] == sent == 2 * (job["samples"] - pause) + pause
     assert job["segment_ends"] == final["segment_ends"] and job["segment_ends"][-1] == sent
     assert len(job["segment_ends"]) == 2
 
@@ -146,3 +153,15 @@ def test_the_joins_of_a_stretched_stream_are_no_rougher_than_the_rest(app, speed
 def test_the_spec_states_speed_for_the_page():
     setting = modes.spec_json()["settings"]["speed"]
     assert (setting["low"], setting["high"], setting["default"]) == (0.25, 4.0, 1.0)
+
+
+@pytest.mark.parametrize("speed", [0.5, 1.5, 4.0])
+def test_a_pause_tag_lasts_what_it_says_at_any_speed(app, speed):
+    """The page promises "50 ms to 10 s of silence": at speed 1.5 a [pause 500ms] gave 331 ms when
+    the whole stream was stretched. Now the speech around it is stretched and the pause is not."""
+    body = {"text": "One. [pause 500ms] Two.", "control": "A calm voice", "seed": 3, "max_len": 4, "speed": speed}
+    audio = np.frombuffer(httpx.post(app.url + "/voxcpm/stream", json=body, timeout=120).content, "<i2")
+    silent = np.flatnonzero(np.diff(np.concatenate([[0], (audio == 0).astype(np.int8), [0]])))
+    longest = max(end - start for start, end in zip(silent[::2], silent[1::2]))
+    assert round(0.5 * SAMPLE_RATE) <= longest <= round(0.5 * SAMPLE_RATE) + 1024, \
+        f"the pause lasted {longest / SAMPLE_RATE * 1000:.0f} ms at speed {speed}"

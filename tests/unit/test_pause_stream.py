@@ -79,7 +79,7 @@ def test_leading_consecutive_and_trailing_pauses(engine):
     got = audio_of(paused)
     assert np.max(np.abs(np.concatenate([c.audio for c in paused if not c.pause]) - audio_of(plain))) < 1e-6
     # The listener's clock counts the silence as audio: the deadlines see it play.
-    assert stream.released_s * RATE == pytest.approx(len(got))
+    assert stream.listener.released_s * RATE == pytest.approx(len(got))
     assert stream.plan.snapshot().spoken_text() == \
         "[pause 100ms] Hello there. [pause 1s]<break time='250ms'/> How are you? [pause 2.5s]"
 

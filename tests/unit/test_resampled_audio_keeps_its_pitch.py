@@ -1,4 +1,5 @@
-"""The OpenAI route's resampling (ui/services/audio.py: Encoder, Resampler): a 1 kHz tone fed patch
+"""The OpenAI route's resampling (the listener's Output, inference/request/listener.py, through
+ui/services/audio.py's Encoder): a 1 kHz tone fed patch
 by patch at the model's 48 kHz comes out at the rate asked for still at 1 kHz, with no click at the
 patches' joins, every sample there once the resampler's tail is flushed, and after the time-stretch
 when a speed is asked (issue 35)."""
@@ -10,7 +11,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from ui.services.audio import Encoder
+from inference.request.listener import Output
+from ui.services import audio
 
 MODEL_RATE, PATCH = 48000, 7680  # a 160 ms patch
 TONE_HZ = 1000.0
@@ -21,7 +23,12 @@ def tone(seconds: float) -> np.ndarray:
     return (0.5 * np.sin(2 * np.pi * TONE_HZ * t)).astype(np.float32)
 
 
-def through(encoder: Encoder, audio: np.ndarray) -> np.ndarray:
+def Encoder(fmt: str, model_rate: int, speed: float, rate: int) -> audio.Encoder:  # noqa: N802
+    """The route's encoder of a listener at `speed` sent `rate`."""
+    return audio.Encoder(fmt, Output(speed, model_rate, rate), rate)
+
+
+def through(encoder: audio.Encoder, audio: np.ndarray) -> np.ndarray:
     """The encoder's pcm output for `audio` fed in patches, as float."""
     data = b"".join(encoder.feed(audio[i:i + PATCH]) for i in range(0, audio.size, PATCH)) + encoder.finish()
     return np.frombuffer(data, "<i2") / 32767.0

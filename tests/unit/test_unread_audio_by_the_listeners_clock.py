@@ -4,14 +4,13 @@
    lands as a burst of chunks in one step, which no listener could have played yet, so a client
    that keeps up is never stopped for it, however full the server's unread-audio budget is; a
    client that stops reading still is.
-2. One request's audio (speech and silence, after its speed) is bounded: a text whose pauses alone
-   pass the bound is refused up front, naming the sum and the bound; the rest is cut with its own
-   outcome and message."""
+2. One request's audio (speech and silence, as its listener hears them: the speech at its speed,
+   the pauses as written) is bounded: a text whose pauses alone pass the bound is refused up front,
+   naming the sum and the bound; the rest is cut with its own outcome and message."""
 from __future__ import annotations
 
 import time
 
-import numpy as np
 import pytest
 
 from inference import InputError, SynthesisRequest
@@ -58,23 +57,25 @@ def test_a_consumer_is_behind_only_by_what_its_listener_could_have_played(engine
     try:
         job = worker.submit(SynthesisRequest(PAUSES, seed=1, max_len=4, speed=0.8))
         wait_until(lambda: not job.live, timeout=60)
-        # Nobody read: behind by the wall time it took (at its speed), far less than the audio held.
+        # Nobody read: behind by the wall time it took (in the listener's seconds), far less than
+        # the audio held.
         took = job.metrics.finished_at - job.metrics.first_chunk_at
         assert job.unread_samples() == job.metrics.samples
-        assert job.behind_samples() <= took * worker.sample_rate * 0.8 + 1
-        assert job.behind_samples() < job.unread_samples() / 4
+        assert job.listener.behind() <= took + 1e-6
+        assert job.listener.behind() < job.listener.lasts(job.unread_samples()) / 4
         list(job)
-        assert job.unread_samples() == 0 and job.behind_samples() == 0
+        assert job.unread_samples() == 0 and job.listener.behind() == 0
     finally:
         worker.close()
 
 
 def test_a_text_whose_pauses_pass_the_output_bound_is_refused_naming_both(engine):
-    text = "One. [pause 10s] Two. [pause 10s] Three."  # 20 s of silence: at speed 1 it fits, at 0.5 it is 40 s
+    text = "One. [pause 10s] Two. [pause 10s] Three."  # 20 s of silence: it fits, at any speed (pauses are not stretched)
     engine.prepare(SynthesisRequest(text, seed=1))
+    engine.prepare(SynthesisRequest(text, seed=1, speed=0.5))
     with pytest.raises(InputError) as refused:
-        engine.prepare(SynthesisRequest(text, seed=1, speed=0.5))
-    assert "40.0 s of silence at speed 0.5" in str(refused.value) and "at most 20 s" in str(refused.value)
+        engine.prepare(SynthesisRequest(text + " [pause 1s]", seed=1, speed=4.0))
+    assert "21.0 s of silence" in str(refused.value) and "at most 20 s" in str(refused.value)
     assert refused.value.param == "text"
 
 
@@ -82,12 +83,18 @@ def test_audio_past_the_output_bound_is_cut_with_its_own_outcome(engine):
     worker = EngineWorker(engine, max_output_s=3.0)
     try:
         job = worker.submit(SynthesisRequest("One. [pause 2s] Two. [pause 2s] Three.", seed=1, max_len=4, speed=1.5))
-        audio = []
+        chunks = []
         with pytest.raises(Exception) as failed:
-            for chunk in job:
-                audio.append(chunk)
+            while (event := job.next_event(60))[0] == "chunk":
+                chunks.append(event[1].chunk)
+            raise RuntimeError(event[1])
         assert job.outcome == "too_long" and "reached 3 s of audio" in str(failed.value)
-        assert len(np.concatenate(audio)) == 3 * worker.sample_rate * 1.5  # to the sample, after the speed
+        # To the sample, as heard: "One." and "Two." (4 patches each) at speed 1.5, the first pause
+        # as written, and the second cut where the request reached 3 s.
+        speech = sum(len(c.audio) for c in chunks if not c.pause)
+        pause = sum(len(c.audio) for c in chunks if c.pause)
+        assert speech == 8 * 7680 and 2 * round(4 * 7680 / 1.5) + pause == 3 * worker.sample_rate
+        assert 2 * worker.sample_rate < pause < 4 * worker.sample_rate
         assert job.status()["output_samples"] == 3 * worker.sample_rate
     finally:
         worker.close()

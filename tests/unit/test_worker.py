@@ -25,11 +25,11 @@ class Flaky(EngineWrapper):
         super().__init__(engine)
         self.threads = set()
 
-    def start(self, req):
+    def start(self, req, listener=None):
         self.threads.add(threading.get_ident())
         if req.request.text == "boom":
             raise RuntimeError("/secret/path/model.py exploded")
-        return self.engine.start(req)
+        return self.engine.start(req, listener)
 
     def step(self):
         self.threads.add(threading.get_ident())
@@ -203,7 +203,7 @@ def test_a_consumer_that_stops_reading_is_cut_off(engine, caplog):
     job = worker.submit(long())  # nobody reads it
     wait_until(lambda: job.state == "failed", timeout=60)
     assert job.outcome == "too_slow" and "fell more than 0.5 s" in job.error
-    behind = job.behind_samples() / worker.sample_rate
+    behind = job.listener.behind()
     assert 0.5 < behind < 2.0 and job.metrics.patches < 300, f"stopped {behind:.2f} s behind"
     assert "outcome=too_slow" in caplog.text
     assert len(np.concatenate(list(worker.submit(short())))) > 0  # the worker goes on

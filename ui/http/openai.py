@@ -17,7 +17,8 @@ error under /v1, an unknown path or method included):
   formats at the model's 48 kHz. X-Sample-Rate (and pcm's content type) say the rate sent.
 - `stream_format`: "audio" (the file, sent as it is encoded) or "sse" (events
   `speech.audio.delta` with base64 audio, then `speech.audio.done` with usage).
-- `speed`: 0.25 to 4.0, by pitch-preserving time-stretching as the audio streams (ui/services/audio.py).
+- `speed`: 0.25 to 4.0, speech time-stretched, pitch kept, as the audio streams; pauses as written
+  (the stream's listener, inference/request/listener.py).
 - Extensions: seed, cfg_value, inference_timesteps, max_len, normalize, trim_silence, sample_rate.
 """
 from __future__ import annotations
@@ -37,7 +38,7 @@ from inference.serving.job import Job
 from .builtin_voices import listed
 from .common import errors_as, first_audio, next_event, submit
 from .speech_body import (DESIGN, MODEL_ID, OPENAI_MODELS, openai_asked, openai_message, openai_param, parse_speech,
-                          speed_of, to_request)
+                          to_request)
 from ..context import app_context
 from ..guard.answers import OPENAI_PREFIX, openai_error_body
 from ..library.refusal import Refusal
@@ -78,7 +79,7 @@ async def speech(request: Request):
     rate = sent_rate(fmt, speech.sample_rate, model_rate)
     headers = {"X-Seed": str(req.seed), "X-Request-Id": job.id, "Cache-Control": "no-store",
                "X-Sample-Rate": str(rate)}
-    encoder = Encoder(fmt, model_rate, speed_of(speech), rate)
+    encoder = Encoder(fmt, job.listener.output(rate), rate)
     chunks = observe_stream(state.metrics, job, encoded(job, first, encoder))
     if events:
         return StreamingResponse(sse(chunks, job, len(req.text)), media_type="text/event-stream", headers=headers)
@@ -89,16 +90,17 @@ async def speech(request: Request):
 async def encoded(job: Job, first, encoder: Encoder):
     """The job's audio in the requested format; lossy encoders run off the event loop."""
     inline = encoder.inline
-    feed = encoder.feed if inline else (lambda audio: anyio.to_thread.run_sync(encoder.feed, audio))
+    feed = encoder.feed if inline else (lambda audio, pause: anyio.to_thread.run_sync(encoder.feed, audio, pause))
     try:
-        out = feed(first.chunk.audio) if inline else await feed(first.chunk.audio)
+        chunk = first.chunk
         while True:
+            out = feed(chunk.audio, chunk.pause) if inline else await feed(chunk.audio, chunk.pause)
             if out:
                 yield out
             event = await next_event(job, None)  # Starlette cancels this body when the client goes
             if event[0] != "chunk":
                 break
-            out = feed(event[1].chunk.audio) if inline else await feed(event[1].chunk.audio)
+            chunk = event[1].chunk
         tail = encoder.finish() if inline else await anyio.to_thread.run_sync(encoder.finish)
         if tail:
             yield tail

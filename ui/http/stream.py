@@ -10,52 +10,64 @@ from __future__ import annotations
 import functools
 import time
 
+import anyio
+import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from inference.request.modes import SETTINGS
+from inference.request.listener import Output
 from inference.serving.job import Job
 
 from . import frames
 from .common import HTTPError, first_audio, guarded, next_event, page_asked, submit
 from ..context import app_context
 from ..library.uploads import client_key
-from ..services.audio import Stretcher, to_pcm
+from ..services.audio import to_pcm
 from ..services.metrics import observe_stream
 
 stream_router = APIRouter()
 
 
-async def pcm_stream(job: Job, first, stretch: Stretcher):
+async def heard(output: Output, chunk) -> np.ndarray:
+    """A chunk as its listener gets it: off the event loop when the output has work to do (a few
+    ms per patch at low speeds)."""
+    if output.works:
+        return await anyio.to_thread.run_sync(output.feed, chunk.audio, chunk.pause)
+    return output.feed(chunk.audio, chunk.pause)
+
+
+async def pcm_stream(job: Job, first):
+    output = job.listener.output()
     try:
-        yield to_pcm(await stretch.feed_async(first.chunk.audio))
+        yield to_pcm(await heard(output, first.chunk))
         while True:
             event = await next_event(job, None)  # Starlette cancels this body when the client goes
             if event[0] != "chunk":
-                if stretch.active:
-                    yield to_pcm(stretch.finish())
+                yield to_pcm(output.finish())
                 return
-            yield to_pcm(await stretch.feed_async(event[1].chunk.audio))
+            yield to_pcm(await heard(output, event[1].chunk))
     finally:
         job.discard()  # stops a live job within one patch; drops audio a finished one still holds
 
 
-async def framed_stream(job: Job, first, status: dict, stretch: Stretcher):
+async def framed_stream(job: Job, first, status: dict):
     """Each patch as a metadata frame and an audio frame, then the final status (ui/http/frames.py).
-    With a speed, a patch's frames hold its stretched audio, and the stretch's tail follows the last
-    patch as an audio frame alone."""
+    A frame's offset and length are those of the audio sent (at a speed, its stretched audio; the
+    stretch's tail follows the last patch as an audio frame alone)."""
+    output = job.listener.output()
     try:
         event = ("chunk", first)
         while event[0] == "chunk":
             delivery = event[1]
-            audio = await stretch.feed_async(delivery.chunk.audio)
-            meta = frames.chunk_meta(delivery, job) | stretch.placed(len(audio))
+            audio = await heard(output, delivery.chunk)
+            meta = frames.chunk_meta(delivery, job) | {"offset": output.sent - len(audio), "samples": len(audio)}
             meta["sent_ms"] = round((time.perf_counter() - job.metrics.started_at) * 1000.0, 3)
             yield frames.json_frame(frames.META, meta) + frames.frame(frames.AUDIO, to_pcm(audio))
             event = await next_event(job, None)
-        if stretch.active:
-            yield frames.frame(frames.AUDIO, to_pcm(stretch.finish()))
-        yield frames.json_frame(frames.STATUS, stretch.status(frames.final_status(job, **status)))
+        tail = output.finish()
+        if len(tail):
+            yield frames.frame(frames.AUDIO, to_pcm(tail))
+        yield frames.json_frame(frames.STATUS, frames.final_status(job, **status))
     finally:
         job.discard()
 
@@ -89,12 +101,11 @@ async def stream(request: Request):
         # Job-level facts for the final status frame; intake_s: from this handler's start to the job
         # in the worker's line (body read, checks, preparation), where a slow first audio may go.
         status = dict(seed=req.seed, intake_s=job.metrics.queued_at - entered, **state.build)
-        framed_body = observe_stream(state.metrics, job, framed_stream(job, first, status, Stretcher(body.speed)))
+        framed_body = observe_stream(state.metrics, job, framed_stream(job, first, status))
         return StreamingResponse(framed_body, media_type=frames.MEDIA_TYPE, headers=headers)
     # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
     media = f"audio/pcm;rate={rate};channels=1;format=s16le"
-    stretched = pcm_stream(job, first, Stretcher(body.speed))
-    return StreamingResponse(observe_stream(state.metrics, job, stretched), media_type=media, headers=headers)
+    return StreamingResponse(observe_stream(state.metrics, job, pcm_stream(job, first)), media_type=media, headers=headers)
 
 
 @stream_router.get("/jobs/{job_id}")
@@ -111,30 +122,16 @@ async def job_status(request: Request, job_id: str):
 @guarded
 async def job_offline(request: Request, job_id: str):
     """The VAE decode from silence of a finished job's latents, as WAV: the reference its stream
-    is compared with. Decoded a piece at a time on an engine's worker thread (ui/services/renders.py).
-    ?speed= time-stretches it as a stream at that speed was, so the two still compare."""
-    speed = offline_speed(request.query_params.get("speed"))
+    is compared with, made as the stream's listener heard it (at their speed, so the two still
+    compare sample for sample). Decoded a piece at a time on an engine's worker thread
+    (ui/services/renders.py)."""
     store = app_context(request).latents
     kept = store.get(job_id)
     if kept is None:
         raise HTTPError(404, f"no offline render for this request: the latents of finished requests are kept "
                              f"for {store.ttl_s / 60:.0f} min (the most recent, within {store.max_bytes >> 20} MB)")
     client = client_key(request.client.host if request.client else None)
-    return await app_context(request).renders.respond(app_context(request).worker, store, kept, job_id, client, speed)
-
-
-def offline_speed(asked: str | None) -> float:
-    """The speed of ?speed= (1 when absent), within the spec's range for a stream's speed."""
-    if asked is None:
-        return 1.0
-    s = SETTINGS["speed"]
-    try:
-        speed = float(asked[:20])
-    except ValueError:
-        speed = float("nan")
-    if not s.low <= speed <= s.high:
-        raise HTTPError(400, f"speed {asked[:20]!r} is not a number from {s.low} to {s.high} (the speed the stream had)")
-    return speed
+    return await app_context(request).renders.respond(app_context(request).worker, store, kept, job_id, client)
 
 
 @stream_router.post("/jobs/{job_id}/cancel")

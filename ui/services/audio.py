@@ -1,22 +1,6 @@
-"""The audio the routes send, after the model made it: time-stretched for `speed`, and written
-as PCM, WAV, FLAC, MP3 or Opus. Here rather than in the serving layer: these are the HTTP API's
-output formats and its `speed` parameter, applied to finished audio on the event loop's side; the
-engine and the worker never see them.
-
-`speed` (`Stretcher`): the stream time-stretched without changing its pitch, chunk by chunk as it is made.
-
-audiotsm's WSOLA (waveform-similarity overlap-add) keeps its state between calls (read_from /
-write_to / flush_to), so each patch is stretched as it arrives and the output does not depend on
-where the patches were cut: the joins are those of one continuous stretch, with no gap or click.
-Its latency is about one analysis frame; the last frame is pushed through with silence at the end
-and the whole output cut to the input's length over the speed, so a 2 s take at speed 0.5 lasts
-exactly 4 s. Speed 1.0 is the untouched audio (no stretcher runs).
-
-Frames of 1024 samples (21 ms, two periods of a low voice) advance by 256 in the output, so that
-even at speed 4 the frames read from the input still touch (audiotsm leaves gaps, heard as clicks,
-once its input hop passes the frame); the alignment search spans +-256 samples, a whole period
-down to 94 Hz. audiotsm rounds the input hop to whole samples: the two hops are picked so that
-their ratio is the speed within about 1e-4, or a minute would drift by many milliseconds.
+"""The audio the routes send, as files and streams: written as PCM, WAV, FLAC, MP3 or Opus. The
+audio comes from the stream's listener (inference/request/listener.py Output: stretched to the
+request's speed, resampled to the rate sent); this module only encodes it.
 
 The file formats of the OpenAI-style route (`Encoder`), encoded as the chunks arrive, at the rate
 the request asked for (`sample_rate`), else at the format's default (`sent_rate`):
@@ -31,10 +15,7 @@ the request asked for (`sample_rate`), else at the format's default (`sent_rate`
           but libsndfile (so soundfile, the usual Python reader) cannot read such a file
 
 The rates (`SAMPLE_RATES`, each format's in `rates_for`) are the one list the route checks and its
-docs name. Another rate than the model's is made by soxr's streaming resampler (`Resampler`), patch
-by patch after the time-stretch, so a patch is sent as soon as it is made; soxr holds back part of
-it (its filter and its processing blocks: up to 36 ms at 16 and 24 kHz, 150 ms at 8 kHz) until the
-next patch or the end.
+docs name.
 
 libsndfile writes MP3 and Opus front to back; at the end it goes back once to fill in a header
 (MP3's Xing/LAME tag). Bytes already sent cannot change, so those rewrites are dropped: the
@@ -44,80 +25,10 @@ from __future__ import annotations
 
 import struct
 
-import anyio
 import numpy as np
 import soundfile as sf
-import soxr
-from audiotsm import wsola
-from audiotsm.io.array import ArrayReader, ArrayWriter
 
-FRAME, HOP, TOLERANCE = 1024, 256, 256  # samples at 48 kHz; HOP is the largest output hop tried
-
-
-def hops(speed: float) -> tuple[int, int]:
-    """(output hop, input hop): whole samples whose ratio is nearest the speed, input hop <= FRAME."""
-    pairs = ((out, round(out * speed)) for out in range(HOP * 3 // 4, HOP + 1) if round(out * speed) <= FRAME)
-    return min(pairs, key=lambda pair: (abs(pair[1] / pair[0] - speed), -pair[0]))
-
-
-class Stretcher:
-    """feed(float32 mono chunk) -> the stretched audio ready so far; finish() -> the rest."""
-
-    def __init__(self, speed: float = 1.0):
-        self.speed = float(speed)
-        self._tsm = None
-        if self.speed != 1.0:
-            synthesis, analysis = hops(self.speed)
-            self._tsm = wsola(1, frame_length=FRAME, synthesis_hop=synthesis, analysis_hop=analysis,
-                              tolerance=TOLERANCE)
-        self._in = self._out = 0
-
-    @property
-    def active(self) -> bool:
-        return self._tsm is not None
-
-    def feed(self, audio: np.ndarray) -> np.ndarray:
-        if self._tsm is None:
-            return audio
-        self._in += len(audio)
-        return self._counted(self._run(audio))
-
-    async def feed_async(self, audio: np.ndarray) -> np.ndarray:
-        """feed, off the event loop when there is work to do (a few ms per patch at low speeds)."""
-        return await anyio.to_thread.run_sync(self.feed, audio) if self.active else audio
-
-    def finish(self) -> np.ndarray:
-        if self._tsm is None:
-            return np.zeros(0, np.float32)
-        tail = [self._run(np.zeros(4 * FRAME, np.float32))]  # past the frame and its search window
-        writer, done = ArrayWriter(1), False
-        while not done:
-            done = self._tsm.flush_to(writer)[1]
-        tail.append(writer.data[0])
-        want = max(round(self._in / self.speed) - self._out, 0)
-        out = np.concatenate(tail)[:want]
-        return self._counted(np.pad(out, (0, want - len(out))))
-
-    def placed(self, samples: int) -> dict:
-        """Where the audio just fed lies in the stretched stream, for its metadata frame: the
-        frames' offsets and lengths are those of the audio sent (none to change at speed 1)."""
-        return {} if self._tsm is None else {"offset": self._out - samples, "samples": samples, "speed": self.speed}
-
-    def status(self, final: dict) -> dict:
-        """The status frame of a stretched stream: the job's figures (the model's samples and RTF,
-        its segment ends already in the audio sent), with the samples this stretch really sent."""
-        return final if self._tsm is None else {**final, "output_samples": self._out}
-
-    def _run(self, audio: np.ndarray) -> np.ndarray:
-        reader, writer, finished = ArrayReader(audio[None, :].astype(np.float32)), ArrayWriter(1), False
-        while not (finished and reader.empty):
-            self._tsm.read_from(reader)
-            finished = self._tsm.write_to(writer)[1]
-        return writer.data[0]
-
-    def _counted(self, out: np.ndarray) -> np.ndarray:
-        self._out += len(out)
-        return out.astype(np.float32, copy=False)
+from inference.request.listener import Output
 
 
 def to_pcm(audio: np.ndarray) -> bytes:
@@ -144,26 +55,6 @@ def wav_header(rate: int, samples: int, info: dict[bytes, str]) -> bytes:  # an 
 
 def _chunk(tag: bytes, body: bytes) -> bytes:
     return tag + struct.pack("<I", len(body)) + body + (b"\0" if len(body) % 2 else b"")
-
-
-class Resampler:
-    """feed(float32 mono chunk at `source` Hz) -> the audio at `rate` Hz that soxr has ready;
-    finish() -> the rest. soxr's stream keeps its filter's state between calls, so the output is
-    that of one continuous resampling wherever the patches were cut, and its total length is the
-    input's at the new rate. At the same rate nothing runs."""
-
-    def __init__(self, source: int, rate: int):
-        self._soxr = None if source == rate else soxr.ResampleStream(source, rate, 1, dtype="float32", quality="HQ")
-
-    def feed(self, audio: np.ndarray) -> np.ndarray:
-        if self._soxr is None:
-            return audio
-        return self._soxr.resample_chunk(np.ascontiguousarray(audio, np.float32))
-
-    def finish(self) -> np.ndarray:
-        if self._soxr is None:
-            return np.zeros(0, np.float32)
-        return self._soxr.resample_chunk(np.zeros(0, np.float32), last=True)
 
 
 FORMATS = ("wav", "pcm", "flac", "mp3", "opus")
@@ -205,17 +96,14 @@ def missing_formats() -> list[str]:
 
 
 class Encoder:
-    """feed(float32 chunk at the model's rate, `source`) -> bytes ready to send; finish() -> the
-    last bytes. At a speed other than 1 the audio is time-stretched first (`Stretcher`, above), then
-    resampled to `rate` where that is not the model's (`Resampler`)."""
+    """feed(float32 chunk at the model's rate, pause) -> bytes ready to send; finish() -> the last
+    bytes. The chunk goes through the listener's Output first (its speed and rate)."""
 
-    def __init__(self, fmt: str, source: int, speed: float = 1.0, rate: int | None = None):
-        rate = source if rate is None else rate
-        if rate != source and rate not in rates_for(fmt):
+    def __init__(self, fmt: str, output: Output, rate: int):
+        """rate: the rate `output` makes (the listener's)."""
+        if rate not in rates_for(fmt):
             raise ValueError(f"{fmt} cannot be sent at {rate} Hz: use one of {rates_for(fmt)}")
-        self.fmt, self.rate = fmt, rate
-        self._stretch = Stretcher(speed)
-        self._resample = Resampler(source, rate)
+        self.fmt, self.rate, self.output = fmt, rate, output
         self._head = open_wav_header(rate) if fmt == "wav" else b""
         self._sink = _Sink() if fmt in _LIBSNDFILE else None
         if self._sink is not None:
@@ -224,12 +112,11 @@ class Encoder:
 
     @property
     def inline(self) -> bool:
-        """Cheap enough to run on the event loop: plain PCM, not stretched (resampling a patch
-        takes soxr 0.05 to 0.15 ms)."""
-        return self.fmt in ("pcm", "wav") and not self._stretch.active
+        """Cheap enough to run on the event loop: plain PCM, neither stretched nor resampled."""
+        return self.fmt in ("pcm", "wav") and not self.output.works
 
-    def feed(self, audio: np.ndarray) -> bytes:
-        return self._encode(self._resample.feed(self._stretch.feed(audio)))
+    def feed(self, audio: np.ndarray, pause: bool = False) -> bytes:
+        return self._encode(self.output.feed(audio, pause))
 
     def _encode(self, audio: np.ndarray) -> bytes:
         head, self._head = self._head, b""
@@ -239,8 +126,7 @@ class Encoder:
         return b"" if self.fmt == "flac" else self._sink.take()
 
     def finish(self) -> bytes:
-        rest = self._stretch.finish()
-        rest = np.concatenate([self._resample.feed(rest), self._resample.finish()])  # the filter's tail
+        rest = self.output.finish()
         out = self._encode(rest) if rest.size else b""
         if self._sink is None:
             head, self._head = self._head, b""

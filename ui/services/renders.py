@@ -30,13 +30,17 @@ import json
 import logging
 import weakref
 
+import numpy as np
+
 from fastapi.responses import Response, StreamingResponse
 
 from inference.errors import QueueFullError
 from inference.serving.latent_store import KeptLatents, LatentStore
 from inference.serving.services import OfflineRender
 
-from .audio import Stretcher, pcm16, wav_header
+from inference.request.listener import Listener, Output
+
+from .audio import pcm16, wav_header
 from ..library.refusal import HTTPError
 
 log = logging.getLogger("voxcpm.http")
@@ -49,19 +53,27 @@ HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 UNREAD_PIECES = 2  # a render that is not kept decodes ahead of its slowest reader by this many parts
 
 
-def _header(decode: OfflineRender, rate: int, job_id: str, stretch: Stretcher) -> bytes:
+def _header(decode: OfflineRender, rate: int, job_id: str, heard: Listener) -> bytes:
     comment = {"job": job_id, "render": "offline: VAE decode from silence of the streamed latents",
-               "patches": decode.patches, "samples": _samples(decode, stretch), "sample_rate": rate}
-    if stretch.active:
-        comment |= {"speed": stretch.speed, "decoded_samples": decode.samples}
-    return wav_header(rate, _samples(decode, stretch), {
+               "patches": decode.patches, "samples": heard.sent_samples(), "sample_rate": rate}
+    if heard.sent_samples() != decode.samples:  # heard at another speed: stretched as it was
+        comment |= {**heard.status(), "decoded_samples": decode.samples}
+    return wav_header(rate, heard.sent_samples(), {
         b"INAM": f"VoxCPM2 offline render {job_id}", b"ISFT": SOFTWARE,
         b"ICMT": json.dumps(comment, separators=(",", ":"), ensure_ascii=False)})
 
 
-def _samples(decode: OfflineRender, stretch: Stretcher) -> int:
-    """The render's length: the decode's, or at a speed what the stream's Stretcher makes of it."""
-    return round(decode.samples / stretch.speed) if stretch.active else decode.samples
+def _heard(kept: KeptLatents, decode: OfflineRender, rate: int) -> Listener:
+    """A listener of the render as the stream's was (its speed), the render's length counted as
+    its stream's was: the latents' speech and the pauses between them."""
+    heard = kept.listener.anew() if kept.listener is not None else Listener(1.0, rate)
+    at, patch = 0, (decode.samples - sum(n for _, n in kept.pauses)) // max(1, decode.patches)
+    for i, n in kept.pauses:
+        heard.deliver((i - at) * patch)
+        heard.deliver(n, pause=True)
+        at = i
+    heard.deliver((decode.patches - at) * patch)
+    return heard
 
 
 class RenderFailed(RuntimeError):
@@ -232,14 +244,13 @@ class OfflineRenders:
         self.slots = RenderSlots(max_decodes, per_client, RETRY_S)
         self._shared: dict[str, Render] = {}  # job id -> its render in progress, while readers may join
 
-    async def respond(self, worker, store: LatentStore, kept: KeptLatents, job_id: str, client: str | None,
-                      speed: float = 1.0):
+    async def respond(self, worker, store: LatentStore, kept: KeptLatents, job_id: str, client: str | None):
         """The job's render as WAV: cached, joined while it runs, or started (within the caps).
-        At a speed other than 1 it is time-stretched as its stream was (the same Stretcher, which
-        does not depend on where its input is cut), so the stream and its render still compare
-        sample for sample; such a render is shared while it runs but not cached."""
-        key = job_id if speed == 1 else f"{job_id}@{speed}"
-        cached = store.render(job_id) if speed == 1 else None
+        It is made as the stream's listener heard it: at another speed, its speech is time-stretched
+        as the stream's was (the same Output, which does not depend on where its input is cut) and
+        its pauses kept as written, so the stream and its render still compare sample for sample."""
+        key = job_id
+        cached = store.render(job_id)
         if cached is not None:
             return Response(cached, media_type="audio/wav", headers=HEADERS)
         render = self._shared.get(key)
@@ -247,7 +258,7 @@ class OfflineRenders:
             render = None
         self.slots.check(client, decode=render is None)
         if render is None:
-            render = self._start(worker, store, kept, job_id, key, speed)
+            render = self._start(worker, store, kept, job_id, key)
         lease = Lease(self.slots, client, render)
         try:
             await render.first()
@@ -257,29 +268,32 @@ class OfflineRenders:
         headers = {**HEADERS, "Content-Length": str(render.size)}
         return StreamingResponse(render.read(lease), media_type="audio/wav", headers=headers)
 
-    def _start(self, worker, store: LatentStore, kept: KeptLatents, job_id: str, key: str, speed: float) -> Render:
+    def _start(self, worker, store: LatentStore, kept: KeptLatents, job_id: str, key: str) -> Render:
         render = Render(kept, RETRY_S)
         self._shared[key] = render
         decode = OfflineRender(kept, self.piece_patches)
-        stretch = Stretcher(speed)
-        render.task = asyncio.get_running_loop().create_task(self._produce(worker, store, decode, render, job_id, key, stretch))
+        rate = int(worker.sample_rate)
+        output = (kept.listener.anew() if kept.listener is not None else Listener(1.0, rate)).output()
+        render.task = asyncio.get_running_loop().create_task(self._produce(worker, store, decode, render, job_id, key, output))
         self.slots.decode_started()
         render.task.add_done_callback(functools.partial(self._ended, key, render))
         return render
 
     async def _produce(self, worker, store: LatentStore, decode: OfflineRender, render: Render, job_id: str,
-                       key: str, stretch: Stretcher):
+                       key: str, output: Output):
         try:
             while not decode.done:
                 await render.room()
-                audio = await asyncio.wrap_future(decode.next_piece(worker))
+                parts = await asyncio.wrap_future(decode.next_piece(worker))
                 if render.size is None:
-                    self._sized(render, _header(decode, int(worker.sample_rate), job_id, stretch), decode, store, key, stretch)
-                audio = await stretch.feed_async(audio)
+                    heard = _heard(render.kept, decode, int(worker.sample_rate))
+                    self._sized(render, _header(decode, int(worker.sample_rate), job_id, heard), heard, store, key)
+                audio = await asyncio.to_thread(lambda: np.concatenate([output.feed(a, p) for a, p in parts]))
                 if len(audio):
                     render.add(pcm16(audio))
-            if stretch.active:
-                render.add(pcm16(await asyncio.to_thread(stretch.finish)))
+            tail = await asyncio.to_thread(output.finish)
+            if len(tail):
+                render.add(pcm16(tail))
         except Exception as exc:  # its readers get a 5xx before any audio, or a response cut short
             if not isinstance(exc, QueueFullError):
                 log.exception("offline render of %s failed", job_id)
@@ -289,13 +303,12 @@ class OfflineRenders:
         if render.keep:
             store.keep_render(job_id, render.kept, b"".join(render.parts))
 
-    def _sized(self, render: Render, header: bytes, decode: OfflineRender, store: LatentStore, key: str,
-               stretch: Stretcher):
-        """The length is known: the header goes first, and a render too long for the cache (or
-        stretched: not cached) is read only by those who already asked (its parts dropped once read)."""
-        render.size = len(header) + 2 * _samples(decode, stretch)
+    def _sized(self, render: Render, header: bytes, heard: Listener, store: LatentStore, key: str):
+        """The length is known: the header goes first, and a render too long for the cache is read
+        only by those who already asked (its parts dropped once read)."""
+        render.size = len(header) + 2 * heard.sent_samples()
         render.add(header)
-        if stretch.active or not store.cacheable(render.size):
+        if not store.cacheable(render.size):
             self._forget(key, render)
             render.stop_keeping()
 
