@@ -34,11 +34,18 @@ _DASH_BEFORE_DIGIT = re.compile(r"(?<=[a-zA-Z0-9])-(?=\d)")
 _DIGITS = re.compile(r"\d+")
 # WeText's English grammar drops the leading "one" of a grouped number from 1,000 on ("1,250" reads
 # "thousand two hundred and fifty", also in the official normalizer) and says "and" in some groups
-# but not others ("two thousand and twenty four", "two million two hundred fifty thousand"): every
-# whole grouped number, with an optional currency sign, is spelled by inflect before WeText sees it,
-# one way ("and" before the tens of each group, as WeText says "twelve thousand three hundred and
-# forty five").
-_GROUPED = re.compile(r"(?<![\d.,])(?P<sign>[$€£]?)(?P<number>\d{1,3}(?:,\d{3})+)(?P<fraction>\.\d+)?(?![\d,]|\.\d)")
+# but not others ("two thousand and twenty four", "two million two hundred fifty thousand"). It
+# also reads money as a decimal ("$42.50": "forty two point five dollars"). So every whole grouped
+# number and every amount after a currency sign is spelled by inflect before WeText sees it, one
+# way ("and" before the tens of each group, as WeText says "twelve thousand three hundred and forty
+# five"; "forty two dollars and fifty cents"). An amount glued to letters ("$1.5m") is left to
+# WeText, which reads the scale ("one point five million dollars").
+_AMOUNT = re.compile(r"""(?<![\d.,])
+    (?:(?P<minus>(?<!\w)-)?(?<!\w)(?P<sign>[$€£¥]))?
+    (?P<number>(?(sign)\d+|\d{1,3}(?=,\d{3}))(?:,\d{3})*)  # any number after a sign, else a grouped one
+    (?P<fraction>\.\d+)?
+    (?P<scale>\s(?i:thousand|million|billion|trillion))?
+    (?![\d,]|\.\d)(?(sign)(?!\w))""", re.VERBOSE)
 # A version number ("3.2.1"): WeText reads it "three.two point one". Three or more dotted parts,
 # the last not a four-digit year (WeText reads "24.12.2024" as a date).
 _DOTTED = re.compile(r"(?<![\d.])\d+(?:\.\d+){2,}(?![\d.]|\.\d)")
@@ -48,9 +55,16 @@ _UNITS = {"hr": "hour", "hrs": "hour", "sec": "second", "secs": "second", "mins"
           "ft²": "square foot", "m³": "cubic meter", "cm³": "cubic centimeter", "ft³": "cubic foot"}
 _UNIT_AFTER_NUMBER = re.compile(r"(?P<number>\d[\d,]*(?:\.\d+)?)\s*(?P<unit>" +
                                 "|".join(map(re.escape, sorted(_UNITS, key=len, reverse=True))) + r")(?![\w²³])")
-_CURRENCY = {"$": " dollars", "€": " euros", "£": " pounds", "": ""}
-_CENTS = {"$": "cents", "€": "cents", "£": "pence"}
+# A currency sign in English: (one, several, one hundredth, several hundredths); yen has no hundredths in use.
+_CURRENCY = {"$": ("dollar", "dollars", "cent", "cents"), "€": ("euro", "euros", "cent", "cents"),
+             "£": ("pound", "pounds", "penny", "pence"), "¥": ("yen", "yen", None, None)}
 _SPACES = re.compile(r" {2,}")
+# Money in Chinese text. Renminbi ("42.50元", "¥42.50") is read in 元, 角 and 分 (四十二元五角, where
+# WeText reads 四十二点五零元); another currency as a decimal without its cents' trailing zero
+# ("$42.50": 四十二点五美元, not 四十二点五零美元). Both are handed to WeText in a form it reads so.
+# An amount before 百, 千, 万 or 亿 ("¥3.5万") is left as written.
+_ZH_MONEY = re.compile(r"(?<![\d.,])(?P<sign>[$€£￡¥￥]?)(?P<number>\d{1,3}(?:,\d{3})+|\d+)(?P<fraction>\.\d{1,2})?"
+                       r"(?P<unit>美元|欧元|英镑|日元|港元|元)?(?![\d,百千万亿]|\.\d)")
 # Symbols WeText's Chinese grammar leaves alone, and brackets nobody reads aloud.
 _ZH_SYMBOLS = {"²": "平方", "³": "立方", "√": "根号", "≈": "约等于", "<": "小于",
                "（": " ", "）": " ", "【": " ", "】": " ", "`": "", "——": " "}
@@ -101,24 +115,35 @@ def normalize(text: str, lang: str | None = None) -> str:
         return _verbalize_chinese(text, zh)
     text = _UNIT_AFTER_NUMBER.sub(_unit_words, text)
     text = _DOTTED.sub(lambda m: " point ".join(_words(numbers, int(p)) for p in m.group().split(".")), text)
-    text = _GROUPED.sub(lambda m: _spell_grouped(m, numbers), text)
+    text = _AMOUNT.sub(lambda m: _spell_amount(m, numbers), text)
     text = _apply(en, text)
     return _DIGITS.sub(lambda m: numbers.number_to_words(m.group()), text)
 
 
-def _words(numbers, n: int) -> str:
-    """A whole number in words as WeText writes them: no commas, no hyphens ("twenty four")."""
-    return numbers.number_to_words(n).replace(",", "").replace("-", " ")
+def _words(numbers, n: int | str) -> str:
+    """A number in words as WeText writes them: no commas, no hyphens ("twenty four", "three point five")."""
+    return numbers.number_to_words(str(n)).replace(",", "").replace("-", " ")
 
 
-def _spell_grouped(match: re.Match, numbers) -> str:
-    whole = _words(numbers, int(match["number"].replace(",", "")))
-    fraction, sign = (match["fraction"] or "")[1:], match["sign"]
-    if fraction and not sign:  # "1,234.5 kg": WeText's, which reads the unit after it
-        return match.group()
-    if fraction:  # $1,234.50: dollars and cents
-        return f"{whole}{_CURRENCY[sign]} and {_words(numbers, int(fraction[:2].ljust(2, '0')))} {_CENTS[sign]}"
-    return whole + _CURRENCY[sign]
+def _spell_amount(match: re.Match, numbers) -> str:
+    whole, fraction, sign = int(match["number"].replace(",", "")), (match["fraction"] or "")[1:], match["sign"]
+    if not sign:  # "1,234.5 kg": WeText's, which reads the unit after it
+        return match.group() if fraction else _words(numbers, whole)
+    minus = "minus " if match["minus"] else ""
+    return minus + _money(numbers, sign, whole, fraction.rstrip("0"), (match["scale"] or "").lower())
+
+
+def _money(numbers, sign: str, whole: int, fraction: str, scale: str) -> str:
+    """ "$42.50": forty two dollars and fifty cents; "$0.99": ninety nine cents; "$1": one dollar.
+    A scale or a fraction finer than cents is a decimal ("$3.5 million": three point five million dollars)."""
+    one, several, hundredth, hundredths = _CURRENCY[sign]
+    if scale or len(fraction) > 2 or (fraction and hundredth is None):
+        return f"{_words(numbers, f'{whole}.{fraction}' if fraction else whole)}{scale} {several}"
+    cents = int(fraction.ljust(2, "0") or 0)
+    said = [f"{_words(numbers, whole)} {one if whole == 1 else several}"] if whole or not cents else []
+    if cents:
+        said.append(f"{_words(numbers, cents)} {hundredth if cents == 1 else hundredths}")
+    return " and ".join(said)
 
 
 def _unit_words(match: re.Match) -> str:
@@ -144,8 +169,31 @@ def _verbalize_chinese(text: str, grammar) -> str:
     text = text.replace("=", "等于")  # WeText would otherwise read "550 + 320 = 870" as one number
     if _MATH_SIGNS.search(text):
         text = _DASH_BEFORE_DIGIT.sub(" - ", text)
+    text = _ZH_MONEY.sub(_chinese_money, text)
     text = _drop_spaces_between_non_ascii(_apply(grammar, text))
     return _ZH_SYMBOL_RE.sub(lambda m: _ZH_SYMBOLS[m.group()], text)
+
+
+def _chinese_money(match: re.Match) -> str:
+    sign, number, unit = match["sign"], match["number"].replace(",", ""), match["unit"]
+    fraction = (match["fraction"] or ".")[1:]
+    if unit == "元" or (sign in ("¥", "￥") and not unit):
+        return _yuan(number, fraction)
+    if not (sign or unit):  # a number, not money
+        return match.group()
+    cents = fraction.rstrip("0")
+    return f"{sign}{number}{'.' + cents if cents else ''}{unit or ''}"
+
+
+def _yuan(number: str, fraction: str) -> str:
+    """ "42.50" as 42元5角, "3.05" as 3元零5分, "0.5" as 5角: WeText reads each part's digits."""
+    jiao, fen = fraction.ljust(2, "0")
+    said = f"{number}元" if int(number) or not int(jiao + fen) else ""
+    if jiao != "0":
+        said += f"{jiao}角"
+    elif fen != "0" and said:
+        said += "零"
+    return said + (f"{fen}分" if fen != "0" else "")
 
 
 def _drop_spaces_between_non_ascii(text: str) -> str:

@@ -13,7 +13,7 @@ from bench.official import official_text_normalizer
 # (what it covers, text): each must come out exactly as the official normalizer gives it.
 CASES = [
     ("en number with grouping", "I paid 12,250 dollars."),
-    ("en currency", "It costs $5.99 each."),
+    ("en currency", "It costs $5 each."),
     ("en decimal and unit", "It is 3.14 meters and 2.5 kg."),
     ("en date", "We met on Jan 5, 2024."),
     ("en time", "The meeting is at 3:30pm."),
@@ -57,6 +57,15 @@ def test_normalization_matches_the_official(official, what, text):
 def test_a_leading_one_thousand_is_read_whole_where_wetext_drops_the_one(official, text, spoken):
     assert normalize(text) == spoken
     assert official.normalize(text) == spoken.replace("one thousand", "thousand")  # the deviation, on purpose
+
+
+@pytest.mark.parametrize("text, spoken, officially", [
+    ("It costs $5.99 each.", "It costs five dollars and ninety nine cents each.", "It costs five point nine nine dollars each."),
+    ("价格是42.50元。", "价格是四十二元五角。", "价格是四十二点五零元。"),
+])
+def test_money_is_read_as_said_where_wetext_reads_a_decimal(official, text, spoken, officially):
+    assert normalize(text) == spoken
+    assert official.normalize(text) == officially  # the deviation, on purpose (tests/unit/test_money_is_read_as_people_say_it.py)
 
 
 def test_a_leading_one_million_stays_as_wetext_reads_it(official):
