@@ -65,7 +65,7 @@ SLOW = {
     "http/test_one_client_cannot_evict_others_clips.py::test_a_flood_of_uploads_evicts_nobody_else",
     "http/test_openai_api.py::test_sse_deltas_carry_the_audio_and_end_with_usage",
     "http/test_pcm_route.py::test_an_uploaded_clip_expires_after_its_time",
-    "http/test_prepare_off_thread.py::test_an_input_error_is_raised_by_submit_and_no_job_is_made",
+    "http/test_prepare_off_thread.py::test_an_input_error_refuses_the_job_with_its_reason_and_holds_nothing",
     "http/test_request_bodies_are_bounded.py::test_a_body_that_never_finishes_is_cut",
     "http/test_voices.py::test_names_are_found_as_they_were_saved",
     "http/test_voices.py::test_only_token_holders_change_the_library",

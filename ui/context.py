@@ -75,7 +75,6 @@ class AppContext:
     voice_lookup: Callable | None  # name -> (Voice, ReferenceClip) for requests naming a saved voice
     encoder_identity: str  # whose encoded patches a saved voice keeps (the same on every GPU)
     build: dict = field(default_factory=dict)  # model, revision, lora and app version, as each take records them
-    preparing: set = field(default_factory=set)  # request ids whose POST is being prepared, not yet a job (ui/http/common.submit)
 
 
 def app_context(request: Request) -> AppContext:

@@ -153,8 +153,10 @@ class Serving(Protocol):
     @property
     def waiting(self) -> int: ...
 
-    def submit(self, request: SynthesisRequest, job_id: str | None = None) -> Job:
-        """Queues a request; QueueFullError when every row and the waiting line are taken."""
+    def submit(self, request: SynthesisRequest | Callable[[], SynthesisRequest], job_id: str | None = None) -> Job:
+        """Admits a request at once (QueueFullError when every row and the waiting line are taken) and
+        prepares it on serving's intake threads (a function given is called there to build it); its
+        job is listed from then on: preparing, queued, running, then its end, or refused."""
 
     def get(self, job_id: str) -> Job | None: ...
 

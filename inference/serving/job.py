@@ -1,10 +1,13 @@
-"""A queued request as its consumer sees it: state, metrics, the audio channel, cancellation;
-and the error its consumer gets when it fails.
+"""A request as its consumer sees it, from the moment the server takes it: state, metrics, the
+audio channel, cancellation; and the error its consumer gets when it fails or is refused.
 
-A job's state has one owner, the worker that runs it (inference/serving/worker.py): only the
-worker calls the lifecycle methods at the end of the class (begin, started, deliver, report_text,
-finish, hang_up); a consumer reads the state and uses the channel, and asks the worker's line
-(the `Line` it was given) for its position or to be withdrawn when it cancels."""
+Its states: preparing (its request checked and made ready, off the worker's thread), then queued
+and running, and at the end done, cancelled or failed; or refused, when its request did not pass
+the checks (`refusal` holds why, for the route to answer with). The state has one owner, the
+worker that holds the job (inference/serving/worker.py): only the worker calls the lifecycle
+methods at the end of the class (accept, refuse, begin, started, deliver, report_text, finish,
+hang_up); a consumer reads the state and uses the channel, and asks the worker's line (the `Line`
+it was given) for its position or to be withdrawn when it cancels."""
 from __future__ import annotations
 
 import queue
@@ -17,7 +20,7 @@ from ..request.continuation import Report
 from ..request.listener import Listener
 from ..request.request import AudioChunk, SynthesisRequest
 
-LIVE = ("queued", "running")  # states before the end; then done, cancelled or failed
+LIVE = ("preparing", "queued", "running")  # states before the end; then done, cancelled, failed or refused
 
 
 @dataclass
@@ -45,7 +48,8 @@ class Line(Protocol):
 
 @dataclass
 class JobMetrics:
-    queued_at: float
+    submitted_at: float  # taken by the server (then prepared)
+    queued_at: float | None = None  # in the line, prepared
     started_at: float | None = None
     first_chunk_at: float | None = None
     finished_at: float | None = None
@@ -57,6 +61,7 @@ class JobMetrics:
         audio_s = self.samples / sample_rate
         gen_s = None if self.started_at is None else (self.finished_at or time.perf_counter()) - self.started_at
         return {
+            "intake_s": None if self.queued_at is None else self.queued_at - self.submitted_at,
             "queue_s": None if self.started_at is None else self.started_at - self.queued_at,
             "ttfp_s": None if self.first_chunk_at is None else self.first_chunk_at - self.started_at,
             "generation_s": gen_s,
@@ -68,23 +73,23 @@ class JobMetrics:
 
 
 class Job:
-    """One request's life: queued, running, then done, cancelled or failed."""
+    """One request's life: preparing, queued, running, then done, cancelled or failed; or refused."""
 
-    def __init__(self, request: SynthesisRequest, job_id: str, sample_rate: int, line: Line, prepared=None):
+    def __init__(self, job_id: str, sample_rate: int, line: Line):
         self.id = job_id
-        self.mode = request.mode
-        self.text_chars = len(request.text)
+        self.mode, self.text_chars, self.seed = "?", -1, None  # known once its request is (accept)
         # Who hears it (its speed, the rate it is sent at, its playback clock), shared with the
-        # engine's stream: the unread-audio budget and the status read it.
-        self.listener = Listener.of(request, sample_rate)
-        self.metrics = JobMetrics(queued_at=time.perf_counter())
-        self._request: SynthesisRequest | None = request
-        self._prepared = prepared  # engine.prepare(request), made on the submitting thread
+        # engine's stream: the unread-audio budget and the status read it. Made with its request.
+        self.listener: Listener | None = None
+        self.metrics = JobMetrics(submitted_at=time.perf_counter())
+        self._request: SynthesisRequest | None = None
+        self._prepared = None  # engine.prepare(request), made on the worker's intake thread
         self._sample_rate = sample_rate
         self._line = line
-        self._state = "queued"
+        self._state = "preparing"
         self._error: str | None = None
-        self._outcome: str | None = None  # ok, cancelled, input_error, too_slow, out_of_memory or error
+        self._outcome: str | None = None  # ok, cancelled, input_error, too_slow, too_long, out_of_memory or error
+        self._refusal: BaseException | None = None
         self._events: queue.Queue = queue.Queue()
         self._cancel = threading.Event()
         self._ended = False
@@ -107,6 +112,11 @@ class Job:
     @property
     def outcome(self) -> str | None:
         return self._outcome
+
+    @property
+    def refusal(self) -> BaseException | None:
+        """Why its request was refused (the InputError its checks raised), for the route's answer."""
+        return self._refusal
 
     @property
     def request(self) -> SynthesisRequest | None:
@@ -212,8 +222,8 @@ class Job:
         out = {"id": self.id, "state": self._state, "position": self.position, "error": self._error,
                "outcome": self._outcome}
         out.update(self.metrics.as_dict(self._sample_rate))
-        # What its listener was sent (at their speed and rate): a stopped take's marks are placed in it.
-        out.update(self.listener.status())
+        if self.listener is not None:  # what they were sent (their speed and rate): a stopped take's marks
+            out.update(self.listener.status())
         out.update(self.text_status())
         return out
 
@@ -228,6 +238,19 @@ class Job:
                 "retries": report.retries, "cut_segments": report.cut, "released_early": report.released_early}
 
     # -- its lifecycle: called by the worker that runs it, and by nothing else --------------------
+    def accept(self, request: SynthesisRequest, prepared):
+        """Its request passed the checks and is ready for the engine: it joins the line."""
+        self.mode, self.text_chars, self.seed = request.mode, len(request.text), request.seed
+        self.listener = Listener.of(request, self._sample_rate)
+        self._request, self._prepared = request, prepared
+        self.metrics.queued_at = time.perf_counter()
+        self._state = "queued"
+
+    def refuse(self, reason: BaseException, message: str):
+        """Its request did not pass the checks: it ends here, with why."""
+        self._refusal = reason
+        self.finish("refused", message, "input_error")
+
     def begin(self):
         """It has left the line for a free row (the worker holds its lock)."""
         self._state = "running"

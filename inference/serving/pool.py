@@ -20,7 +20,6 @@ import uuid
 
 from ..config import LIMITS
 from ..errors import InputError
-from ..request.request import SynthesisRequest
 from ..errors import QueueFullError
 from .interfaces import BatchEngine
 from .job import Job
@@ -107,16 +106,15 @@ class WorkerPool:
         return errors[0] if all(errors) else None
 
     # -- the API of one worker --------------------------------------------------------------------
-    def submit(self, request: SynthesisRequest, job_id: str | None = None) -> Job:
-        # Prepared once, on the caller's thread (every engine holds the same weights and tokenizer).
-        prepared = self._members[0].worker.engine.prepare(request)
+    def submit(self, request, job_id: str | None = None) -> Job:
+        """The least loaded serving GPU's worker admits it (EngineWorker.submit: prepared there, once)."""
         with self._lock:
             job_id = job_id or uuid.uuid4().hex
             if any(m.worker.get(job_id) is not None for m in self._members):
                 raise InputError(f"request id {job_id!r} is already in use")
             for member in self._choices():
                 try:
-                    job = member.worker.submit(request, job_id, prepared)
+                    job = member.worker.submit(request, job_id)
                 except QueueFullError:
                     continue
                 member.live.append(job)

@@ -1,15 +1,21 @@
-"""One thread owns the engine; every caller goes through its queue.
+"""One thread owns the engine; every request comes in through the worker's intake.
 
 The engine is not thread-safe (and CUDA-graph replays from several threads broke other demos), so requests
-from the web page, the HTTP route and tests all become `Job`s that a single daemon thread serves, each
-prepared first on its caller's thread (engine.prepare: text, tokens, clips' samples). That thread runs the
-batch loop: it starts waiting jobs in arrival order while the engine has free rows, steps the engine (one
-patch of every running job), hands each job its chunks (delivery.py) and retires the jobs that ended. A job
-can be cancelled while queued or within one patch, fails alone (delivery.py), and only the worker changes it.
+from the web page, the HTTP route and tests all become `Job`s that a single daemon thread serves.
 
-Admission: a request is refused only when every row is taken and the waiting line is full, that is when
-the worker already holds rows + max_queue unfinished jobs. A burst that fits is accepted whole, even
-before the loop has moved any of it from the line onto free rows.
+Intake (`submit`): a request is admitted once, at once: refused only when every row is taken and the
+waiting line is full, that is when the worker already holds rows + max_queue unfinished jobs
+(preparing ones count), so a burst that fits is accepted whole. Its job is listed from then on, in
+state "preparing", while one of the worker's intake threads builds the request (a route's body: an
+upload or a saved voice resolved), checks it against the modes' spec (SynthesisRequest) and the
+engine's limits, and makes it ready (engine.prepare: text, tokens, clips' samples). Then it joins
+the line ("queued"); a request that does not pass ends "refused" with the reason, which its
+consumer gets as its error and the job's status keeps.
+
+The loop (the engine's thread): it starts waiting jobs in arrival order while the engine has free
+rows, steps the engine (one patch of every running job), hands each job its chunks (delivery.py) and
+retires the jobs that ended. A job can be cancelled while preparing, queued or within one patch,
+fails alone (delivery.py), and only the worker changes it.
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ from .latent_store import LatentStore
 
 log = logging.getLogger("voxcpm.worker")
 COST_WEIGHT = 0.3  # of the newest call in its kind's running average
+IDLE_WAIT_S = 0.01  # how long the loop sleeps when a call is held back and nothing else runs
 
 __all__ = ["EngineCalls", "EngineWorker", "QueueFullError", "run_calls"]
 
@@ -42,7 +49,7 @@ __all__ = ["EngineCalls", "EngineWorker", "QueueFullError", "run_calls"]
 class EngineWorker:
     """Runs jobs, many at once, on a daemon thread that alone calls the engine."""
 
-    def __init__(self, engine: BatchEngine, max_queue: int = LIMITS.max_queue,
+    def __init__(self, engine: BatchEngine, max_queue: int = LIMITS.max_queue, prepare_threads: int = LIMITS.prepare_threads,
                  keep_finished: int = LIMITS.keep_finished, warm_up: bool = False,
                  max_backlog_s: float = LIMITS.max_backlog_s, max_unread_s: float = LIMITS.max_unread_s,
                  max_output_s: float = LIMITS.max_output_seconds, latents: LatentStore | None = None,
@@ -54,7 +61,8 @@ class EngineWorker:
         are stopped, so that clients that stop reading cannot pile up memory (delivery.py);
         max_output_s: the most audio one job may deliver, after its speed (the rest is cut). latents:
         where finished jobs' latents are kept for their offline render (none kept without it).
-        max_call_wait_s: the longest a call (EngineCalls) waits for the listeners to have room for it."""
+        max_call_wait_s: the longest a call (EngineCalls) waits for the listeners to have room for it.
+        prepare_threads: the intake threads that prepare requests at once."""
         self.engine = engine
         self.device, self.rows = str(engine.device), int(engine.rows)
         self.sample_rate = int(engine.sample_rate)
@@ -71,24 +79,57 @@ class EngineWorker:
         self._closed = False
         self._served = itertools.count(1)
         self._warm_up = warm_up
+        self._intake = concurrent.futures.ThreadPoolExecutor(prepare_threads, thread_name_prefix="prepare")
         self.warmup_error: BaseException | None = None  # set when warm-up failed; the app then stops
         self.ready = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="engine-worker", daemon=True)
         self._thread.start()
 
     # -- what callers ask, from any thread -----------------------------------------------------
-    def submit(self, request: SynthesisRequest, job_id: str | None = None, prepared=None) -> Job:
-        with self._lock:  # then prepared on the caller's thread (an InputError: no job), unless refused now
-            self._admit(job_id)
-        prepared = self.engine.prepare(request) if prepared is None else prepared
+    def submit(self, request: SynthesisRequest | Callable[[], SynthesisRequest], job_id: str | None = None) -> Job:
+        """Admits a request (QueueFullError when every row and the line are full, or closing;
+        InputError for an id in use) and lists its job, preparing; `request` (or the function
+        that builds it) is then prepared on an intake thread, never the caller's or the engine's."""
         with self._lock:
             self._admit(job_id)
-            job = Job(request, job_id or uuid.uuid4().hex, self.sample_rate, self, prepared)
+            job = Job(job_id or uuid.uuid4().hex, self.sample_rate, self)
             self._jobs[job.id] = job
             self._forget_old()
-            self._waiting.append(job)
-            self._lock.notify()
+            self._waiting.append(job)  # its place in the line is its arrival; it starts once prepared
+        self._intake.submit(self._prepare_job, job, request)
         return job
+
+    def _prepare_job(self, job: Job, request):
+        """On an intake thread: the request built, checked and made ready, then into the line."""
+        if not job.live:  # cancelled before its turn
+            return
+        try:
+            req = request() if callable(request) else request
+            prepared = self.engine.prepare(req)
+        except Exception as exc:  # noqa: BLE001 - its own refusal, or a fault of ours: the job says which
+            self._refuse(job, exc)
+            return
+        with self._lock:
+            if not job.live:  # cancelled meanwhile: it has ended
+                return
+            if self._closed:
+                self._leave_line(job)
+                self._finish(job, "cancelled", SHUTTING_DOWN)
+                return
+            job.accept(req, prepared)
+            self._lock.notify()
+
+    def _refuse(self, job: Job, exc: BaseException):
+        with self._lock:
+            if not job.live:  # cancelled meanwhile: it has ended
+                return
+            self._leave_line(job)
+        message, outcome = classify(exc)
+        if outcome == "input_error":  # the request's own fault: its caller answers and logs it
+            job.refuse(exc, message)
+            job.hang_up()
+        else:  # not the request's fault: failed, logged with its traceback
+            self._fail(job, exc)
 
     def _admit(self, job_id: str | None):
         """Refuses a new job when closed, or when every row is taken and the line is full (lock held)."""
@@ -127,11 +168,16 @@ class EngineWorker:
                 return 0
 
     def withdraw(self, job: Job):
-        """Take a cancelled job out of the line so it never reaches the engine."""
+        """Take a cancelled job out of the line so it never reaches the engine (one still being
+        prepared ends now; its preparation is dropped when it returns)."""
         with self._lock:
             if job in self._waiting:
                 self._waiting.remove(job)
                 self._finish(job, "cancelled")
+
+    def _leave_line(self, job: Job):
+        if job in self._waiting:  # the lock held
+            self._waiting.remove(job)
 
     @property
     def busy(self) -> bool:
@@ -181,6 +227,7 @@ class EngineWorker:
         for job in jobs:  # running jobs the loop left when it closed
             if job.state == "running":
                 self._finish(job, "cancelled")
+        self._intake.shutdown(wait=False)  # a job still preparing ends cancelled (the worker is closed)
 
     def fail_all(self, exc: BaseException):
         """Fails every unfinished job and closes the line, for a worker whose thread died (a pool finds it)."""
@@ -210,7 +257,7 @@ class EngineWorker:
         self._prepare()
         while True:
             with self._lock:
-                while not self._waiting and not self._running and not self._calls and not self._closed:
+                while not self._ready() and not self._running and not self._calls and not self._closed:
                     self._lock.wait()
                 if self._closed:
                     self._calls.refuse(QueueFullError(SHUTTING_DOWN))
@@ -218,6 +265,10 @@ class EngineWorker:
                 joining = self._take_waiting()
                 calls = self._calls.take(self.engine.slack(), self._first_audio_waiting(joining))
             run_calls(calls, self.engine, self._calls)
+            if not (calls or joining or self._running):  # a call waits for its turn: nothing to do yet
+                with self._lock:
+                    self._lock.wait(IDLE_WAIT_S)
+                continue
             try:
                 self.engine.encode_ahead([job.prepared for job in joining])  # their clips in one encoder call
                 for job in joining:
@@ -254,12 +305,15 @@ class EngineWorker:
 
     def _take_waiting(self) -> list[Job]:
         """Waiting jobs, oldest first, for the engine's free rows (called with the lock held)."""
-        joining: list[Job] = []
-        while self._waiting and len(joining) < self.engine.free_rows:
-            job = self._waiting.popleft()
+        joining = [job for job in self._waiting if job.state == "queued"][:self.engine.free_rows]
+        for job in joining:  # the prepared ones in arrival order: one still preparing keeps its place
+            self._waiting.remove(job)
             job.begin()
-            joining.append(job)
         return joining
+
+    def _ready(self) -> bool:
+        """Whether a prepared job waits in the line (the lock held)."""
+        return any(job.state == "queued" for job in self._waiting)
 
     def _start(self, job: Job):
         job.started()

@@ -195,11 +195,13 @@ export class Player {
   // The server's view (queue position while waiting, then its own TTFP and RTF) through a side route.
   async poll(run) {
     while (this.run === run && !run.final) {
-      await sleep(run.state === 'sending' ? POLL_MS : 1000); // the job exists by the first poll
+      await sleep(run.state === 'sending' ? POLL_MS : 1000); // the server lists the job from its intake on
+      if (this.run !== run || run.state === 'failed' || run.final) return; // refused or ended: nothing to ask
       await this.refresh(run);
       const server = run.server;
       if (server && run.state === 'sending') {
-        this.panel.status(server.state === 'queued' ? `Waiting in the queue: position ${server.position}` : 'Generating the first patch…');
+        this.panel.status(server.state === 'queued' ? `Waiting in the queue: position ${server.position}`
+          : server.state === 'preparing' ? 'Preparing the text…' : 'Generating the first patch…');
       }
       this.panel.update(run);
       // From the first byte on, the stream's own frames carry the server's figures and outcome;

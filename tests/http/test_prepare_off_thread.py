@@ -1,10 +1,12 @@
 """A request is prepared before it reaches the engine's thread (issue 19 item 3): normalization,
-segmentation, tokenization of every segment and clip loading run on the submitting thread, the
-worker's thread only encodes, prefills and steps. And every segment's prompt is checked against
-the KV cache when the request is prepared (issue 21 item 3): a clear 400 before any audio."""
+segmentation, tokenization of every segment and clip loading run on serving's intake threads
+(issue 44, item 4: serving owns the intake), never the caller's nor the worker's, which only
+encodes, prefills and steps. And every segment's prompt is checked against the KV cache when the
+request is prepared (issue 21 item 3): a clear 400 before any audio, and the job says it was refused."""
 from __future__ import annotations
 
 import collections
+import re
 import threading
 
 import numpy as np
@@ -56,10 +58,11 @@ def test_the_worker_thread_never_normalizes_segments_tokenizes_or_loads_clips(mo
     assert set(calls) == {"normalize", "clean_text", "segment", "tokenize", "load_audio", "saved_voice"}
     on_worker = sorted(kind for kind, threads in calls.items() if worker.thread_id in threads)
     assert on_worker == [], f"the engine's thread ran {on_worker}"
-    assert all(threads == {threading.get_ident()} for threads in calls.values())
+    intake = {t.ident for t in threading.enumerate() if t.name.startswith("prepare")}
+    assert all(threads <= intake for threads in calls.values()), "each on one of serving's intake threads"
 
 
-def test_a_pool_prepares_once_on_the_callers_thread():
+def test_a_pool_prepares_each_request_once_off_the_callers_thread():
     engines = [StandInEngine(rows=2), StandInEngine(rows=2)]
     pool = WorkerPool(engines)
     try:
@@ -69,16 +72,21 @@ def test_a_pool_prepares_once_on_the_callers_thread():
     finally:
         pool.close()
     assert sum(len(e.started) for e in engines) == 3
-    assert [t for e in engines for t in e.prepared_on] == [threading.get_ident()] * 3
+    prepared_on = [t for e in engines for t in e.prepared_on]
+    assert len(prepared_on) == 3 and threading.get_ident() not in prepared_on
+    assert not {w.thread_id for w in pool.workers} & set(prepared_on)
 
 
-def test_an_input_error_is_raised_by_submit_and_no_job_is_made():
+def test_an_input_error_refuses_the_job_with_its_reason_and_holds_nothing():
     engine = load_engine(warmup=False, max_streams=2)
     worker = EngineWorker(engine)
     try:
-        with pytest.raises(InputError, match=r"segment 2 of 3 .* 511"):
-            worker.submit(SynthesisRequest(**TOO_LONG_LATER), job_id="too-long")
-        assert worker.get("too-long") is None and worker.held == 0
+        job = worker.submit(SynthesisRequest(**TOO_LONG_LATER), job_id="too-long")
+        assert job.next_event(60)[0] == "error"
+        assert isinstance(job.refusal, InputError) and re.search(r"segment 2 of 3 .* 511", str(job.refusal))
+        status = worker.get("too-long").status()
+        assert status["state"] == "refused" and status["outcome"] == "input_error" and "511" in status["error"]
+        assert worker.held == 0 and job.metrics.started_at is None
     finally:
         worker.close()
 
@@ -89,10 +97,12 @@ def app(serve_app):
 
 
 def test_a_later_segment_too_long_for_the_cache_is_refused_before_any_audio(client):
-    response = client.post("/voxcpm/stream?format=frames", json=TOO_LONG_LATER)
+    response = client.post("/voxcpm/stream?format=frames", json={**TOO_LONG_LATER, "request_id": "too-long-1"})
     assert response.status_code == 400, response.content[:300]
     message = response.text
     assert "segment 2 of 3" in message and "511" in message and "positions" in message
     assert "normalization off" in message and "shorten" in message
+    job = client.get("/voxcpm/jobs/too-long-1")  # what the page asks after a refusal: the job, and why
+    assert job.status_code == 200 and job.json()["state"] == "refused" and "511" in job.json()["error"]
     fine = client.post("/voxcpm/stream?format=frames", json={**TOO_LONG_LATER, "text": "Hello there. Bye now."})
     assert fine.status_code == 200

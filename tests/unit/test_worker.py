@@ -137,10 +137,12 @@ def test_a_failing_request_fails_alone(engine, caplog):
     worker = EngineWorker(engine)
     caplog.set_level(logging.INFO, logger="voxcpm.worker")
     boom = worker.submit(short(text="boom"))
-    # A bad clip is refused by submit itself, on the caller's thread: no job is made.
-    with pytest.raises(InputError, match="no samples"):
-        worker.submit(short(reference_audio=(16000, np.zeros(0, np.float32))), job_id="bad-audio")
-    assert worker.get("bad-audio") is None
+    # A bad clip is refused by serving's checks: its job ends refused, saying why, and runs nothing.
+    bad = worker.submit(short(reference_audio=(16000, np.zeros(0, np.float32))), job_id="bad-audio")
+    with pytest.raises(JobFailed, match="no samples"):
+        list(bad)
+    assert bad.state == "refused" and bad.outcome == "input_error" and isinstance(bad.refusal, InputError)
+    assert worker.get("bad-audio").status()["error"] == str(bad.refusal), "listed, with why"
     fine = worker.submit(short())
     with pytest.raises(JobFailed) as failure:
         list(boom)

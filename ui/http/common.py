@@ -122,11 +122,15 @@ async def next_event(job: Job, request: Request | None):
 
 
 async def first_audio(job: Job, request: Request):
-    """The job's first Delivery (inference/serving/job.py), or the HTTPError that says why there is none (sent before any audio)."""
+    """The job's first Delivery (inference/serving/job.py), or the HTTPError that says why there is
+    none (sent before any audio): a request that serving's checks refused answers with their error
+    (an InputError, or a Refusal with its own status)."""
     event = await next_event(job, request)
     if event is None:
         raise HTTPError(499, "the client closed the connection")
     kind, value = event
+    if job.refusal is not None:
+        raise job.refusal
     if kind == "error":
         status = {"input_error": 400, "out_of_memory": 503}.get(job.outcome, 500)
         raise HTTPError(status, value, {"Retry-After": "5"} if status == 503 else None)
@@ -161,45 +165,30 @@ def text_length(value) -> int:
 
 
 async def submit(request: Request, state, parse=parse_body, build=None, describe=page_asked):
-    """Parse, build and queue: (job, SynthesisRequest, the route's body). The request's two shapes:
-    parse(json) -> the route's body (its pydantic model: JSON types and shape; default: the page's
-    StreamBody); build(body) -> the engine's SynthesisRequest (default: the page's to_request), both
-    run off the event loop; the worker's submit then has the engine check and prepare it. A refusal
-    here gets its own log line, as a finished job does: describe(json, body or None) -> Asked, what
-    the body asked for."""
-    data = body = None
+    """A streaming request in, up to its first audio: the body read and parsed (JSON types and
+    shape: parse(json) -> the route's body, default the page's StreamBody), handed to serving's
+    intake (EngineWorker.submit: admitted at once or refused with a 503 here; then built with
+    build(body) -> SynthesisRequest, default the page's to_request, checked and prepared on its own
+    threads), and its first Delivery awaited. Returns (job, the route's body, its first Delivery).
+    A refusal, here or by serving's checks, answers before any audio and gets its log line:
+    describe(json, body or None) -> Asked, what the body asked for."""
+    data = body = job = None
     build = build or (lambda page: to_request(page, state.clips, state.voice_lookup))
 
     def refused(status: int, outcome: str):
-        _log_refusal(describe(data, body), status, outcome)
+        _log_refusal(describe(data, body), status, outcome, job)
         observe_refusal(state, status, outcome)
     try:
         data = await read_json(request)
-
-        def prepare():
-            nonlocal body
-            body = parse(data)
-            req = build(body)
-            return state.worker.submit(req, job_id=body.request_id), req
-        # Off the event loop: a saved voice is looked up (its patches may be read from the disk), and
-        # submit prepares the request (text, tokens, clips' samples) on this thread.
-        # Until the worker holds the job, GET /jobs/{id} answers "preparing" for its id (the page polls
-        # it from the moment it sends; a long text takes a while to prepare), rather than 404.
-        rid = data.get("request_id") if isinstance(data, dict) else None
-        pending = isinstance(rid, str) and 0 < len(rid) <= 128 and rid not in state.preparing
-        if pending:
-            state.preparing.add(rid)
-        try:
-            job, req = await anyio.to_thread.run_sync(prepare)
-        finally:
-            if pending:
-                state.preparing.discard(rid)
-        return job, req, body
+        body = parse(data)
+        job = state.worker.submit(lambda: build(body), job_id=body.request_id)
+        return job, body, await first_audio(job, request)
     except QueueFullError as exc:
         refused(503, "busy")
         raise HTTPError(503, str(exc), {"Retry-After": "5"}) from None
     except HTTPError as exc:
-        refused(exc.status, "too_large" if exc.status == 413 else "input_error")
+        if exc.status != 499:  # a client that left mid-wait is no refusal
+            refused(exc.status, "too_large" if exc.status == 413 else "input_error")
         raise
     except InputError as exc:
         refused(exc.status if isinstance(exc, Refusal) else 400, "input_error")
@@ -212,9 +201,10 @@ async def submit(request: Request, state, parse=parse_body, build=None, describe
         raise
 
 
-def _log_refusal(asked: Asked, status: int, outcome: str):
+def _log_refusal(asked: Asked, status: int, outcome: str, job: Job | None = None):
     log.info("request refused mode=%s text_chars=%d voice=%s format=%s ttfp=- rtf=- patches=0 outcome=%s "
-             "status=%d", asked.mode, asked.text_chars, _shown(asked.voice), _shown(asked.format), outcome, status)
+             "status=%d%s", asked.mode, asked.text_chars, _shown(asked.voice), _shown(asked.format), outcome, status,
+             "" if job is None else f" id={job.id}")
 
 
 def _shown(value: str | None) -> str:

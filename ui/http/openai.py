@@ -36,7 +36,7 @@ from inference.errors import InputError
 from inference.serving.job import Job
 
 from .builtin_voices import listed
-from .common import errors_as, first_audio, next_event, submit
+from .common import errors_as, next_event, submit
 from .speech_body import (DESIGN, MODEL_ID, OPENAI_MODELS, openai_asked, openai_message, openai_param, parse_speech,
                           to_request)
 from ..context import app_context
@@ -71,18 +71,17 @@ def openai_guarded(handler):
 @openai_guarded
 async def speech(request: Request):
     state = app_context(request)
-    job, req, speech = await submit(request, state, parse=parse_speech, describe=openai_asked,
-                                    build=lambda body: to_request(body, state.voices, state.voice_lookup))
+    job, speech, first = await submit(request, state, parse=parse_speech, describe=openai_asked,
+                                      build=lambda body: to_request(body, state.voices, state.voice_lookup))
     fmt, events = speech.response_format, speech.stream_format == "sse"
-    first = await first_audio(job, request)
     model_rate = state.worker.sample_rate
     rate = sent_rate(fmt, speech.sample_rate, model_rate)
-    headers = {"X-Seed": str(req.seed), "X-Request-Id": job.id, "Cache-Control": "no-store",
+    headers = {"X-Seed": str(job.seed), "X-Request-Id": job.id, "Cache-Control": "no-store",
                "X-Sample-Rate": str(rate)}
     encoder = Encoder(fmt, job.listener.output(rate), rate)
     chunks = observe_stream(state.metrics, job, encoded(job, first, encoder))
     if events:
-        return StreamingResponse(sse(chunks, job, len(req.text)), media_type="text/event-stream", headers=headers)
+        return StreamingResponse(sse(chunks, job, job.text_chars), media_type="text/event-stream", headers=headers)
     media = MEDIA_TYPES[fmt] + (f";rate={rate};channels=1" if fmt == "pcm" else "")
     return StreamingResponse(chunks, media_type=media, headers=headers)
 

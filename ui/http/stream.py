@@ -19,7 +19,7 @@ from inference.request.listener import Output
 from inference.serving.job import Job
 
 from . import frames
-from .common import HTTPError, first_audio, guarded, next_event, page_asked, submit
+from .common import HTTPError, guarded, next_event, page_asked, submit
 from ..context import app_context
 from ..library.uploads import client_key
 from ..services.audio import to_pcm
@@ -89,18 +89,17 @@ async def stream(request: Request):
     entered, state = time.perf_counter(), app_context(request)
     framed = wants_frames(request)
     asked = functools.partial(page_asked, fmt="frames" if framed else "pcm")
-    job, req, body = await submit(request, state, describe=asked)
-    first = await first_audio(job, request)
+    job, body, first = await submit(request, state, describe=asked)
     rate = state.worker.sample_rate
     headers = {
         "X-Sample-Rate": str(rate), "X-Channels": "1", "X-Sample-Format": "s16le",
-        "X-Seed": str(req.seed), "X-Request-Id": job.id, "X-Mode": body.mode,
+        "X-Seed": str(job.seed), "X-Request-Id": job.id, "X-Mode": body.mode,
         "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
     }
     if framed:
         # Job-level facts for the final status frame; intake_s: from this handler's start to the job
         # in the worker's line (body read, checks, preparation), where a slow first audio may go.
-        status = dict(seed=req.seed, intake_s=job.metrics.queued_at - entered, **state.build)
+        status = dict(seed=job.seed, intake_s=job.metrics.queued_at - entered, **state.build)
         framed_body = observe_stream(state.metrics, job, framed_stream(job, first, status))
         return StreamingResponse(framed_body, media_type=frames.MEDIA_TYPE, headers=headers)
     # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
@@ -112,10 +111,8 @@ async def stream(request: Request):
 @guarded
 async def job_status(request: Request, job_id: str):
     # With the model and app version the stream's status frame carries: a stopped stream gets none.
-    state = app_context(request)
-    if state.worker.get(job_id) is None and job_id in state.preparing:  # sent, not yet in the worker's line
-        return {"id": job_id, "state": "preparing", "position": None}
-    return {**find_job(request, job_id).status(), **state.build}
+    # From the moment serving took the request: preparing, queued, running, its end, or refused.
+    return {**find_job(request, job_id).status(), **app_context(request).build}
 
 
 @stream_router.get("/jobs/{job_id}/offline.wav")
