@@ -74,7 +74,7 @@ def library_settings(args, host: str, log) -> dict:
     from ui.guard.hosts import is_loopback
 
     writable = bool(args.token) or is_loopback(host)
-    limits = dict(max_voices=args.max_voices, max_library_mb=args.max_library_mb, library_writable=writable)
+    limits = dict(max_voices=args.max_voices, max_library_mb=args.max_library_mb, writable=writable)
     shared = args.voice_store or os.environ.get("VOXCPM_VOICE_STORE") or None
     if shared is not None:
         return dict(voice_store=shared_store(shared, log, writable), **limits)
@@ -164,8 +164,10 @@ def describe_model(settings, args, source: str):
     # A hub download sits in .../snapshots/<commit>/: that commit is the checkpoint's revision.
     parts = os.path.normpath(source).split(os.sep)
     revision = parts[-1] if len(parts) > 1 and parts[-2] == "snapshots" else None
-    return dataclasses.replace(settings, model_id="tiny random model" if args.random_weights else args.model,
-                               lora=lora, model_revision=revision)
+    from ui.settings import BuildSettings
+
+    return dataclasses.replace(settings, build=BuildSettings(
+        model_id="tiny random model" if args.random_weights else args.model, model_revision=revision, lora=lora))
 
 
 def warm_up(engines: list, settings, phases):
@@ -235,7 +237,7 @@ def serve(args, cleanup: contextlib.ExitStack):
 def app_settings(args, host: str):
     """The app's settings from the command line (and a warning when anyone may use the GPU)."""
     from inference.config import AnalysisSettings, Limits
-    from ui import AppSettings
+    from ui.settings import Settings
     from ui.guard.hosts import allowed_hosts_for, is_loopback
 
     log = logging.getLogger("voxcpm.app")
@@ -244,7 +246,7 @@ def app_settings(args, host: str):
                     "(set --token or VOXCPM_TOKEN to require one)", host)
     limits = Limits(max_streams=args.max_streams, max_queue=args.max_queue, max_text_chars=args.max_text_chars,
                     max_audio_seconds=args.max_audio_seconds, max_output_seconds=args.max_output_seconds)
-    return AppSettings(limits=limits, prebuffer_ms=args.prebuffer_ms, warm_up=True,
+    return Settings.of(limits=limits, prebuffer_ms=args.prebuffer_ms, warm_up=True,
                        notice=RANDOM_NOTICE if args.random_weights else None, token=args.token,
                        allowed_hosts=allowed_hosts_for(host, args.allowed_hosts.split(",")),
                        max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60,

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from inference.config import LIMITS
-from ui.context import AppSettings
+from ui.settings import DEFAULTS as SETTINGS  # the defaults: every number below is read from them
 
-SETTINGS = AppSettings()  # the defaults; every number below is read from these two
+LIMITS = SETTINGS.limits
 EXIT_CODE = 2  # as argparse uses for a bad command line
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -26,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     _network_options(p)
     _limit_options(p)
     _library_options(p)
-    p.add_argument("--prebuffer-ms", type=float, default=SETTINGS.prebuffer_ms,
+    p.add_argument("--prebuffer-ms", type=float, default=SETTINGS.page.prebuffer_ms,
                    help="audio the player holds before it starts (default: %(default)s)")
     p.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS,
                    help="DEBUG also logs the traceback of a failed start (default: %(default)s)")
@@ -85,8 +84,8 @@ def _limit_options(p: argparse.ArgumentParser):
     p.add_argument("--max-output-seconds", type=float, default=LIMITS.max_output_seconds,
                    help="most audio one request may produce, speech and pauses after its speed: a text whose "
                         "pauses alone pass it is refused, the rest is cut there (default: %(default)s)")
-    p.add_argument("--max-upload-mb", type=int, default=SETTINGS.max_upload_mb, help="largest uploaded file (default: %(default)s)")
-    p.add_argument("--upload-ttl-min", type=float, default=SETTINGS.upload_ttl_s / 60,
+    p.add_argument("--max-upload-mb", type=int, default=SETTINGS.http.max_upload_mb, help="largest uploaded file (default: %(default)s)")
+    p.add_argument("--upload-ttl-min", type=float, default=SETTINGS.clips.upload_ttl_s / 60,
                    help="minutes an uploaded clip is kept (default: %(default)s)")
 
 
@@ -98,6 +97,6 @@ def _library_options(p: argparse.ArgumentParser):
                    help="keep the voice library in PostgreSQL instead, one library for every replica: "
                         "postgresql://user[:password]@host[:port]/database (default: $VOXCPM_VOICE_STORE, else "
                         "the folder DATA_DIR/voices)")
-    p.add_argument("--max-voices", type=int, default=SETTINGS.max_voices, help="most voices the library holds (default: %(default)s)")
-    p.add_argument("--max-library-mb", type=int, default=SETTINGS.max_library_mb,
+    p.add_argument("--max-voices", type=int, default=SETTINGS.library.max_voices, help="most voices the library holds (default: %(default)s)")
+    p.add_argument("--max-library-mb", type=int, default=SETTINGS.library.max_library_mb,
                    help="most disk space the library may use (default: %(default)s)")

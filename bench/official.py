@@ -7,6 +7,7 @@ algorithm: the CFM noise is fed by swapping the one torch.randn call the sampler
 """
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import shutil
@@ -176,3 +177,37 @@ def run_official(model, *, text, control=None, reference_wav=None, prompt_wav=No
             max_len=max_len, normalize=False, denoise=False, retry_badcase=False)
     latents = np.stack(record).astype(np.float32)
     return latents, np.asarray(wav, dtype=np.float32), len(record)
+
+
+def build_official(raw: dict | None, tok_dir: str | None, state: dict | None = None, folder: str | None = None,
+                   dtype: str = "bfloat16", device: str = "cuda"):
+    """The official model in `dtype` on `device`, from a folder or from `raw` config and `state`."""
+    off = import_official()
+    if folder:
+        if dtype != "bfloat16" or device != "cuda":  # from_local takes the dtype from config.json
+            return load_official_model(folder, dtype, device=device).eval()
+        return off.VoxCPM2Model.from_local(folder, optimize=False, device="cuda")
+    from transformers import LlamaTokenizerFast
+
+    config = off.VoxCPMConfig.model_validate(raw)
+    config.dtype = dtype
+    tokenizer = LlamaTokenizerFast.from_pretrained(tok_dir)
+    with torch.device("cuda"):  # initialise on the GPU: minutes faster than 2.4 B parameters on the host
+        model = off.VoxCPM2Model(config, tokenizer, off.AudioVAEV2(config=config.audio_vae_config), device="cuda")
+    model = model.to(getattr(torch, dtype))
+    model.audio_vae = model.audio_vae.float()  # as the official loader does
+    if state is not None:
+        model.load_state_dict(state, strict=True)
+    return model.eval()
+
+
+def random_official_state(raw: dict, tok_dir: str) -> tuple[dict, dict]:
+    """Random weights of the published architecture as the official initialises them (host copies)."""
+    model = build_official(raw, tok_dir)
+    state = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
+    del model
+    gc.collect()  # the official model's GPU copy is gone before ours is built
+    torch.cuda.empty_cache()
+    vae = {k[len("audio_vae."):]: v for k, v in state.items() if k.startswith("audio_vae.")}
+    lm = {k: v for k, v in state.items() if not k.startswith("audio_vae.")}
+    return lm, vae

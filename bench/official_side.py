@@ -10,43 +10,10 @@ import torch
 
 from bench.timing import first_chunk_seconds, median, p90, stream_timings
 from inference import SynthesisRequest
-from bench.official import import_official, load_official_model, run_official
+from bench.official import build_official, run_official
 from bench.weights import free_gpu
 
 PARITY_PATCHES = 8
-
-
-def build_official(raw: dict | None, tok_dir: str | None, state: dict | None = None, folder: str | None = None,
-                   dtype: str = "bfloat16", device: str = "cuda"):
-    """The official model in `dtype` on `device`, from a folder or from `raw` config and `state`."""
-    off = import_official()
-    if folder:
-        if dtype != "bfloat16" or device != "cuda":  # from_local takes the dtype from config.json
-            return load_official_model(folder, dtype, device=device).eval()
-        return off.VoxCPM2Model.from_local(folder, optimize=False, device="cuda")
-    from transformers import LlamaTokenizerFast
-
-    config = off.VoxCPMConfig.model_validate(raw)
-    config.dtype = dtype
-    tokenizer = LlamaTokenizerFast.from_pretrained(tok_dir)
-    with torch.device("cuda"):  # initialise on the GPU: minutes faster than 2.4 B parameters on the host
-        model = off.VoxCPM2Model(config, tokenizer, off.AudioVAEV2(config=config.audio_vae_config), device="cuda")
-    model = model.to(getattr(torch, dtype))
-    model.audio_vae = model.audio_vae.float()  # as the official loader does
-    if state is not None:
-        model.load_state_dict(state, strict=True)
-    return model.eval()
-
-
-def random_official_state(raw: dict, tok_dir: str) -> tuple[dict, dict]:
-    """Random weights of the published architecture as the official initialises them (host copies)."""
-    model = build_official(raw, tok_dir)
-    state = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
-    del model
-    free_gpu()
-    vae = {k[len("audio_vae."):]: v for k, v in state.items() if k.startswith("audio_vae.")}
-    lm = {k: v for k, v in state.items() if not k.startswith("audio_vae.")}
-    return lm, vae
 
 
 def official_stream(model, text: str, n: int, steps: int, reference: str | None = None):

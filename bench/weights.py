@@ -33,7 +33,7 @@ def prepare(args, work: Path) -> Source:
     tok_dir = work / "tokenizer"
     tok_dir.mkdir()
     write_tokenizer(tok_dir)  # a small tokenizer: its ids are valid rows of the big embedding
-    from bench.official_side import random_official_state
+    from bench.official import random_official_state
 
     model_weights, vae_weights = random_official_state(raw, str(tok_dir))
     return Source(None, raw, model_weights, vae_weights, str(tok_dir))

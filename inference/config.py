@@ -26,6 +26,7 @@ class Limits:
     max_backlog_s: float = 120.0  # how far one stream's client may fall behind playing it before it is stopped
     max_unread_s: float = 240.0  # unread audio all streams together may hold (serving/delivery.py)
     keep_finished: int = 256  # finished requests whose status can still be asked for
+    failing_gpu_pause_s: float = 30.0  # a GPU whose last jobs all failed gets none (while another can) for this long
     max_call_wait_s: float = 2.0  # engine work besides streams waits at most this for the listeners to have room
     latents_mb: int = 64  # finished requests' latents kept for their offline render (serving/latent_store.py)
     latents_ttl_s: float = 1800.0  # ... and for how long

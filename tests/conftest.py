@@ -156,23 +156,16 @@ def postgres_database(postgres_server):
 @pytest.fixture(scope="module")
 def serve_app():
     """The one way a module serves the app: serve_app(engine=None, **settings) runs the tiny random
-    model (or `engine`) with AppSettings(**settings) on 127.0.0.1 and returns the running app; all
+    model (or `engine`) with Settings.of(**settings) on 127.0.0.1 and returns the running app; all
     it started stop when the module ends."""
-    from inference.config import AnalysisSettings, Limits
-    from ui import AppSettings
+    from ui import Settings
 
     from .support.app_helpers import serve
 
     started = []
 
     def start(engine=None, **settings):
-        # The serving limits (max_queue, keep_finished...) live in one Limits inside the settings, the
-        # analysis process's (recognizer, speaker...) in one AnalysisSettings.
-        for section, fields in (("limits", Limits), ("analysis", AnalysisSettings)):
-            given = {name: settings.pop(name) for name in list(settings) if name in fields.__dataclass_fields__}
-            if given:
-                settings[section] = fields(**given)
-        started.append(serve(AppSettings(**settings), engine=engine))
+        started.append(serve(Settings.of(**settings), engine=engine))  # each field in its section
         return started[-1]
     yield start
     for running in reversed(started):

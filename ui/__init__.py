@@ -1,8 +1,9 @@
 """The web app around the inference engine: Gradio page, PCM streaming routes, player assets."""
-from .context import AppContext, AppSettings
+from .context import AppContext
+from .settings import Settings
 
 
-def create_app(engine, settings: AppSettings | None = None):
+def create_app(engine, settings: Settings | None = None):
     """ui/server.create_app; imported only when called, since it loads Gradio (seconds), which
     app.py's command line and start-up checks do without."""
     from .server import create_app as build
@@ -10,4 +11,4 @@ def create_app(engine, settings: AppSettings | None = None):
     return build(engine, settings)
 
 
-__all__ = ["AppContext", "AppSettings", "create_app"]
+__all__ = ["AppContext", "Settings", "create_app"]

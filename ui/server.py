@@ -30,7 +30,8 @@ from inference.serving.latent_store import LatentStore
 from inference.serving.pool import WorkerPool
 from inference.serving.worker import EngineWorker
 
-from .context import AppContext, AppSettings
+from .context import AppContext
+from .settings import Settings
 from .guard.auth import TokenGate
 from .guard.events import KnownEvents
 from .guard.hosts import HostGuard
@@ -42,7 +43,7 @@ from .http.status import status_router
 from .http.stream import stream_router
 from .http.voices import voice_lookup, voice_router
 from .library.uploads import UploadStore
-from .library.voice_store import VoiceStore, open_voice_store
+from .library.voice_store import VoiceLibrary, VoiceStore
 from .page.layout import build_blocks, served_line
 from .services.metrics import Metrics
 from .services.renders import OfflineRenders
@@ -67,10 +68,10 @@ def _head() -> str:
     return f'<script type="module" src="voxcpm/static/app.js?v={_asset_version()}"></script>'
 
 
-def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, EngineWorker | WorkerPool]:
+def create_app(engine, settings: Settings | None = None) -> tuple[FastAPI, EngineWorker | WorkerPool]:
     """engine: one engine, or a list of them (one per GPU), served by one WorkerPool whose
     workers each warm up their engine on their own thread, in turn (Engine.warmup's lock)."""
-    settings = settings or AppSettings()
+    settings = settings or Settings()
     engines = list(engine) if isinstance(engine, (list, tuple)) else [engine]
     limits = settings.limits
     latents = LatentStore(max_bytes=limits.latents_mb * 2**20, ttl_s=limits.latents_ttl_s)
@@ -95,29 +96,29 @@ def create_app(engine, settings: AppSettings | None = None) -> tuple[FastAPI, En
     return app, worker
 
 
-def _worker(engines: list, settings: AppSettings, latents: LatentStore) -> EngineWorker | WorkerPool:
+def _worker(engines: list, settings: Settings, latents: LatentStore) -> EngineWorker | WorkerPool:
     options = dict(settings.limits.worker_options(), warm_up=settings.warm_up, latents=latents)
     # One engine keeps its plain worker: nothing to route, and one thread fewer.
     return EngineWorker(engines[0], **options) if len(engines) == 1 else WorkerPool(engines, **options)
 
 
-def _context(engine, settings: AppSettings, worker, latents: LatentStore, voices: VoiceStore | None) -> AppContext:
+def _context(engine, settings: Settings, worker, latents: LatentStore, voices: VoiceStore | None) -> AppContext:
     """What the routes read (ui/context.app_context). `engine`: the first one; the limits and
     rates are the same on every GPU, and are the engine's own (a test may build it apart)."""
     limits = replace(settings.limits, max_text_chars=int(engine.max_text_chars),
                      max_audio_seconds=float(engine.max_audio_seconds))
-    clips = UploadStore(ttl_s=settings.upload_ttl_s, max_seconds=limits.max_audio_seconds,
-                        max_bytes=settings.max_upload_mb * 2**20, target_rate=_input_rate(engine),
-                        max_per_client=settings.clips_per_client)
-    build = {"model": settings.model_id, "revision": settings.model_revision, "lora": settings.lora,
+    clips = UploadStore(ttl_s=settings.clips.upload_ttl_s, max_seconds=limits.max_audio_seconds,
+                        max_bytes=settings.http.max_upload_mb * 2**20, target_rate=_input_rate(engine),
+                        max_per_client=settings.clips.clips_per_client)
+    build = {"model": settings.build.model_id, "revision": settings.build.model_revision, "lora": settings.build.lora,
              "app_version": _asset_version()}
     lookup = voice_lookup(voices, engine.encoder_identity)
     return AppContext(settings=settings, worker=worker, limits=limits, clips=clips, latents=latents,
-                      renders=OfflineRenders(), metrics=Metrics(worker), analysis=Analysis(_analysis_settings(settings, engine)),
+                      renders=OfflineRenders(settings.renders), metrics=Metrics(worker), analysis=Analysis(_analysis_settings(settings, engine)),
                       voices=voices, voice_lookup=lookup, encoder_identity=engine.encoder_identity, build=build)
 
 
-def _analysis_settings(settings: AppSettings, engine):
+def _analysis_settings(settings: Settings, engine):
     """The analysis process on the first engine's device unless the settings name one."""
     analysis = settings.analysis
     return analysis if analysis.device != "auto" else replace(analysis, device=str(engine.device))
@@ -126,13 +127,13 @@ def _analysis_settings(settings: AppSettings, engine):
 def _mount_page(app: FastAPI, ctx: AppContext) -> gr.Blocks:
     """The Gradio page at /, on the same app as the routes (so the stream is same-origin)."""
     settings = ctx.settings
-    demo = build_blocks(ctx.clips, sample_rate=ctx.worker.sample_rate, prebuffer_ms=settings.prebuffer_ms,
-                        notice=settings.notice, max_text_chars=ctx.limits.max_text_chars,
-                        served=served_line(settings.model_id, settings.lora))
-    demo.queue(max_size=settings.gradio_queue, default_concurrency_limit=4)
+    demo = build_blocks(ctx.clips, sample_rate=ctx.worker.sample_rate, prebuffer_ms=settings.page.prebuffer_ms,
+                        notice=settings.page.notice, max_text_chars=ctx.limits.max_text_chars,
+                        served=served_line(settings.build.model_id, settings.build.lora))
+    demo.queue(max_size=settings.page.gradio_queue, default_concurrency_limit=4)
     gr.mount_gradio_app(
         app, demo, path="/", css_paths=[STATIC / "app.css"], head=_head(),
-        allowed_paths=[str(ASSETS)], max_file_size=f"{settings.max_upload_mb}mb", show_error=False, ssr_mode=False,
+        allowed_paths=[str(ASSETS)], max_file_size=f"{settings.http.max_upload_mb}mb", show_error=False, ssr_mode=False,
         # Gradio's "Use via API" page lists only Gradio events, none of which generate audio: the
         # real API is named in the page's "Use via HTTP" list (ui/page/workbench.py) and voice library.
         footer_links=["gradio"], run_history=False,
@@ -145,19 +146,28 @@ def _mount_page(app: FastAPI, ctx: AppContext) -> gr.Blocks:
     return demo
 
 
-def _guard(app: FastAPI, settings: AppSettings, demo: gr.Blocks):
+def _guard(app: FastAPI, settings: Settings, demo: gr.Blocks):
     """The middlewares every request passes; the last added runs first, so a request for another
     host is refused before its token is looked at, and a body is counted only once admitted."""
     app.add_middleware(KnownEvents, demo=demo)
-    app.add_middleware(RequestLimits, max_body_bytes=settings.max_upload_mb * 2**20,
-                       max_files=settings.max_request_files, body_timeout_s=settings.body_timeout_s)
-    if settings.token:
-        app.add_middleware(TokenGate, token=settings.token)
-    app.add_middleware(HostGuard, allowed_hosts=settings.allowed_hosts)
+    app.add_middleware(RequestLimits, max_body_bytes=settings.http.max_upload_mb * 2**20,
+                       max_files=settings.http.max_request_files, body_timeout_s=settings.http.body_timeout_s)
+    if settings.access.token:
+        app.add_middleware(TokenGate, token=settings.access.token)
+    app.add_middleware(HostGuard, allowed_hosts=settings.access.allowed_hosts)
 
 
-def _library(settings: AppSettings, engine) -> VoiceStore | None:
-    return open_voice_store(settings, _input_rate(engine))
+def _library(settings: Settings, engine) -> VoiceStore | None:
+    """The store the settings name: PostgreSQL at `voice_store`, else DATA_DIR/voices, else none."""
+    library = settings.library
+    limits = dict(sample_rate=_input_rate(engine), max_voices=library.max_voices, max_bytes=library.max_library_mb * 2**20)
+    if library.voice_store:
+        from .library.pg_voice_store import PostgresVoiceLibrary  # psycopg only where it is used
+
+        return PostgresVoiceLibrary(library.voice_store, **limits)
+    if library.data_dir is None:
+        return None
+    return VoiceLibrary(Path(library.data_dir) / "voices", **limits)
 
 
 def _input_rate(engine) -> int:

@@ -28,7 +28,7 @@ from .worker import EngineWorker
 log = logging.getLogger("voxcpm.pool")
 
 FAILURES_TO_AVOID = 3  # this many internal errors in a row mark a GPU as failing
-RETRY_AFTER_S = 30.0  # then it gets no request (while another can take it) for this long
+FAILING_PAUSE_S = LIMITS.failing_gpu_pause_s  # then it gets no request (while another can take it) for this long
 REAP_EVERY_S = 0.5  # how often finished jobs are counted and dead worker threads are looked for
 
 
@@ -54,7 +54,7 @@ class _Member:
 
     def failing(self, now: float) -> bool:
         errors = len(self.outcomes) == FAILURES_TO_AVOID and all(o == "error" for o in self.outcomes)
-        return self.warm_up_failed() or (errors and now - self.last_error < RETRY_AFTER_S)
+        return self.warm_up_failed() or (errors and now - self.last_error < FAILING_PAUSE_S)
 
     def count_finished(self):
         for job in [j for j in self.live if not j.live]:

@@ -9,7 +9,7 @@ import sys
 
 import httpx
 
-from ui import AppSettings
+from ui import Settings
 
 from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, free_port, load_engine, serve, set_max_len, wait_healthy
 from ..support.page_handles import click_generate, take_handles
@@ -48,7 +48,7 @@ def test_the_served_lora_is_named_by_the_page_and_the_api(tmp_path):
 
 
 def test_without_a_lora_nothing_is_claimed(tmp_path):
-    app = serve(AppSettings(model_id="openbmb/VoxCPM2"))
+    app = serve(Settings.of(model_id="openbmb/VoxCPM2"))
     try:
         models = httpx.get(app.url + "/v1/models").json()["data"]
         assert all(m["lora"] is None for m in models)
@@ -65,7 +65,7 @@ def test_without_a_lora_nothing_is_claimed(tmp_path):
 def test_the_page_shows_the_lora_and_each_take_records_it():
     from .test_page_plays_every_mode import sync_playwright  # skips without Playwright or Chromium, as the browser tests do
 
-    app = serve(AppSettings(model_id="openbmb/VoxCPM2", lora="finetune_lora/step_0000500"),
+    app = serve(Settings.of(model_id="openbmb/VoxCPM2", lora="finetune_lora/step_0000500"),
                 engine=load_engine(max_streams=1))
     try:
         with sync_playwright() as pw:
@@ -81,7 +81,7 @@ def test_the_page_shows_the_lora_and_each_take_records_it():
             click_generate(page)
             page.wait_for_function("window.workbench.selected && window.player.run && "
                                    "window.workbench.selected.id === window.player.run.id", timeout=60_000)
-            assert page.evaluate("window.workbench.selected.settings.lora") == "finetune_lora/step_0000500"
+            assert page.evaluate("window.workbench.selected.settings.build.lora") == "finetune_lora/step_0000500"
             head = page.locator("#vox-workbench [data-wb=head]").inner_text()
             assert "Model: openbmb/VoxCPM2 @ –, LoRA finetune_lora/step_0000500, app " in head, head
             browser.close()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ui import AppSettings
+from ui import Settings
 from ui.page.layout import FIELDS
 
 from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, serve, set_max_len
@@ -186,7 +186,7 @@ def test_a_failed_request_shows_a_clean_message_and_the_next_run_plays(app, page
 
 
 def test_with_a_token_the_page_needs_the_link_once(browser):
-    running = serve(AppSettings(token=TOKEN))
+    running = serve(Settings.of(token=TOKEN))
     try:
         context = browser.new_context()
         page = context.new_page()

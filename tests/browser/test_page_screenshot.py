@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ui import AppSettings
+from ui import Settings
 
 from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, serve, set_max_len
 from ..support.page_handles import click_generate, take_handles
@@ -51,7 +51,7 @@ DIFFERENCE = """async ([a, b]) => {
 
 @pytest.fixture(scope="module")
 def app():
-    running = serve(AppSettings(prebuffer_ms=80), engine=load_engine(max_streams=2))
+    running = serve(Settings.of(prebuffer_ms=80), engine=load_engine(max_streams=2))
     yield running
     running.stop()
 

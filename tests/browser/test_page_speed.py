@@ -10,7 +10,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ui import AppSettings
+from ui import Settings
 
 from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, load_engine, serve, set_max_len, wait_until
 from ..support.page_handles import click_generate, take_handles
@@ -41,7 +41,7 @@ def reports(base: str) -> float:
 
 
 def test_the_speed_slider_stretches_the_take_and_its_playback_is_reported():
-    running = serve(AppSettings(prebuffer_ms=80), engine=load_engine(max_streams=2))
+    running = serve(Settings.of(prebuffer_ms=80), engine=load_engine(max_streams=2))
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=BROWSER_FLAGS, headless=True)

@@ -18,7 +18,7 @@ import soundfile as sf
 from gradio.processing_utils import hash_file
 from gradio.utils import get_upload_folder
 
-from ui import AppSettings
+from ui import Settings
 from ui.page.examples import ASSETS
 
 from ..support.app_helpers import serve
@@ -151,7 +151,7 @@ def test_an_example_clip_works_after_another_app_deleted_its_copy(client):
     # saw its example refused as a server path, now and then, while other suites were running).
     asset = ASSETS / "voices" / "guide_en.wav"
     copy = Path(get_upload_folder()) / hash_file(asset) / asset.name  # what Gradio hands the page
-    other = serve(AppSettings())
+    other = serve(Settings())
     assert copy.is_file()  # the path is Gradio's: the app just made (or touched) the copy there
     other.stop()  # its shutdown deletes the copy, which the fixture's app still names
     copy.unlink(missing_ok=True)  # the same, should another process's app have made it again meanwhile

@@ -11,7 +11,7 @@ import pytest
 
 from inference.config import Limits
 from inference.serving.delivery import KEEP_UP_S
-from ui import AppSettings
+from ui import Settings
 
 from ..support.app_helpers import record_figure, serve, wait_until
 
@@ -44,7 +44,7 @@ def silent_reader(app, request_id: str, patches: int = 300) -> socket.socket:
 
 @pytest.fixture(scope="module")
 def budget_app():
-    running = serve(AppSettings(limits=Limits(max_queue=8, max_backlog_s=3.0, max_unread_s=4.0), stall_timeout_s=120,
+    running = serve(Settings.of(limits=Limits(max_queue=8, max_backlog_s=3.0, max_unread_s=4.0), stall_timeout_s=120,
                                 send_buffer_bytes=16 * 1024))
     yield running
     running.stop()
@@ -77,7 +77,7 @@ def test_unread_audio_is_bounded_across_connections(budget_app, caplog):
 
 @pytest.fixture(scope="module")
 def strict_app():
-    running = serve(AppSettings(idle_timeout_s=1.0, stall_timeout_s=1.0, send_buffer_bytes=16 * 1024))
+    running = serve(Settings.of(idle_timeout_s=1.0, stall_timeout_s=1.0, send_buffer_bytes=16 * 1024))
     yield running
     running.stop()
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ui import AppSettings
+from ui import Settings
 
 from ..support.app_helpers import SAMPLE_RATE, load_engine, serve, wait_until
 
@@ -65,7 +65,7 @@ def test_ready_answers_503_until_the_engine_has_warmed_up():
     engine, release = load_engine(), threading.Event()
     warm = engine.warmup
     engine.warmup = lambda: (release.wait(60), warm())  # an instance attribute: this engine only
-    running = serve(AppSettings(warm_up=True), engine=engine)
+    running = serve(Settings.of(warm_up=True), engine=engine)
     try:
         before = httpx.get(running.url + "/ready", timeout=30)
         assert before.status_code == 503 and before.json()["ready"] is False and before.headers["retry-after"]
@@ -78,7 +78,7 @@ def test_ready_answers_503_until_the_engine_has_warmed_up():
 
 
 def test_metrics_need_the_token_and_ready_does_not():
-    running = serve(AppSettings(token=TOKEN))
+    running = serve(Settings.of(token=TOKEN))
     try:
         assert httpx.get(running.url + "/metrics", timeout=30).status_code == 401
         assert httpx.get(running.url + "/ready", timeout=30).status_code == 200

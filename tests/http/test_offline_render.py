@@ -17,9 +17,11 @@ import torch
 from inference.runtime.decode_step import patches_to_frames
 from inference.runtime.offline import OfflineDecode
 from ui.services.audio import pcm16
-from ui.services.renders import PIECE_PATCHES
+from ui.settings import DEFAULTS
 
 from ..support.app_helpers import load_engine, reference_engine, wait_until
+
+PIECE_PATCHES = DEFAULTS.renders.piece_patches
 
 P = 4  # the tiny model's patch size (frames per patch)
 PATCH_SAMPLES = 4 * 1920

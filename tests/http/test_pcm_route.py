@@ -14,7 +14,7 @@ import soundfile as sf
 from inference import SynthesisRequest
 from inference.request import modes
 from inference.config import LIMITS
-from ui import AppSettings
+from ui import Settings
 from ui.library.uploads import decode_audio
 
 from ..support.app_helpers import SAMPLE_RATE, assert_same_audio, expected_pcm, pcm_of, serve, wait_until
@@ -111,7 +111,7 @@ def test_trim_silence_trims_the_uploaded_clip(client):
 def test_an_uploaded_clip_expires_after_its_time():
     import time
 
-    short = serve(AppSettings(upload_ttl_s=1.5))
+    short = serve(Settings.of(upload_ttl_s=1.5))
     try:
         with httpx.Client(base_url=short.url, timeout=60) as own:
             info = upload(own, VOICE.read_bytes()).json()
@@ -281,7 +281,7 @@ def test_spec_is_the_one_spec_of_the_modes(client):
     own = {k: served.pop(k) for k in ("sample_rate", "prebuffer_ms", "limits", "openai")}
     assert served == json.loads(json.dumps(modes.spec_json()))
     assert set(served["modes"]) == {"design", "cloning", "ultimate"}
-    defaults = AppSettings()
+    defaults = Settings()
     assert own == {"sample_rate": SAMPLE_RATE, "prebuffer_ms": defaults.prebuffer_ms,
                    "limits": {"max_text_chars": LIMITS.max_text_chars, "max_audio_seconds": LIMITS.max_audio_seconds,
                               "max_output_seconds": LIMITS.max_output_seconds,

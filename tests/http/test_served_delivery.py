@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from inference.config import LIMITS
 from inference.serving.worker import EngineWorker
-from ui import AppContext, AppSettings
+from ui import AppContext, Settings
 from ui.services.metrics import Metrics
 from ui.http.stream import stream_router
 
@@ -46,7 +46,7 @@ def stream_app(engine, max_queue: int) -> FastAPI:
     app = FastAPI()
     app.include_router(stream_router, prefix="/voxcpm")
     worker = EngineWorker(engine, max_queue=max_queue)
-    app.state.ctx = AppContext(settings=AppSettings(), worker=worker, limits=LIMITS, clips=None, latents=None,
+    app.state.ctx = AppContext(settings=Settings(), worker=worker, limits=LIMITS, clips=None, latents=None,
                                renders=None, metrics=Metrics(worker), analysis=None, voices=None, voice_lookup=None,
                                encoder_identity="stand-in")
     return app

@@ -12,7 +12,7 @@ import pytest
 import soundfile as sf
 
 from inference import SynthesisRequest
-from ui import AppSettings
+from ui import Settings
 from ui.library.uploads import decode_audio
 
 from ..support.app_helpers import SAMPLE_RATE, assert_same_audio, expected_pcm, load_engine, pcm_of, serve
@@ -26,7 +26,7 @@ TEXT = "Hello world, this is a test."
 def start(data_dir, **settings):
     engine = load_engine()
     engine.counter = CountingEncoder(engine)
-    return serve(AppSettings(data_dir=str(data_dir), **settings), engine=engine)
+    return serve(Settings.of(data_dir=str(data_dir), **settings), engine=engine)
 
 
 def upload(client, data: bytes) -> str:
@@ -149,7 +149,7 @@ def test_names_are_found_as_they_were_saved(data_dir, first_run):
 
 def test_only_token_holders_change_the_library(tmp_path):
     token = "library-token-1234"
-    app = serve(AppSettings(data_dir=str(tmp_path), token=token), engine=load_engine(max_streams=1))
+    app = serve(Settings.of(data_dir=str(tmp_path), token=token), engine=load_engine(max_streams=1))
     try:
         with httpx.Client(base_url=app.url, timeout=120) as anyone:
             assert anyone.get("/voxcpm/voices").status_code == 401
@@ -162,7 +162,7 @@ def test_only_token_holders_change_the_library(tmp_path):
     finally:
         app.stop()
     # Reachable by others without a token (app.py decides): everyone may use the library, nobody change it.
-    app = serve(AppSettings(data_dir=str(tmp_path), library_writable=False), engine=load_engine(max_streams=1))
+    app = serve(Settings.of(data_dir=str(tmp_path), writable=False), engine=load_engine(max_streams=1))
     try:
         with httpx.Client(base_url=app.url, timeout=120) as client:
             assert [v["name"] for v in client.get("/voxcpm/voices").json()["voices"]] == ["Mine"]

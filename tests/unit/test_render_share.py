@@ -13,7 +13,7 @@ import soundfile as sf
 
 from inference.serving.worker import EngineCalls, run_calls
 from inference.serving.latent_store import LatentStore
-from ui.http.common import HTTPError
+from ui.guard.answers import Refusal
 from ui.services.audio import pcm16, wav_header
 from ui.services.renders import Lease, Render, RenderSlots
 
@@ -89,15 +89,15 @@ def test_renders_beyond_a_cap_are_refused_with_a_retry_after():
     slots = RenderSlots(max_decodes=1, per_client=1, retry_s=2)
     slots.check("c", decode=True)
     slots.decode_started()
-    with pytest.raises(HTTPError) as busy:
+    with pytest.raises(Refusal) as busy:
         slots.check("c", decode=True)
     assert busy.value.status == 503 and busy.value.headers == {"Retry-After": "2"}
     slots.check("c", decode=False)  # joining a render in progress takes no decode
 
     async def main():
-        render = Render(None, retry_s=2)
+        render = Render(None, retry_s=2, unread_pieces=2)
         lease = Lease(slots, "c", render)
-        with pytest.raises(HTTPError) as many:
+        with pytest.raises(Refusal) as many:
             slots.check("c", decode=False)
         assert many.value.status == 429 and many.value.headers == {"Retry-After": "2"}
         slots.check("d", decode=False)  # another client's share
@@ -112,7 +112,7 @@ def test_renders_beyond_a_cap_are_refused_with_a_retry_after():
 def test_a_render_too_long_to_keep_holds_only_what_its_slowest_reader_has_not_read():
     async def main():
         slots = RenderSlots(4, 4, 2)
-        render = Render(None, retry_s=2)
+        render = Render(None, retry_s=2, unread_pieces=2)
         fast, slow = Lease(slots, "a", render), Lease(slots, "b", render)
         render.add(b"header")
         render.stop_keeping()

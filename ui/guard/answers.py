@@ -1,4 +1,10 @@
-"""How a refusal reads, whoever sends it: a middleware here, or a route (ui/http/common.py).
+"""The app's refusals, and how one reads, whoever sends it: a middleware here, or a route
+(ui/http/common.py).
+
+`Refusal`: a request refused with an HTTP status of its own and any headers it needs (a 503's
+Retry-After, a 405's Allow), raised by the routes, the services and the library alike (no such voice
+404, a name already taken 409, no room left 429/503/507, a database unreachable 503, a server busy
+503); the routes answer it (ui/http/common.errors_as). An InputError without a status is a 400.
 
 The app's own routes answer `{"error": "message"}`. Under /v1 the clients are OpenAI's SDKs and the
 tools built on them, which read `{"error": {"message", "type", "param", "code"}}` and raise their
@@ -8,11 +14,19 @@ from __future__ import annotations
 
 import json
 
+from inference.errors import InputError
+
 OPENAI_PREFIX = "/v1"
 OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                 404: "not_found_error", 405: "invalid_request_error", 408: "invalid_request_error",
                 409: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error",
                 499: "client_closed", 503: "server_overloaded"}
+
+
+class Refusal(InputError):
+    def __init__(self, status: int, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.headers = status, headers
 
 
 def is_openai_path(path: str) -> bool:

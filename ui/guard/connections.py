@@ -79,6 +79,6 @@ class GuardedH11Protocol(H11Protocol):
 def server_config(app, settings, **kwargs) -> uvicorn.Config:
     """uvicorn's config for `app` (the app or a loading gate in front of it), with the connection
     limits the AppSettings ask for."""
-    protocol = functools.partial(GuardedH11Protocol, idle_s=settings.idle_timeout_s,
-                                 stall_s=settings.stall_timeout_s, send_buffer=settings.send_buffer_bytes)
+    protocol = functools.partial(GuardedH11Protocol, idle_s=settings.http.idle_timeout_s,
+                                 stall_s=settings.http.stall_timeout_s, send_buffer=settings.http.send_buffer_bytes)
     return uvicorn.Config(app, http=protocol, **kwargs)

@@ -39,10 +39,11 @@ from inference.analysis.process import AnalysisStopped
 from inference.analysis.recognition import MAX_SECONDS, check_length
 from inference.errors import InputError, QueueFullError
 
-from .common import HTTPError, guarded, read_json, read_limited
+from .common import Refusal, busy, guarded, read_json, read_limited
 from .schema import blank, describe_validation
 from .voices import READ_ONLY
 from ..context import app_context
+from ..settings import DEFAULTS
 from ..library.transcripts import content_hash
 from ..library.uploads import StoreFull, client_key
 
@@ -53,7 +54,7 @@ SOURCES = "give one clip: reference_id (from /voxcpm/upload), voice (a saved voi
 class TranscribeBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     reference_id: str | None = None
-    voice: str | None = Field(default=None, max_length=200)
+    voice: str | None = Field(default=None, max_length=DEFAULTS.http.max_voice_chars)
     save: bool = False
 
 
@@ -79,7 +80,7 @@ async def upload(request: Request):
     try:
         clip_id, clip = await anyio.to_thread.run_sync(clips.add_bytes, data, client)
     except StoreFull as exc:
-        raise HTTPError(exc.status, str(exc), {"Retry-After": "60"}) from None
+        raise Refusal(exc.status, str(exc), {"Retry-After": str(app_context(request).settings.clips.full_retry_s)}) from None
     return {"id": clip_id, "seconds": round(clip.seconds, 3), "sample_rate": clip.source_rate,
             "channels": clip.source_channels, "expires_in_s": clips.ttl_s}
 
@@ -100,9 +101,9 @@ async def transcribe(request: Request):
             await anyio.to_thread.run_sync(source.keep, text)
     except ModelUnavailable as exc:  # a failed load is tried again after a while: say when
         retry = None if exc.retry_after_s is None else {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
-        raise HTTPError(503, str(exc), retry) from None
+        raise Refusal(503, str(exc), retry) from None
     except (QueueFullError, AnalysisStopped) as exc:
-        raise HTTPError(503, f"the clip was not transcribed: {exc}", {"Retry-After": "5"}) from None
+        raise busy(request, f"the clip was not transcribed: {exc}") from None
     return {"text": text, "automatic": True, "model": model}
 
 
@@ -133,13 +134,13 @@ def upload_source(state, clip_id: str, model: str) -> Source:
 def voice_source(state, name: str, save: bool, model: str) -> Source:
     """A saved voice's clip (on a thread: it reads the disk)."""
     if state.voices is None:
-        raise HTTPError(404, "this server keeps no voice library (start it with --data-dir, or with "
+        raise Refusal(404, "this server keeps no voice library (start it with --data-dir, or with "
                              "--voice-store postgresql://... for one shared by several servers)")
-    if save and not state.settings.library_writable:
-        raise HTTPError(403, READ_ONLY)
+    if save and not state.settings.library.writable:
+        raise Refusal(403, READ_ONLY)
     voice, cached = state.voices.automatic_transcript(name, model)
     if save and voice.transcript is not None:
-        raise HTTPError(409, f"the voice {voice.name!r} already has a transcript; save keeps an automatic one "
+        raise Refusal(409, f"the voice {voice.name!r} already has a transcript; save keeps an automatic one "
                              "only for a voice without one")
     check_length(voice.seconds)
     _, reference = state.voice_lookup(voice.name)

@@ -25,12 +25,11 @@ from inference.serving.worker import QueueFullError
 from .doorbell import doorbell
 from .schema import StreamBody, parse_body, to_request
 from ..guard.limits import too_large
-from ..library.refusal import HTTPError, Refusal
+from ..guard.answers import Refusal
 from ..services.metrics import observe_refusal
 
 log = logging.getLogger("voxcpm.http")
 POLL_S = 0.05  # how often a waiting route looks for a closed connection and new audio
-MAX_JSON_BYTES = 256 * 1024  # 20,000 CJK characters escaped as \uXXXX, and room to spare
 
 
 def error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -46,8 +45,6 @@ def errors_as(respond):
         async def wrapper(*args, **kwargs):
             try:
                 return await handler(*args, **kwargs)
-            except HTTPError as exc:
-                return respond(exc.status, exc.message, exc.headers)
             except Refusal as exc:
                 return respond(exc.status, str(exc), exc.headers)
             except InputError as exc:
@@ -68,12 +65,12 @@ guarded = errors_as(error_response)
 async def read_limited(request: Request, limit: int, what: str) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HTTPError(413, too_large(what, limit))
+        raise Refusal(413, too_large(what, limit))
     data = bytearray()
     async for part in request.stream():
         data += part
         if len(data) > limit:
-            raise HTTPError(413, too_large(what, limit))
+            raise Refusal(413, too_large(what, limit))
     return bytes(data)
 
 
@@ -81,14 +78,20 @@ def parse_json(raw: bytes):
     try:
         return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise HTTPError(400, "the request body is not valid JSON") from None
+        raise Refusal(400, "the request body is not valid JSON") from None
     except ValueError:  # e.g. an integer of more digits than Python will convert
-        raise HTTPError(400, "the request body holds a number too long to read") from None
+        raise Refusal(400, "the request body holds a number too long to read") from None
 
 
 async def read_json(request: Request):
-    """The request's JSON body, at most MAX_JSON_BYTES."""
-    return parse_json(await read_limited(request, MAX_JSON_BYTES, "request body"))
+    """The request's JSON body, at most the settings' max_json_kb."""
+    limit = request.app.state.ctx.settings.http.max_json_kb * 1024
+    return parse_json(await read_limited(request, limit, "request body"))
+
+
+def busy(request: Request, message: str) -> Refusal:
+    """A 503 for a server (its engine, its analysis, its database) too busy now: try again shortly."""
+    return Refusal(503, message, {"Retry-After": str(request.app.state.ctx.settings.http.busy_retry_s)})
 
 
 async def next_event(job: Job, request: Request | None):
@@ -122,20 +125,20 @@ async def next_event(job: Job, request: Request | None):
 
 
 async def first_audio(job: Job, request: Request):
-    """The job's first Delivery (inference/serving/job.py), or the HTTPError that says why there is
+    """The job's first Delivery (inference/serving/job.py), or the Refusal that says why there is
     none (sent before any audio): a request that serving's checks refused answers with their error
     (an InputError, or a Refusal with its own status)."""
     event = await next_event(job, request)
     if event is None:
-        raise HTTPError(499, "the client closed the connection")
+        raise Refusal(499, "the client closed the connection")
     kind, value = event
     if job.refusal is not None:
         raise job.refusal
     if kind == "error":
         status = {"input_error": 400, "out_of_memory": 503}.get(job.outcome, 500)
-        raise HTTPError(status, value, {"Retry-After": "5"} if status == 503 else None)
+        raise busy(request, value) if status == 503 else Refusal(status, value)
     if kind == "end":
-        raise HTTPError(409 if job.cancelled else 500, "the request ended before any audio")
+        raise Refusal(409 if job.cancelled else 500, "the request ended before any audio")
     return value
 
 
@@ -185,13 +188,13 @@ async def submit(request: Request, state, parse=parse_body, build=None, describe
         return job, body, await first_audio(job, request)
     except QueueFullError as exc:
         refused(503, "busy")
-        raise HTTPError(503, str(exc), {"Retry-After": "5"}) from None
-    except HTTPError as exc:
+        raise busy(request, str(exc)) from None
+    except Refusal as exc:
         if exc.status != 499:  # a client that left mid-wait is no refusal
             refused(exc.status, "too_large" if exc.status == 413 else "input_error")
         raise
-    except InputError as exc:
-        refused(exc.status if isinstance(exc, Refusal) else 400, "input_error")
+    except InputError:
+        refused(400, "input_error")
         raise
     except ClientDisconnect:
         refused(499, "client_left")

@@ -38,14 +38,11 @@ from inference.analysis.process import AnalysisStopped
 from inference.errors import InputError, QueueFullError
 from inference.request.audio_input import resample
 
-from .common import HTTPError, guarded
+from .common import Refusal, busy, guarded
 from ..context import app_context
 from ..library.uploads import decode_audio
 
 evaluate_router = APIRouter()
-MAX_SECONDS = 600.0  # a take's length (the body limit bounds it first at 48 kHz)
-MAX_SEGMENTS = 200
-MAX_TEXT_CHARS = 20000
 LANGUAGES = ("auto", "en", "zh")
 FIELDS = ("file", "text", "segments", "language", "reference_id", "voice", "reference")
 
@@ -56,8 +53,9 @@ async def evaluate(request: Request):
     state = app_context(request)
     began = time.monotonic()
     form = await read_form(request)
-    audio = (await anyio.to_thread.run_sync(decode_audio, form["file"], MAX_SECONDS, RATE))[1]
-    parts = split_segments(form, len(audio) / RATE)
+    limits = state.settings.evaluation
+    audio = (await anyio.to_thread.run_sync(decode_audio, form["file"], limits.max_take_seconds, RATE))[1]
+    parts = split_segments(form, len(audio) / RATE, limits.max_segments, state.limits.max_text_chars)
     language = form.get("language", "auto")
     if language not in LANGUAGES:
         raise InputError(f"language must be one of {', '.join(LANGUAGES)}, not {language[:20]!r}")
@@ -67,7 +65,7 @@ async def evaluate(request: Request):
         submitted = await anyio.to_thread.run_sync(state.analysis.evaluate, Take(audio, parts, reference, chinese))
         result = await asyncio.wrap_future(submitted)
     except (QueueFullError, AnalysisStopped) as exc:
-        raise HTTPError(503, f"the take was not evaluated: {exc}", {"Retry-After": "5"}) from None
+        raise busy(request, f"the take was not evaluated: {exc}") from None
     result["seconds"] = round(len(audio) / RATE, 3)
     result["elapsed_s"] = round(time.monotonic() - began, 3)
     return result
@@ -92,21 +90,21 @@ async def read_form(request: Request) -> dict:
     return fields
 
 
-def split_segments(form: dict, seconds: float) -> list[tuple[str, float, float]]:
+def split_segments(form: dict, seconds: float, max_segments: int, max_chars: int) -> list[tuple[str, float, float]]:
     """(text as spoken, start s, end s) of each part scored on its own: the segments given, or the take."""
     raw = form.get("segments")
     if raw is None:
         text = form.get("text")
         if not isinstance(text, str) or not text.strip():
             raise InputError("no text to score against: give the text as spoken (text), or segments")
-        check_text(text)
+        check_text(text, max_chars)
         return [(text, 0.0, seconds)]
     try:
         items = json.loads(raw)
     except (ValueError, TypeError):
         raise InputError('segments must be JSON: [{"text": ..., "end_s": ...}, ...]') from None
-    if not isinstance(items, list) or not 1 <= len(items) <= MAX_SEGMENTS:
-        raise InputError(f"segments must be a list of 1 to {MAX_SEGMENTS} objects {{text, end_s}}")
+    if not isinstance(items, list) or not 1 <= len(items) <= max_segments:
+        raise InputError(f"segments must be a list of 1 to {max_segments} objects {{text, end_s}}")
     parts, start = [], 0.0
     for i, item in enumerate(items):
         last = i == len(items) - 1
@@ -118,15 +116,15 @@ def split_segments(form: dict, seconds: float) -> list[tuple[str, float, float]]
         if not start < end <= seconds + 0.05:
             raise InputError(f"segment {i + 1} ends at {end} s: each segment must end after the one before it, "
                              f"within the take's {seconds:.2f} s")
-        check_text(text)
+        check_text(text, max_chars)
         parts.append((text, start, min(float(end), seconds)))
         start = float(end)
     return parts
 
 
-def check_text(text: str):
-    if len(text) > MAX_TEXT_CHARS:
-        raise InputError(f"the text has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
+def check_text(text: str, max_chars: int):
+    if len(text) > max_chars:
+        raise InputError(f"the text has {len(text)} characters; the limit is {max_chars}")
 
 
 async def read_reference(state, form: dict) -> tuple[int, np.ndarray] | None:
@@ -147,7 +145,7 @@ async def read_reference(state, form: dict) -> tuple[int, np.ndarray] | None:
         clip = state.clips.get(value)
         return await anyio.to_thread.run_sync(resample, clip.audio, clip.sample_rate, RATE)
     if state.voice_lookup is None:
-        raise HTTPError(404, "this server keeps no voice library (start it with --data-dir)")
+        raise Refusal(404, "this server keeps no voice library (start it with --data-dir)")
     _, clip = await anyio.to_thread.run_sync(state.voice_lookup, value[:200])
     rate, audio = await anyio.to_thread.run_sync(clip.samples)
     return await anyio.to_thread.run_sync(resample, audio, rate, RATE)

@@ -41,7 +41,7 @@ from .speech_body import (DESIGN, MODEL_ID, OPENAI_MODELS, openai_asked, openai_
                           to_request)
 from ..context import app_context
 from ..guard.answers import OPENAI_PREFIX, openai_error_body
-from ..library.refusal import Refusal
+from ..guard.answers import Refusal
 from ..services.audio import MEDIA_TYPES, Encoder, sent_rate
 from ..services.metrics import observe_stream
 

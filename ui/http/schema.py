@@ -21,6 +21,8 @@ from inference.request import modes
 from inference.request.request import SynthesisRequest
 from inference.text.spoken import has_content
 
+from ..settings import DEFAULTS
+
 
 class StreamBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -36,7 +38,7 @@ class StreamBody(BaseModel):
     max_len: int = modes.default("max_len")
     seed: int | None = None
     request_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
-    voice: str | None = Field(default=None, max_length=200)  # a saved voice (cloning modes), instead of reference_id
+    voice: str | None = Field(default=None, max_length=DEFAULTS.http.max_voice_chars)  # a saved voice (cloning modes), instead of reference_id
     normalize: bool = False  # numbers, dates and units read as words (inference/text/normalize.py)
     trim_silence: bool = False  # cut the silence at the clip's ends (inference/request/vad.py)
     speed: float = modes.default("speed")  # time-stretched by the HTTP layer (ui/services/audio.py), not the model

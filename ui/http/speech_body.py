@@ -24,6 +24,7 @@ from .common import Asked, text_length
 from .schema import blank, check_speed, random_seed
 from ..library.voice_names import RESERVED
 from ..library.voice_store import VoiceError
+from ..settings import DEFAULTS
 from ..services.audio import FORMATS, NOT_OFFERED, PCM_RATE, SAMPLE_RATES, missing_formats, rates_for
 
 MODEL_ID = "voxcpm2"
@@ -40,7 +41,7 @@ OPENAI_NAMES = {"text": "input", "control": "instructions", "reference_id": "voi
 # the refusal says so in this route's terms (the engine's would name min_len, which it has not).
 _MAX_LEN = modes.SETTINGS["max_len"]
 MAX_LEN = dataclasses.replace(_MAX_LEN, low=max(_MAX_LEN.low, modes.default("min_len")))
-MAX_VOICE_CHARS = 200  # as the page's body (StreamBody.voice)
+MAX_VOICE_CHARS = DEFAULTS.http.max_voice_chars  # as the page's body (StreamBody.voice)
 
 
 class ParamError(InputError):

@@ -44,9 +44,9 @@ async def spec(request: Request):
     /v1/audio/speech accepts beyond OpenAI's own values (its formats and `sample_rate`s)."""
     ctx = app_context(request)
     limits = ctx.limits
-    return {**modes.spec_json(), "sample_rate": ctx.worker.sample_rate, "prebuffer_ms": ctx.settings.prebuffer_ms,
+    return {**modes.spec_json(), "sample_rate": ctx.worker.sample_rate, "prebuffer_ms": ctx.settings.page.prebuffer_ms,
             "limits": {"max_text_chars": limits.max_text_chars, "max_audio_seconds": limits.max_audio_seconds,
-                       "max_output_seconds": limits.max_output_seconds, "max_upload_mb": ctx.settings.max_upload_mb},
+                       "max_output_seconds": limits.max_output_seconds, "max_upload_mb": ctx.settings.http.max_upload_mb},
             "openai": {"formats": {fmt: list(audio.rates_for(fmt)) for fmt in audio.FORMATS},
                        "pcm_rate": audio.PCM_RATE}}
 
@@ -59,13 +59,14 @@ async def metrics(request: Request):
 @status_router.get("/ready")
 async def ready(request: Request):
     """200 only once every engine has warmed up and every GPU's worker serves; else 503."""
-    worker = app_context(request).worker
+    ctx = app_context(request)
+    worker = ctx.worker
     gpus = worker.gpus()
     warm = worker.ready.is_set() and worker.warmup_error is None
     serving = bool(gpus) and all(g["alive"] and not g["failing"] for g in gpus)
     body = {"ready": warm and serving, "warm": warm, "gpus": gpus}
     return JSONResponse(body, status_code=200 if warm and serving else 503,
-                        headers=None if warm and serving else {"Retry-After": "2"})
+                        headers=None if warm and serving else {"Retry-After": str(ctx.settings.page.loading_retry_s)})
 
 
 class PlaybackReport(BaseModel):

@@ -19,7 +19,7 @@ from inference.request.listener import Output
 from inference.serving.job import Job
 
 from . import frames
-from .common import HTTPError, guarded, next_event, page_asked, submit
+from .common import Refusal, guarded, next_event, page_asked, submit
 from ..context import app_context
 from ..library.uploads import client_key
 from ..services.audio import to_pcm
@@ -78,7 +78,7 @@ def wants_frames(request: Request) -> bool:
     chosen = request.query_params.get("format")
     if chosen is not None:
         if chosen not in ("frames", "pcm"):
-            raise HTTPError(400, f"format {chosen[:20]!r} is unknown: use format=frames or format=pcm")
+            raise Refusal(400, f"format {chosen[:20]!r} is unknown: use format=frames or format=pcm")
         return chosen == "frames"
     return frames.MEDIA_TYPE in request.headers.get("accept", "")
 
@@ -125,7 +125,7 @@ async def job_offline(request: Request, job_id: str):
     store = app_context(request).latents
     kept = store.get(job_id)
     if kept is None:
-        raise HTTPError(404, f"no offline render for this request: the latents of finished requests are kept "
+        raise Refusal(404, f"no offline render for this request: the latents of finished requests are kept "
                              f"for {store.ttl_s / 60:.0f} min (the most recent, within {store.max_bytes >> 20} MB)")
     client = client_key(request.client.host if request.client else None)
     return await app_context(request).renders.respond(app_context(request).worker, store, kept, job_id, client)
@@ -142,5 +142,5 @@ async def job_cancel(request: Request, job_id: str):
 def find_job(request: Request, job_id: str) -> Job:
     job = app_context(request).worker.get(job_id)
     if job is None:
-        raise HTTPError(404, "no such request (finished requests are kept only for a while)")
+        raise Refusal(404, "no such request (finished requests are kept only for a while)")
     return job

@@ -25,7 +25,7 @@ from inference.errors import InputError
 from inference.serving.services import encode_voice
 from inference.serving.worker import QueueFullError
 
-from .common import HTTPError, guarded, read_json
+from .common import Refusal, busy, guarded, read_json
 from .schema import blank, check_text, describe_validation
 from ..context import app_context
 from ..library.voice_names import RULE
@@ -57,10 +57,10 @@ def voice_lookup(voices, encoder_identity: str):
 def library(request: Request, change: bool = False):
     ctx = app_context(request)
     if ctx.voices is None:
-        raise HTTPError(404, "this server keeps no voice library (start it with --data-dir, or with "
+        raise Refusal(404, "this server keeps no voice library (start it with --data-dir, or with "
                              "--voice-store postgresql://... for one shared by several servers)")
-    if change and not ctx.settings.library_writable:
-        raise HTTPError(403, READ_ONLY)
+    if change and not ctx.settings.library.writable:
+        raise Refusal(403, READ_ONLY)
     return ctx.voices
 
 
@@ -77,7 +77,7 @@ async def body_of(request: Request, model: type[BaseModel]):
 async def list_voices(request: Request):
     voices = library(request)
     listed = await anyio.to_thread.run_sync(voices.list)
-    return {"voices": [v.public() for v in listed], "writable": bool(app_context(request).settings.library_writable),
+    return {"voices": [v.public() for v in listed], "writable": bool(app_context(request).settings.library.writable),
             "max_voices": voices.max_voices, "max_mb": voices.max_bytes / 2**20, "name_rule": RULE}
 
 
@@ -90,21 +90,21 @@ async def save_voice(request: Request):
     check_text("transcript", transcript, state.limits.max_text_chars)
     clip = state.clips.get(body.clip_id)
     await anyio.to_thread.run_sync(voices.check_room, body.name, clip.audio)  # before any work
-    sides = await encode(state.worker, clip.as_engine_input(), transcript, state.encoder_identity)
+    sides = await encode(request, state.worker, clip.as_engine_input(), transcript, state.encoder_identity)
     latents = {state.encoder_identity: sides}
     voice = await anyio.to_thread.run_sync(voices.save, body.name, clip.audio, transcript, latents)
     return JSONResponse(voice.public(), status_code=201)
 
 
-async def encode(worker, reference, transcript: str | None, identity: str) -> dict:
+async def encode(request: Request, worker, reference, transcript: str | None, identity: str) -> dict:
     """The clip's patches, {side: array}, encoded on an engine's thread (any GPU's: they hold the
     same weights) as a request with the voice would encode them (serving/services.encode_voice)."""
     try:
         return await asyncio.wrap_future(encode_voice(worker, reference, transcript, identity))
     except QueueFullError as exc:
-        raise HTTPError(503, f"the voice was not saved: {exc}", {"Retry-After": "5"}) from None
+        raise busy(request, f"the voice was not saved: {exc}") from None
     except InputError as exc:  # anything else: guarded() answers 500 and logs the traceback
-        raise HTTPError(400, f"the clip could not be encoded: {exc}") from None
+        raise Refusal(400, f"the clip could not be encoded: {exc}") from None
 
 
 @voice_router.patch("/{name}")

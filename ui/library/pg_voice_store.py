@@ -37,7 +37,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from inference.request.reference import ReferenceClip
 
 from .voice_names import check_name, name_key, normal_name
-from .voice_store import (SETTINGS, Voice, VoiceError, estimated_bytes, flac_bytes, name_taken, no_such_voice,
+from ..settings import DEFAULTS
+from .voice_store import (Voice, VoiceError, estimated_bytes, flac_bytes, name_taken, no_such_voice,
                           too_large, too_large_encoded, too_many)
 
 log = logging.getLogger("voxcpm.voices")
@@ -109,8 +110,8 @@ class PostgresVoiceLibrary:
     the database, so callers on an event loop use a thread. Opening it never waits for the
     database: until it answers, every method raises LibraryUnavailable (503)."""
 
-    def __init__(self, url: str, *, sample_rate: int = 16000, max_voices: int = SETTINGS.max_voices,
-                 max_bytes: int = SETTINGS.max_library_mb * 2**20, wait_s: float = WAIT_S):
+    def __init__(self, url: str, *, sample_rate: int = 16000, max_voices: int = DEFAULTS.library.max_voices,
+                 max_bytes: int = DEFAULTS.library.max_library_mb * 2**20, wait_s: float = WAIT_S):
         self.url, self.where = url, where(url)
         self.sample_rate, self.max_voices, self.max_bytes = sample_rate, max_voices, max_bytes
         # Connections are checked as they are handed out, so one the server closed is replaced, not used;

@@ -26,22 +26,20 @@ from inference.errors import InputError
 from inference.request.audio_input import MAX_CHANNELS, MAX_RATE, MIN_RATE, decode_mono, resample
 from inference.request.reference import ReferenceClip
 
-from ..context import AppSettings
+from ..settings import DEFAULTS
 from ..guard.limits import too_large
-from .refusal import Refusal
+from ..guard.answers import Refusal
 from .transcripts import content_hash
 
 log = logging.getLogger("voxcpm.uploads")
 FORMATS = "WAV, FLAC, OGG or MP3"
 LABEL = "the uploaded audio"
-# A product rule for uploads (the engine itself takes any length): a shorter clip holds no voice
-# to clone, it is a stray click or a cut file.
-MIN_SECONDS = 0.1
+# A product rule for uploads (the engine itself takes any length): a shorter clip holds no voice.
+MIN_SECONDS = DEFAULTS.clips.min_seconds
 # What one decode may cost, counted as if every channel were held as float32 (frames x channels x 4,
 # from the header, before reading). Decoding goes block by block and mixes down as it goes, so it
 # really holds only the mono float32 and one block: well inside this.
-MAX_DECODED_BYTES = 128 * 2**20
-SETTINGS = AppSettings()  # the defaults of an UploadStore built apart from the app (tests)
+MAX_DECODED_BYTES = DEFAULTS.clips.max_decoded_mb * 2**20
 
 
 @dataclass
@@ -143,12 +141,12 @@ class UploadStore:
     and per client. A full store refuses new clips rather than evicting anyone's: one client
     uploading in a loop used to push every other user's clip out."""
 
-    def __init__(self, ttl_s: float = SETTINGS.upload_ttl_s, max_clips: int = 256,
+    def __init__(self, ttl_s: float = DEFAULTS.clips.upload_ttl_s, max_clips: int = DEFAULTS.clips.max_clips,
                  max_seconds: float = LIMITS.max_audio_seconds,
-                 max_bytes: int = SETTINGS.max_upload_mb * 2**20, max_total_bytes: int = 512 * 2**20,
-                 target_rate: int = 16000,
-                 max_decoded_bytes: int = MAX_DECODED_BYTES, parallel_decodes: int = 2,
-                 max_per_client: int = SETTINGS.clips_per_client):
+                 max_bytes: int = DEFAULTS.http.max_upload_mb * 2**20,
+                 max_total_bytes: int = DEFAULTS.clips.max_total_mb * 2**20, target_rate: int = 16000,
+                 max_decoded_bytes: int = MAX_DECODED_BYTES, parallel_decodes: int = DEFAULTS.clips.decodes,
+                 max_per_client: int = DEFAULTS.clips.clips_per_client):
         self.ttl_s = ttl_s
         self.max_clips = max_clips
         self.max_per_client = max_per_client

@@ -1,6 +1,6 @@
 """The voice library: what every store of saved voices offers the routes (`VoiceStore`), and the
 embedded one, a folder with an SQLite index (`VoiceLibrary`). The other, shared by several replicas,
-keeps them in PostgreSQL (pg_voice_store.py); `open_voice_store` picks one from the settings.
+keeps them in PostgreSQL (pg_voice_store.py); the app picks one from its settings (ui/server.py).
 
 On disk:
 
@@ -35,8 +35,8 @@ import soundfile as sf
 from inference.request.reference import ReferenceClip
 
 from . import transcripts
-from ..context import AppSettings
-from .refusal import Refusal
+from ..settings import DEFAULTS
+from ..guard.answers import Refusal
 from .voice_names import check_name, normal_name, same_name
 
 log = logging.getLogger("voxcpm.voices")
@@ -44,7 +44,6 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS voices (
     id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE COLLATE NOCASE, transcript TEXT,
     seconds REAL NOT NULL, bytes INTEGER NOT NULL, created REAL NOT NULL)"""
 TEMP_SUFFIX = ".part"
-SETTINGS = AppSettings()  # the defaults of a library built apart from the app (tests)
 
 
 @dataclass(frozen=True)
@@ -89,18 +88,6 @@ class VoiceStore(Protocol):
     def close(self) -> None: ...
 
 
-def open_voice_store(settings: AppSettings, sample_rate: int) -> VoiceStore | None:
-    """The store the settings name: PostgreSQL at `voice_store`, else DATA_DIR/voices, else none."""
-    limits = dict(sample_rate=sample_rate, max_voices=settings.max_voices, max_bytes=settings.max_library_mb * 2**20)
-    if settings.voice_store:
-        from .pg_voice_store import PostgresVoiceLibrary  # psycopg only where it is used
-
-        return PostgresVoiceLibrary(settings.voice_store, **limits)
-    if settings.data_dir is None:
-        return None
-    return VoiceLibrary(Path(settings.data_dir) / "voices", **limits)
-
-
 # The refusals, worded the same by every store.
 def no_such_voice(name: str, known: list[Voice]) -> VoiceError:
     listed = ", ".join(v.name for v in known[:20]) or "none yet"
@@ -136,8 +123,8 @@ def flac_bytes(audio: np.ndarray, sample_rate: int) -> bytes:
 class VoiceLibrary:
     """Thread-safe; every method may touch the disk, so callers on an event loop use a thread."""
 
-    def __init__(self, folder: str | os.PathLike, *, sample_rate: int = 16000, max_voices: int = SETTINGS.max_voices,
-                 max_bytes: int = SETTINGS.max_library_mb * 2**20):
+    def __init__(self, folder: str | os.PathLike, *, sample_rate: int = 16000, max_voices: int = DEFAULTS.library.max_voices,
+                 max_bytes: int = DEFAULTS.library.max_library_mb * 2**20):
         self.folder = Path(folder)
         self.sample_rate, self.max_voices, self.max_bytes = sample_rate, max_voices, max_bytes
         self.folder.mkdir(parents=True, exist_ok=True)

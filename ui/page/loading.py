@@ -13,9 +13,11 @@ import logging
 import threading
 import time
 
+from ..settings import DEFAULTS
+
 log = logging.getLogger("voxcpm.app")
 
-RETRY_S = 2  # how often the loading page reloads itself, and the Retry-After of a 503
+RETRY_S = DEFAULTS.page.loading_retry_s  # how often the loading page reloads itself, and the Retry-After of a 503
 
 
 class Phases:

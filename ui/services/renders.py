@@ -3,18 +3,19 @@ decoded from, as a WAV carrying what it is in its RIFF INFO chunk.
 
 The page's A/B compares a take with this render, so "stream == offline" is measured, not assumed.
 
-- Bounded memory whatever the length: the latents are decoded PIECE_PATCHES patches at a time,
+- Bounded memory whatever the length: the latents are decoded `piece_patches` at a time,
   each piece continuing the decoder's causal state (inference/serving/services.OfflineRender,
   equal to the whole decode), and the WAV is sent as it is made: a header (the length is known
   from the latents), then each piece's PCM. A render too long for the cache holds at most
-  UNREAD_PIECES parts its slowest reader has not read (`Render`, below).
+  `unread_pieces` parts its slowest reader has not read (`Render`, below).
 - Live streams first: each piece is its own call on the engine's worker thread, which runs one
   call between two steps (inference/serving/worker.py), so a render adds at most one piece's decode
   to a stream's patch, however many renders run.
 - Decoded once: a render small enough for the cache (LatentStore.cacheable) is shared by every GET
   of it while it runs, and cached when done; a longer one only by those that asked before its
   first piece (when its length becomes known), and decoded again for a later GET.
-- Caps: RENDERS_PER_CLIENT renders read at once per client (429 beyond), MAX_DECODES decodes at
+- Caps (the settings' renders section, ui/settings.py): `per_client` renders read at once per
+  client (429 beyond), `max_decodes` decodes at
   once in all (503 beyond), both with a Retry-After.
 
 Everything here runs on the event loop's thread: the decode itself runs on an engine's worker
@@ -41,16 +42,12 @@ from inference.serving.services import OfflineRender
 from inference.request.listener import Listener, Output
 
 from .audio import pcm16, wav_header
-from ..library.refusal import HTTPError
+from ..settings import DEFAULTS, RenderSettings
+from ..guard.answers import Refusal
 
 log = logging.getLogger("voxcpm.http")
 SOFTWARE = "VoxCPM2 streaming demo"
-PIECE_PATCHES = 12  # patches decoded per call (1.9 s of audio)
-MAX_DECODES = 4
-RENDERS_PER_CLIENT = 2
-RETRY_S = 2
 HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
-UNREAD_PIECES = 2  # a render that is not kept decodes ahead of its slowest reader by this many parts
 
 
 def _header(decode: OfflineRender, rate: int, job_id: str, heard: Listener) -> bytes:
@@ -85,11 +82,11 @@ class Render:
 
     Until its length is known every part is kept (readers may still join). Then `keep` says
     whether it stays so (it fits the cache): if not, no reader joins any more, parts every reader
-    has read are dropped, and the decode waits while its slowest reader is UNREAD_PIECES behind.
+    has read are dropped, and the decode waits while its slowest reader is `unread_pieces` behind.
     """
 
-    def __init__(self, kept: KeptLatents, retry_s: int):
-        self.kept, self.retry_s = kept, retry_s
+    def __init__(self, kept: KeptLatents, retry_s: int, unread_pieces: int):
+        self.kept, self.retry_s, self.unread_pieces = kept, retry_s, unread_pieces
         self.keep = True
         self.parts: list[bytes] = []
         self.base = 0  # the number of parts[0]
@@ -125,8 +122,8 @@ class Render:
         await self._changed.wait()
 
     async def room(self):
-        """Waits while the slowest reader of a render that is not kept has UNREAD_PIECES to read."""
-        while not self.keep and self.positions and self.made - min(self.positions.values()) >= UNREAD_PIECES:
+        """Waits while the slowest reader of a render that is not kept has `unread_pieces` to read."""
+        while not self.keep and self.positions and self.made - min(self.positions.values()) >= self.unread_pieces:
             await self._change()
 
     async def first(self):
@@ -135,8 +132,8 @@ class Render:
             await self._change()
         if not self.parts:
             if isinstance(self.error, QueueFullError):
-                raise HTTPError(503, str(self.error), {"Retry-After": str(self.retry_s)})
-            raise HTTPError(500, "the offline render failed on the server; it has been logged")
+                raise Refusal(503, str(self.error), {"Retry-After": str(self.retry_s)})
+            raise Refusal(500, "the offline render failed on the server; it has been logged")
 
     def join(self, reader: int):
         assert self.base == 0, "a reader joined a render that no longer keeps its parts"
@@ -190,10 +187,10 @@ class RenderSlots:
         """Raises the 429 or 503 of a GET beyond a cap."""
         retry = {"Retry-After": str(self.retry_s)}
         if self.readers[client] >= self.per_client:
-            raise HTTPError(429, f"at most {self.per_client} offline renders at once per client: "
+            raise Refusal(429, f"at most {self.per_client} offline renders at once per client: "
                                  f"wait for one to finish", retry)
         if decode and self.decodes >= self.max_decodes:
-            raise HTTPError(503, f"the server is already making {self.max_decodes} offline renders: "
+            raise Refusal(503, f"the server is already making {self.max_decodes} offline renders: "
                                  f"try again shortly", retry)
 
     def decode_started(self):
@@ -238,10 +235,9 @@ def _give_back(slots: RenderSlots, client: str | None, render: Render, reader: i
 class OfflineRenders:
     """The renders in progress on one app, and the caps on them."""
 
-    def __init__(self, max_decodes: int = MAX_DECODES, per_client: int = RENDERS_PER_CLIENT,
-                 piece_patches: int = PIECE_PATCHES):
-        self.piece_patches = piece_patches
-        self.slots = RenderSlots(max_decodes, per_client, RETRY_S)
+    def __init__(self, settings: RenderSettings = DEFAULTS.renders):
+        self.settings = settings
+        self.slots = RenderSlots(settings.max_decodes, settings.per_client, settings.retry_s)
         self._shared: dict[str, Render] = {}  # job id -> its render in progress, while readers may join
 
     async def respond(self, worker, store: LatentStore, kept: KeptLatents, job_id: str, client: str | None):
@@ -269,9 +265,9 @@ class OfflineRenders:
         return StreamingResponse(render.read(lease), media_type="audio/wav", headers=headers)
 
     def _start(self, worker, store: LatentStore, kept: KeptLatents, job_id: str, key: str) -> Render:
-        render = Render(kept, RETRY_S)
+        render = Render(kept, self.settings.retry_s, self.settings.unread_pieces)
         self._shared[key] = render
-        decode = OfflineRender(kept, self.piece_patches)
+        decode = OfflineRender(kept, self.settings.piece_patches)
         rate = int(worker.sample_rate)
         output = (kept.listener.anew() if kept.listener is not None else Listener(1.0, rate)).output()
         render.task = asyncio.get_running_loop().create_task(self._produce(worker, store, decode, render, job_id, key, output))
