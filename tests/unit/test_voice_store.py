@@ -141,6 +141,18 @@ def test_the_size_limit_counts_the_encoded_files(store, tmp_path):
         assert on_disk == lib.used_bytes()
 
 
+def test_a_name_may_change_only_its_ascii_case_into_itself(store):
+    """One rule for "the same name" (voice_names.name_key): ASCII case only, as the stores' keys."""
+    lib = store.open()
+    lib.save("Zo\u00eb", tone(0.25))
+    assert lib.rename("Zo\u00eb", "ZO\u00eb").name == "ZO\u00eb"  # the same name, to the index and the key
+    lib.save("Strauss", tone(0.25))
+    assert lib.save("Strau\u00df", tone(0.25)).name == "Strau\u00df"  # not the same name: \u00df is not ASCII
+    with pytest.raises(VoiceError) as taken:
+        lib.rename("Strau\u00df", "STRAUSS")
+    assert taken.value.status == 409
+
+
 def test_names_are_looked_up_as_they_are_saved(store):
     """Surrounding spaces and decomposed letters are normalized for every call, not only a save."""
     lib = store.open()
