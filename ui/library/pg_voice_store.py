@@ -332,19 +332,29 @@ class PostgresVoiceLibrary:
 
     def _keep_latents(self, voice_id: str, key: tuple[str, str], patches):
         """Stores what a request encoded (on the writer thread, handed the patches themselves: the
-        clip may have left the cache meanwhile), if the voice is still there."""
+        clip may have left the cache meanwhile), if the voice is still there and the library has
+        room: charged under the lock every save takes, so patches and a save at once, on any
+        replica, cannot pass max_bytes together. Without room they are not kept: the engine encodes
+        the clip again when it next needs them, and only that time is lost."""
         data = _npy(patches)
         try:
             with self._transaction() as conn:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (SAVE_LOCK,))
                 conn.execute("INSERT INTO voxcpm_voice_patches VALUES (%s, %s, %s, %s) ON CONFLICT (voice_id, "
                              "encoder, side) DO UPDATE SET patches = EXCLUDED.patches", (voice_id, *key, data))
-                conn.execute("UPDATE voxcpm_voices SET bytes = octet_length(audio) + (SELECT COALESCE(SUM("
-                             "octet_length(patches)), 0) FROM voxcpm_voice_patches WHERE voice_id = %s) WHERE id = %s",
-                             (voice_id, voice_id))
+                size, others = conn.execute(
+                    "SELECT octet_length(audio) + (SELECT COALESCE(SUM(octet_length(patches)), 0) FROM "
+                    "voxcpm_voice_patches WHERE voice_id = %s), (SELECT COALESCE(SUM(bytes), 0) FROM voxcpm_voices "
+                    "WHERE id <> %s) FROM voxcpm_voices WHERE id = %s", (voice_id, voice_id, voice_id)).fetchone()
+                if others + size > self.max_bytes:
+                    raise too_large(self.max_bytes)  # rolls the patches back
+                conn.execute("UPDATE voxcpm_voices SET bytes = %s WHERE id = %s", (size, voice_id))
         except errors.ForeignKeyViolation:
             pass  # deleted meanwhile
         except LibraryUnavailable as exc:  # encoded again next time: nothing is lost but the time
             log.warning("the patches encoded for a voice were not stored: %s", exc)
+        except VoiceError as exc:  # no room
+            log.info("the patches encoded for a voice were not kept: %s", exc)
 
     def _listen(self):
         """The listener thread: drops the clip of each voice another replica changed, and tells
