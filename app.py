@@ -4,6 +4,7 @@
     python app.py --model /path/to/checkpoint
     python app.py --random-weights     # a tiny random model: try the interface without weights
     python app.py --host 0.0.0.0 --token "$(openssl rand -hex 16)"   # reachable by others, with a token
+    python app.py --host 0.0.0.0 --open  # without one, on purpose (e.g. behind a proxy that authenticates)
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import startup
 from inference.errors import CheckpointError
 from startup import StartupError
 
+TOKEN_FIX = 'set a token: --token "$(openssl rand -hex 16)", or the environment variable VOXCPM_TOKEN'
 RANDOM_NOTICE = ("Random weights: this server runs a tiny untrained model, so every output is noise. "
                  "It is here to try the interface, the player and the metrics.")
 
@@ -41,15 +43,46 @@ def resolve_host(args) -> str:
 
 
 def resolve_token(args) -> str | None:
-    token = args.token or os.environ.get("VOXCPM_TOKEN") or None
+    """The access token: --token, else $VOXCPM_TOKEN; None when neither gives one. An empty or blank
+    VOXCPM_TOKEN is none (an environment variable set to nothing is how many tools leave it unset),
+    but an empty --token is refused: it was typed on purpose, so it is a mistake (`--token $TOKEN`
+    with TOKEN unset), and serving without a token would be the opposite of what was asked."""
+    if args.token is not None and not args.token.strip():
+        raise StartupError("--token is empty, so it would protect nothing (was it a shell variable that is not "
+                           f"set?).\nTo fix: {TOKEN_FIX}, or leave --token out.")
+    env = os.environ.get("VOXCPM_TOKEN", "")
+    token = args.token or (env if env.strip() else None)
     if token is None:
         return None
     from ui.guard.auth import TOKEN_PATTERN  # only when a token is given: Starlette, a third of a second
 
     if not re.fullmatch(TOKEN_PATTERN, token):
         raise StartupError("the token needs 8 to 256 characters from A-Z a-z 0-9 . _ ~ - "
-                           "(it travels in URLs and cookies).\nTo fix: e.g. --token \"$(openssl rand -hex 16)\"")
+                           f"(it travels in URLs and cookies).\nTo fix: {TOKEN_FIX}.")
     return token
+
+
+def check_exposure(host: str, token: str | None, args) -> None:
+    """Refuses to listen beyond this machine without a token unless opened on purpose (--open,
+    VOXCPM_OPEN=1, or a Hugging Face Space, which its owner makes public or private): anyone who
+    reaches the port could otherwise use the GPU. Loopback needs no token."""
+    from ui.guard.hosts import is_loopback
+
+    if token is not None or is_loopback(host) or opened(args):
+        return
+    raise StartupError(f"the app would listen on {host} with no token, so anyone who reaches the port could use "
+                       f"the GPU.\nTo fix: {TOKEN_FIX}; or --open (VOXCPM_OPEN=1) to serve without one on purpose, "
+                       "e.g. behind a proxy that authenticates; or --host 127.0.0.1 for this machine only.")
+
+
+def opened(args) -> bool:
+    """--open, VOXCPM_OPEN=1, or a Space. Any other VOXCPM_OPEN is refused, not guessed at (if "yes"
+    opened the server, would "no"?)."""
+    value = os.environ.get("VOXCPM_OPEN", "").strip()
+    if value not in ("", "0", "1"):
+        raise StartupError(f"VOXCPM_OPEN is {value[:20]!r}; it must be 1 (serve without a token on purpose) or 0.\n"
+                           f"To fix: VOXCPM_OPEN=1, or unset it and {TOKEN_FIX}.")
+    return args.open or value == "1" or bool(os.environ.get("SPACE_ID"))
 
 
 def resolve_port(args) -> int:
@@ -203,8 +236,9 @@ def serve(args, cleanup: contextlib.ExitStack):
     """Every check that can fail fast, then the server (a loading page at first) and the load."""
     startup.check_limits(args)
     host, port = resolve_host(args), resolve_port(args)
-    sock = cleanup.enter_context(startup.bind_port(host, port))
     args.token = resolve_token(args)
+    check_exposure(host, args.token, args)  # before the port is taken: a refused start serves nothing
+    sock = cleanup.enter_context(startup.bind_port(host, port))
     device = startup.check_device(args.device)
     dtype = startup.check_dtype(args.dtype, device)
     devices = startup.check_gpus(args.gpus, device)
@@ -241,9 +275,9 @@ def app_settings(args, host: str):
     from ui.guard.hosts import allowed_hosts_for, is_loopback
 
     log = logging.getLogger("voxcpm.app")
-    if args.token is None and not is_loopback(host):
-        log.warning("bound to %s without a token: anyone who can reach this port can use the GPU "
-                    "(set --token or VOXCPM_TOKEN to require one)", host)
+    if args.token is None and not is_loopback(host):  # opened on purpose (check_exposure)
+        log.warning("bound to %s without a token, opened on purpose: anyone who can reach this port can use "
+                    "the GPU (set --token or VOXCPM_TOKEN to require one)", host)
     limits = Limits(max_streams=args.max_streams, max_queue=args.max_queue, max_text_chars=args.max_text_chars,
                     max_audio_seconds=args.max_audio_seconds, max_output_seconds=args.max_output_seconds)
     return Settings.of(limits=limits, prebuffer_ms=args.prebuffer_ms, warm_up=True,

@@ -67,8 +67,13 @@ def _network_options(p: argparse.ArgumentParser):
                    help="comma-separated host names to answer to besides the loopback ones (a name that points "
                         "at this machine); requests naming any other host are refused (default: none)")
     p.add_argument("--token", default=None,
-                   help="require this access token; open /?token=... once in the browser "
-                        "(default: $VOXCPM_TOKEN, else none)")
+                   help="require this access token; open /?token=... once in the browser. Needed to listen "
+                        "beyond this machine (a --host other than loopback) unless --open; an empty one is "
+                        "refused (default: $VOXCPM_TOKEN, else none)")
+    p.add_argument("--open", action="store_true",
+                   help="serve others without a token on purpose, e.g. behind a proxy that authenticates; "
+                        "the voice library is then read-only (default: on when $VOXCPM_OPEN is 1 or on a "
+                        "Hugging Face Space, else off)")
 
 
 def _limit_options(p: argparse.ArgumentParser):

@@ -46,6 +46,59 @@ def test_token_comes_from_flag_or_env_and_must_be_url_safe(monkeypatch):
             demo_app.resolve_token(demo_app.parse_args(["--token", bad]))
 
 
+def test_an_empty_or_blank_token_is_no_token(monkeypatch):
+    # Issue 45: from the environment it is unset (as tools often leave it); typed as --token, a mistake.
+    for blank in ("", "  "):
+        monkeypatch.setenv("VOXCPM_TOKEN", blank)
+        assert demo_app.resolve_token(demo_app.parse_args([])) is None
+        with pytest.raises(StartupError, match="--token is empty") as refused:
+            demo_app.resolve_token(demo_app.parse_args(["--token", blank]))
+        assert 'To fix: set a token: --token "$(openssl rand -hex 16)"' in str(refused.value)
+
+
+@pytest.mark.parametrize("host, argv, env, refused", [
+    ("127.0.0.1", [], {}, False),  # loopback needs no token
+    ("0.0.0.0", [], {}, True),
+    ("10.0.0.5", [], {}, True),
+    ("0.0.0.0", ["--open"], {}, False),
+    ("0.0.0.0", [], {"VOXCPM_OPEN": "1"}, False),
+    ("0.0.0.0", [], {"VOXCPM_OPEN": "0"}, True),
+    ("0.0.0.0", [], {"SPACE_ID": "someone/voxcpm2-demo"}, False),  # a Space's visibility is its owner's choice
+])
+def test_listening_beyond_loopback_needs_a_token_or_opening_on_purpose(monkeypatch, host, argv, env, refused):
+    for name in ("VOXCPM_OPEN", "SPACE_ID"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    args = demo_app.parse_args(argv)
+    demo_app.check_exposure(host, "a-real-token-1", args)  # a token always may
+    if not refused:
+        demo_app.check_exposure(host, None, args)
+        return
+    with pytest.raises(StartupError, match=f"listen on {host} with no token") as no_token:
+        demo_app.check_exposure(host, None, args)
+    assert "VOXCPM_TOKEN" in str(no_token.value) and "--open (VOXCPM_OPEN=1)" in str(no_token.value)
+
+
+@pytest.mark.parametrize("argv, env, says", [
+    (["--host", "0.0.0.0", "--token", ""], {}, "--token is empty"),
+    (["--host", "0.0.0.0"], {"VOXCPM_TOKEN": "  "}, "listen on 0.0.0.0 with no token"),
+    (["--host", "0.0.0.0"], {"VOXCPM_TOKEN": ""}, "listen on 0.0.0.0 with no token"),
+    (["--host", "0.0.0.0"], {"VOXCPM_OPEN": "true"}, "VOXCPM_OPEN is 'true'"),
+    (["--token", ""], {}, "--token is empty"),  # on loopback too: an empty token is a mistake, not a choice
+])
+def test_app_py_refuses_an_empty_token_before_it_listens(argv, env, says):
+    port = free_port()
+    base = {k: v for k, v in os.environ.items() if k not in ("GRADIO_SERVER_NAME", "SPACE_ID", "VOXCPM_TOKEN",
+                                                             "VOXCPM_OPEN")}
+    proc = subprocess.run([sys.executable, "app.py", *argv, "--port", str(port), "--random-weights", "--device", "cpu"],
+                          cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Loading VoxCPM2" not in proc.stdout, proc.stdout + proc.stderr
+    said = proc.stderr.strip().splitlines()
+    assert len(said) == 2 and said[0].startswith("app.py: error: ") and says in said[0], said
+    assert said[1].startswith("To fix: ") and '--token "$(openssl rand -hex 16)"' in said[1], said
+
+
 def test_random_weights_start_requires_its_token_and_serves_page_banner_and_stream(tmp_path):
     port, token = free_port(), "cli-test-token-123"
     env = {k: v for k, v in os.environ.items() if k not in ("GRADIO_SERVER_NAME", "SPACE_ID")}

@@ -10,7 +10,7 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 
 from ui.library.copy_voices import clip_audio, main  # noqa: E402
-from ui.library.pg_voice_store import PostgresVoiceLibrary  # noqa: E402
+from ui.library.pg_voice_store import LibraryUnavailable, PostgresVoiceLibrary  # noqa: E402
 from ui.library.voice_store import VoiceLibrary  # noqa: E402
 
 RATE = 16000
@@ -51,6 +51,69 @@ def test_a_folder_library_arrives_whole_and_a_second_run_copies_nothing(folder, 
     assert main(["--from", str(folder.folder), "--to", postgres_database]) == 0
     out = capsys.readouterr().out
     assert "copied 0 voice(s)" in out and "left 2 the database already has: Guide, Narrator" in out
+
+
+def empty(url: str):
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS voxcpm_voice_patches, voxcpm_voices")
+
+
+def test_names_are_the_same_by_the_databases_rule_not_pythons(folder, postgres_database, capsys):
+    """casefold() makes Strauß and Strauss one name; the database's key (ASCII case only) does not,
+    and the app saves both: the copy must not leave Strauß behind as "already there" (issue 45)."""
+    empty(postgres_database)
+    folder.save("Strau\u00df", np.zeros(RATE // 4, np.float32))
+    folder.save("ZO\u00eb", np.zeros(RATE // 4, np.float32))
+    shared = PostgresVoiceLibrary(postgres_database, sample_rate=RATE)
+    try:
+        shared.save("Strauss", np.zeros(RATE // 4, np.float32))
+        shared.save("Zo\u00eb", np.zeros(RATE // 4, np.float32))  # ASCII case apart: the same name
+        assert main(["--from", str(folder.folder), "--to", postgres_database]) == 0
+        out = capsys.readouterr().out
+        assert "copied 3 voice(s): Guide, Narrator, Strau\u00df" in out
+        assert "left 1 the database already has: ZO\u00eb" in out
+        assert sorted(v.name for v in shared.list()) == ["Guide", "Narrator", "Strauss", "Strau\u00df", "Zo\u00eb"]
+    finally:
+        shared.close()
+
+
+def test_voices_copied_are_reported_when_their_automatic_transcripts_are_not(folder, postgres_database, capsys,
+                                                                          monkeypatch):
+    empty(postgres_database)
+
+    def connection_lost(self, voice, model, text, save=False):
+        raise LibraryUnavailable("server closed the connection unexpectedly")
+    monkeypatch.setattr(PostgresVoiceLibrary, "keep_automatic_transcript", connection_lost)
+    assert main(["--from", str(folder.folder), "--to", postgres_database]) == 1
+    out, err = capsys.readouterr()
+    assert "copied 2 voice(s): Guide, Narrator" in out and "nothing copied" not in out + err
+    assert "copied 'Guide' but not its automatic transcripts" in err
+    assert "server closed the connection unexpectedly" in err and "Narrator" not in err
+    assert rows_of(postgres_database) == 2
+
+
+def test_a_database_that_stops_answering_is_reported_voice_by_voice(folder, postgres_database, capsys, monkeypatch):
+    empty(postgres_database)
+    folder.save("Zed", np.zeros(RATE // 4, np.float32))
+    saved, calls = PostgresVoiceLibrary.save, []
+
+    def down_after_one(self, name, *args, **kwargs):
+        calls.append(name)
+        if len(calls) > 1:
+            raise LibraryUnavailable("Connection refused")
+        return saved(self, name, *args, **kwargs)
+    monkeypatch.setattr(PostgresVoiceLibrary, "save", down_after_one)
+    assert main(["--from", str(folder.folder), "--to", postgres_database]) == 1
+    out, err = capsys.readouterr()
+    assert "copied 1 voice(s): Guide" in out
+    assert "not copied 'Narrator': the voice library is unavailable" in err and "Connection refused" in err
+    assert "not tried, as the database stopped answering (run it again to copy them): Zed" in err
+    assert calls == ["Guide", "Narrator"]  # none after the database stopped answering
+
+
+def rows_of(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT COUNT(*) FROM voxcpm_voices").fetchone()[0]
 
 
 def test_a_url_that_is_not_postgresqls_is_refused_before_anything_is_read(folder, capsys):

@@ -4,6 +4,7 @@ delete, names, limits in one process) is in test_voice_store.py; the HTTP side (
 database is gone) in tests/http/test_shared_voice_library.py."""
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 import time
@@ -16,7 +17,7 @@ from ..support.app_helpers import record_figure, wait_until
 
 psycopg = pytest.importorskip("psycopg")
 
-from ui.library.pg_voice_store import LibraryUnavailable, PostgresVoiceLibrary  # noqa: E402
+from ui.library.pg_voice_store import ConnectionLost, LibraryUnavailable, PostgresVoiceLibrary  # noqa: E402
 from ui.library.voice_store import VoiceError  # noqa: E402
 
 
@@ -143,7 +144,7 @@ def test_a_save_cut_short_leaves_nothing(replicas, postgres_database):
 
     def connection_lost(conn):  # the server ends this session, as a restart or a network cut would
         conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
-    lib._before_commit = connection_lost
+    lib._before_commit = connection_lost  # on the fresh connection of the retry too: then 503
     with pytest.raises(LibraryUnavailable) as lost:
         lib.save("half", tone(), "a transcript", {"enc": {"right": torch.zeros(2, 4, 64)}})
     assert lost.value.status == 503 and lost.value.headers == {"Retry-After": "5"}
@@ -151,6 +152,42 @@ def test_a_save_cut_short_leaves_nothing(replicas, postgres_database):
     del lib._before_commit
     assert lib.save("half", tone()).name == "half"  # the name is free, and the pool has a new connection
     assert [v.name for v in lib.list()] == ["half", "kept"]
+
+
+def test_a_save_whose_connection_is_lost_is_retried_once_on_a_fresh_one(replicas, postgres_database):
+    """A connection the server ended (a restart, a failover, a proxy that cut it) is replaced by the
+    pool: the save runs again on a new one instead of answering 503 (issue 45)."""
+    lib = replicas()
+    killed = []
+
+    def lost_once(conn):
+        if not killed:
+            killed.append(conn.info.backend_pid)
+            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    lib._before_commit = lost_once
+    voice = lib.save("anna", tone(), "a transcript", {"enc": {"right": torch.zeros(2, 4, 64)}})
+    assert killed and lib.get("Anna") == voice and voice.transcript == "a transcript"
+    assert rows(postgres_database) == (1, 1)
+
+
+def test_a_save_that_committed_before_its_connection_was_lost_is_not_saved_twice(replicas, postgres_database):
+    """The commit went through but its answer never came back: the retry finds its own voice, and
+    answers it, not 409 for a name it took itself."""
+    lib = replicas()
+    transaction, lost = lib._transaction, []
+
+    @contextlib.contextmanager
+    def answer_lost_after_the_commit():
+        with transaction() as conn:
+            yield conn
+        if not lost:
+            lost.append(True)
+            raise ConnectionLost("server closed the connection unexpectedly")
+    lib._transaction = answer_lost_after_the_commit
+    voice = lib.save("anna", tone(), latents={"enc": {"right": torch.zeros(2, 4, 64)}})
+    assert lost and voice.name == "anna"
+    del lib._transaction
+    assert lib.get("anna") == voice and rows(postgres_database) == (1, 1)
 
 
 def test_patches_encoded_later_and_automatic_transcripts_are_shared(replicas):

@@ -141,6 +141,35 @@ def test_the_size_limit_counts_the_encoded_files(store, tmp_path):
         assert on_disk == lib.used_bytes()
 
 
+def test_patches_encoded_later_count_against_the_size_limit(store):
+    """Patches a request encodes for a saved voice are kept with it and charged to the library, under
+    the lock every save takes; where they would pass the limit they are not kept (issue 45): the
+    engine encodes the clip again when it next needs them, and only that time is lost."""
+    lib = store.open()
+    lib.max_bytes = lib.save("Anna", tone(0.5)).bytes + 1500  # room for a small encoding, not a large one
+    _, clip = lib.clip("anna", "enc")
+    clip.remember(("enc", "right"), torch.zeros(1, 4, 8))
+    lib._writer.submit(lambda: None).result()  # the writer thread has stored them
+    with_small = lib.get("anna").bytes
+    clip.remember(("enc", "left"), torch.randn(30, 4, 64))  # 30 KB: past the limit
+    lib._writer.submit(lambda: None).result()
+    assert lib.used_bytes() == lib.get("anna").bytes == with_small <= lib.max_bytes
+    _, fresh = store.open().clip("anna", "enc")  # what another process (or replica) reads
+    assert fresh.latents(("enc", "right")) is not None and fresh.latents(("enc", "left")) is None
+
+
+def test_a_name_may_change_only_its_ascii_case_into_itself(store):
+    """One rule for "the same name" (voice_names.name_key): ASCII case only, as the stores' keys."""
+    lib = store.open()
+    lib.save("Zo\u00eb", tone(0.25))
+    assert lib.rename("Zo\u00eb", "ZO\u00eb").name == "ZO\u00eb"  # the same name, to the index and the key
+    lib.save("Strauss", tone(0.25))
+    assert lib.save("Strau\u00df", tone(0.25)).name == "Strau\u00df"  # not the same name: \u00df is not ASCII
+    with pytest.raises(VoiceError) as taken:
+        lib.rename("Strau\u00df", "STRAUSS")
+    assert taken.value.status == 409
+
+
 def test_names_are_looked_up_as_they_are_saved(store):
     """Surrounding spaces and decomposed letters are normalized for every call, not only a save."""
     lib = store.open()

@@ -4,8 +4,10 @@
 
 Each voice keeps its name, clip, transcript, the patches encoded for it (so no replica encodes it
 again) and its automatic transcripts. A name the database already has is left as it is and
-reported, so the copy can be run again after a failure and copies only what is missing. Each voice
-is one save (one transaction there): a copy cut short leaves whole voices only.
+reported, so the copy can be run again after a failure and copies only what is missing; "already
+there" is the database's own rule (names equal but for ASCII case), asked through the save. Each
+voice is one save (one transaction there): a copy cut short leaves whole voices only, and the run
+reports every voice: copied, already there, refused and why, or not tried.
 """
 from __future__ import annotations
 
@@ -22,14 +24,18 @@ import soundfile as sf
 from inference.errors import InputError
 
 from . import transcripts
-from .voice_store import TEMP_SUFFIX, VoiceError, VoiceLibrary, VoiceStore
+from .voice_store import TEMP_SUFFIX, Voice, VoiceError, VoiceLibrary, VoiceStore
 
 
 @dataclass
 class Copied:
+    """What one run did, voice by voice: every name of the folder lands in exactly one list but
+    `transcripts_lost`, which names voices that are in `copied` too."""
     copied: list[str] = field(default_factory=list)
     already_there: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)  # name -> why (the target is full...)
+    transcripts_lost: dict[str, str] = field(default_factory=dict)  # name -> why (the voice itself was copied)
+    not_tried: list[str] = field(default_factory=list)  # after the database stopped answering
 
 
 def folder_latents(library: VoiceLibrary, voice_id: str) -> dict[str, dict[str, np.ndarray]]:
@@ -64,27 +70,57 @@ def clip_audio(library: VoiceStore, name: str) -> np.ndarray:
 
 
 def copy_voices(source: VoiceLibrary, target: VoiceStore) -> Copied:
+    """Saves each voice of the folder into the target. Whether the target already has a name is
+    the target's to say (its save answers 409), by its own rule: a rule of ours beside it
+    (casefold() took Strauß for Strauss) would skip voices that the target would have taken."""
     done = Copied()
-    taken = {v.name.casefold() for v in target.list()}
-    for voice in source.list():
-        if voice.name.casefold() in taken:
-            done.already_there.append(voice.name)
-            continue
+    voices = source.list()
+    for i, voice in enumerate(voices):
         try:
             saved = target.save(voice.name, clip_audio(source, voice.name), voice.transcript,
                                 folder_latents(source, voice.id))
         except VoiceError as exc:
-            if exc.status == 409:  # saved by another copy (or a user) since the listing
+            if exc.status == 409:  # the same name by the target's rule: a run before, another copy, a user
                 done.already_there.append(voice.name)
                 continue
             done.refused[voice.name] = str(exc)
             if exc.status == 503:  # the database went away: the rest would fail alike (run it again)
+                done.not_tried = [v.name for v in voices[i + 1:]]
                 break
             continue
+        done.copied.append(voice.name)
+        why = copy_transcripts(source, target, voice, saved)
+        if why is not None:
+            done.transcripts_lost[voice.name] = why
+    return done
+
+
+def copy_transcripts(source: VoiceLibrary, target: VoiceStore, voice: Voice, saved: Voice) -> str | None:
+    """The voice's automatic transcripts, once the voice itself is saved; why not, if they could not
+    all be stored. Not fatal: the voice is whole without them (the server transcribes it again when
+    asked), so the copy goes on and reports it."""
+    try:
         for model, text in folder_transcripts(source, voice.id).items():
             target.keep_automatic_transcript(saved, model, text)
-        done.copied.append(voice.name)
-    return done
+    except VoiceError as exc:
+        return str(exc)
+    return None
+
+
+def report(done: Copied) -> int:
+    """Prints what was copied and what was not, and why; the exit status: 1 if anything was not."""
+    print(f"copied {len(done.copied)} voice(s)" + (f": {', '.join(done.copied)}" if done.copied else ""))
+    if done.already_there:
+        print(f"left {len(done.already_there)} the database already has: {', '.join(done.already_there)}")
+    for name, why in done.refused.items():
+        print(f"not copied {name!r}: {why}", file=sys.stderr)
+    for name, why in done.transcripts_lost.items():
+        print(f"copied {name!r} but not its automatic transcripts ({why}); the server transcribes it again "
+              "when asked", file=sys.stderr)
+    if done.not_tried:
+        print(f"not tried, as the database stopped answering (run it again to copy them): "
+              f"{', '.join(done.not_tried)}", file=sys.stderr)
+    return 1 if done.refused or done.transcripts_lost or done.not_tried else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,19 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     source = VoiceLibrary(folder, sample_rate=rate)
     target = PostgresVoiceLibrary(args.target, sample_rate=rate)  # the servers' default limits
     try:
+        # A database that cannot be reached, or refuses the login, is the first voice's refusal
+        # (503), reported with the rest: never "nothing copied" from a run that copied some.
         done = copy_voices(source, target)
-    except VoiceError as exc:  # the database cannot be reached, or refuses the login
-        print(f"nothing copied: {exc}", file=sys.stderr)
-        return 1
     finally:
         source.close()
         target.close()
-    print(f"copied {len(done.copied)} voice(s)" + (f": {', '.join(done.copied)}" if done.copied else ""))
-    if done.already_there:
-        print(f"left {len(done.already_there)} the database already has: {', '.join(done.already_there)}")
-    for name, why in done.refused.items():
-        print(f"not copied {name!r}: {why}", file=sys.stderr)
-    return 1 if done.refused else 0
+    return report(done)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ channel `voxcpm_voices` in its transaction, and a listener thread drops that voi
 
 The database unreachable (at start-up or later): the voice routes answer 503 with the reason and a
 Retry-After, everything else serves; the pool reconnects on its own, so they recover with no restart.
+A save whose connection alone was lost runs once more on a fresh one before it answers 503.
 """
 from __future__ import annotations
 
@@ -77,9 +78,15 @@ UNREACHABLE = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
 
 class LibraryUnavailable(VoiceError):
     def __init__(self, reason: str):
+        self.reason = reason
         super().__init__(503, f"the voice library is unavailable: its database cannot be reached ({reason}). "
                               f"Saved voices come back by themselves once it answers again; design and "
                               f"uploaded clips work meanwhile", {"Retry-After": str(RETRY_AFTER_S)})
+
+
+class ConnectionLost(LibraryUnavailable):
+    """The connection ended mid-way (the server restarted, a failover, a proxy cut it): the pool
+    replaces it, so a save may run again on a fresh one (PostgresVoiceLibrary._once_more)."""
 
 
 def where(url: str) -> str:
@@ -199,23 +206,30 @@ class PostgresVoiceLibrary:
         size = len(flac) + sum(len(data) for *_, data in patches)
         voice = Voice(secrets.token_hex(8), name, transcript, len(audio) / self.sample_rate, size, time.time())
         try:
-            with self._transaction() as conn:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (SAVE_LOCK,))
-                used = self._check_room(conn, name_key(name), name, estimated_bytes(audio))
-                if size > self.max_bytes - used:
-                    raise too_large_encoded(size, max(0, self.max_bytes - used), self.max_bytes)
-                conn.execute("INSERT INTO voxcpm_voices (id, name, name_key, transcript, seconds, bytes, created, "
-                             "audio) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                             (voice.id, name, name_key(name), transcript, voice.seconds, size, voice.created, flac))
-                with conn.cursor() as cur:
-                    cur.executemany("INSERT INTO voxcpm_voice_patches VALUES (%s, %s, %s, %s)",
-                                    [(voice.id, *row) for row in patches])
-                self._before_commit(conn)
-                self._notify(conn, voice.id)
+            self._once_more(lambda conn: self._insert(conn, voice, flac, patches, estimated_bytes(audio)))
         except errors.UniqueViolation:  # a save that took no lock (an older replica): the key decides
             raise name_taken(name) from None
         log.info("saved voice %r (%.1f s%s)", name, voice.seconds, ", with transcript" if transcript else "")
         return voice
+
+    def _insert(self, conn, voice: Voice, flac: bytes, patches: list, estimate: int):
+        """The save's transaction: the limits checked and the voice inserted under the lock every
+        save takes."""
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SAVE_LOCK,))
+        if conn.execute("SELECT 1 FROM voxcpm_voices WHERE id = %s", (voice.id,)).fetchone():
+            return  # a try before this one committed, though its connection was lost before it heard so
+        used = self._check_room(conn, name_key(voice.name), voice.name, estimate)
+        if voice.bytes > self.max_bytes - used:
+            raise too_large_encoded(voice.bytes, max(0, self.max_bytes - used), self.max_bytes)
+        conn.execute("INSERT INTO voxcpm_voices (id, name, name_key, transcript, seconds, bytes, created, audio) "
+                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", (voice.id, voice.name, name_key(voice.name),
+                                                                  voice.transcript, voice.seconds, voice.bytes,
+                                                                  voice.created, flac))
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO voxcpm_voice_patches VALUES (%s, %s, %s, %s)",
+                            [(voice.id, *row) for row in patches])
+        self._before_commit(conn)
+        self._notify(conn, voice.id)
 
     def rename(self, name: str, new_name: str) -> Voice:
         new_name = check_name(new_name)
@@ -270,6 +284,7 @@ class PostgresVoiceLibrary:
         problem = self._problem
         if problem is not None:
             raise LibraryUnavailable(problem)
+        conn = None
         try:
             with self._pool.connection() as conn:
                 if not self._schema_ready:
@@ -277,7 +292,24 @@ class PostgresVoiceLibrary:
                 with conn.transaction():
                     yield conn
         except UNREACHABLE as exc:
-            raise LibraryUnavailable(self._problem or _reason(exc)) from None
+            # A connection that was handed out and is now closed was lost mid-way; anything else
+            # (no connection within wait_s) is the database unreachable.
+            lost = conn is not None and conn.closed and self._problem is None
+            raise (ConnectionLost if lost else LibraryUnavailable)(self._problem or _reason(exc)) from None
+
+    def _once_more(self, work):
+        """work(conn) in a transaction; if its connection was lost mid-way, once more on a fresh one
+        (the pool hands out a new connection, checked): a server restart or a failover then costs a
+        save a retry, not a 503. Once only: a second loss means the database itself is going, and
+        the 503 says so. `work` must be safe to run again after a commit it did not hear of."""
+        try:
+            with self._transaction() as conn:
+                return work(conn)
+        except ConnectionLost as exc:
+            log.info("voice library: a connection to %s was lost mid-way (%s); trying once more on a fresh one",
+                     self.where, exc.reason)
+        with self._transaction() as conn:
+            return work(conn)
 
     def _create_schema(self, conn):
         try:
@@ -333,19 +365,29 @@ class PostgresVoiceLibrary:
 
     def _keep_latents(self, voice_id: str, key: tuple[str, str], patches):
         """Stores what a request encoded (on the writer thread, handed the patches themselves: the
-        clip may have left the cache meanwhile), if the voice is still there."""
+        clip may have left the cache meanwhile), if the voice is still there and the library has
+        room: charged under the lock every save takes, so patches and a save at once, on any
+        replica, cannot pass max_bytes together. Without room they are not kept: the engine encodes
+        the clip again when it next needs them, and only that time is lost."""
         data = _npy(patches)
         try:
             with self._transaction() as conn:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (SAVE_LOCK,))
                 conn.execute("INSERT INTO voxcpm_voice_patches VALUES (%s, %s, %s, %s) ON CONFLICT (voice_id, "
                              "encoder, side) DO UPDATE SET patches = EXCLUDED.patches", (voice_id, *key, data))
-                conn.execute("UPDATE voxcpm_voices SET bytes = octet_length(audio) + (SELECT COALESCE(SUM("
-                             "octet_length(patches)), 0) FROM voxcpm_voice_patches WHERE voice_id = %s) WHERE id = %s",
-                             (voice_id, voice_id))
+                size, others = conn.execute(
+                    "SELECT octet_length(audio) + (SELECT COALESCE(SUM(octet_length(patches)), 0) FROM "
+                    "voxcpm_voice_patches WHERE voice_id = %s), (SELECT COALESCE(SUM(bytes), 0) FROM voxcpm_voices "
+                    "WHERE id <> %s) FROM voxcpm_voices WHERE id = %s", (voice_id, voice_id, voice_id)).fetchone()
+                if others + size > self.max_bytes:
+                    raise too_large(self.max_bytes)  # rolls the patches back
+                conn.execute("UPDATE voxcpm_voices SET bytes = %s WHERE id = %s", (size, voice_id))
         except errors.ForeignKeyViolation:
             pass  # deleted meanwhile
         except LibraryUnavailable as exc:  # encoded again next time: nothing is lost but the time
             log.warning("the patches encoded for a voice were not stored: %s", exc)
+        except VoiceError as exc:  # no room
+            log.info("the patches encoded for a voice were not kept: %s", exc)
 
     def _listen(self):
         """The listener thread: drops the clip of each voice another replica changed, and tells

@@ -2,7 +2,8 @@
 
 Names are shown in the page and sent by OpenAI clients as `voice`, so they are words, not paths:
 letters and digits of any script, spaces, and - _ . ' between them. They are compared without
-regard to case (SQLite's NOCASE), so "Anna" and "anna" cannot both exist.
+regard to ASCII case (SQLite's NOCASE; `name_key`), so "Anna" and "anna" cannot both exist, while
+"Strauß" and "Strauss", or "Éva" and "éva", can.
 
 Every name a client sends, to save, find, rename or delete a voice, is first put in one form
 (`normal_name`: composed letters, no spaces around it), so " Anna " and a decomposed "Zoë" find the
@@ -51,5 +52,7 @@ def name_key(name: str) -> str:
 
 
 def same_name(a: str, b: str) -> bool:
-    """As the index compares them (ASCII case folded), so a rename may change only the case."""
-    return a.lower() == b.lower() if a.isascii() and b.isascii() else a == b
+    """Whether two names are one voice's, by the stores' own rule (name_key), so a rename may change
+    only the ASCII case. Every "same name" question goes through here or name_key: Python's
+    casefold() or lower() would call Strauß and Strauss one name, which the stores do not."""
+    return name_key(a) == name_key(b)

@@ -279,9 +279,8 @@ class VoiceLibrary:
         return self._atomic(f"{voice_id}.flac", write)
 
     def _write_latents(self, voice_id: str, identity: str, sides: dict) -> Path:
-        # sides: arrays (a voice saved) or the patches a request encoded; both read as arrays.
-        arrays = {side: np.asarray(patches) for side, patches in sides.items()}
-        return self._atomic(f"{voice_id}.{identity}.npz", lambda tmp: np.savez(tmp, **arrays))
+        data = _npz(sides)
+        return self._atomic(f"{voice_id}.{identity}.npz", lambda out: out.write(data))
 
     def _atomic(self, name: str, write) -> Path:
         final = self.folder / name
@@ -310,13 +309,26 @@ class VoiceLibrary:
             return {(identity, side): saved[side].copy() for side in saved.files}
 
     def _keep_latents(self, voice_id: str, identity: str):
-        """Writes what a request encoded (on the writer thread), if the voice is still there."""
+        """Writes what a request encoded (on the writer thread), if the voice is still there and the
+        library has room: measured and charged under the lock every save takes, so patches and a
+        save at once cannot pass max_bytes together. Without room they are not kept: the engine
+        encodes the clip again when it next needs them, and only that time is lost."""
         with self._lock:
             clip = self._clips.get(voice_id)
             if clip is None:
                 return
-            self._write_latents(voice_id, identity, clip.known(identity))
-            size = sum(p.stat().st_size for p in self.folder.glob(f"{voice_id}.*"))
+            data = _npz(clip.known(identity))
+            replaced = self.folder / f"{voice_id}.{identity}.npz"
+            # As save() measures a voice: its clip and its patches (not its automatic transcripts).
+            size = len(data) + sum(p.stat().st_size for p in self.folder.glob(f"{voice_id}.*")
+                                   if p.suffix in (".flac", ".npz") and p != replaced)
+            others = self._db.execute("SELECT COALESCE(SUM(bytes), 0) FROM voices WHERE id <> ?",
+                                      (voice_id,)).fetchone()[0]
+            if others + size > self.max_bytes:
+                log.info("the patches encoded for a voice were not kept: the library would pass its limit of %s",
+                         _amount(self.max_bytes))
+                return
+            self._atomic(replaced.name, lambda out: out.write(data))
             self._db.execute("UPDATE voices SET bytes = ? WHERE id = ?", (size, voice_id))
 
     def _sweep(self) -> int:
@@ -338,6 +350,14 @@ def estimated_bytes(audio: np.ndarray) -> int:
     """What a clip should take on disk, for a refusal before any work: 24-bit FLAC of speech takes
     about 2 bytes a sample, of noise about 3. The size of the files written decides (save)."""
     return 2 * audio.size
+
+
+def _npz(sides: dict) -> bytes:
+    """One encoder's patches by padding side as .npz bytes: arrays (a voice saved) or the tensors a
+    request encoded, both read as arrays. Made before writing, so their size is known first."""
+    out = io.BytesIO()
+    np.savez(out, **{side: np.asarray(patches) for side, patches in sides.items()})
+    return out.getvalue()
 
 
 def _amount(size: int) -> str:
