@@ -25,6 +25,15 @@ class PageSettings:
 
 
 @dataclass(frozen=True)
+class WorkbenchSettings:
+    """What the listening-QA workbench keeps in the browser (static/workbench/), sent to the page."""
+    kept_mb: int = 200  # takes' samples kept in the browser: about 35 minutes of 48 kHz int16
+    kept_takes: int = 100
+    recording_mb: int = 64  # a recording loaded as B: larger is refused before it is read...
+    recording_seconds: float = 600.0  # ...and longer once decoded (it is held in memory as int16)
+
+
+@dataclass(frozen=True)
 class AccessSettings:
     token: str | None = None  # when set, every request but the health probe must carry it (ui/guard/auth.py)
     allowed_hosts: list[str] | None = None  # Host names answered (ui/guard/hosts.py); None: any
@@ -99,6 +108,7 @@ class Settings:
     limits: Limits = LIMITS  # the engine's and the serving layer's (inference/config.py)
     analysis: AnalysisSettings = AnalysisSettings()  # the analysis process's (inference/config.py)
     page: PageSettings = PageSettings()
+    workbench: WorkbenchSettings = WorkbenchSettings()
     access: AccessSettings = AccessSettings()
     http: HttpSettings = HttpSettings()
     clips: ClipSettings = ClipSettings()
@@ -143,4 +153,4 @@ def _sections() -> dict[str, str]:
 DEFAULTS = Settings()
 _SECTION_OF = _sections()
 __all__ = ["AccessSettings", "BuildSettings", "ClipSettings", "DEFAULTS", "EvaluationSettings", "HttpSettings",
-           "LibrarySettings", "PageSettings", "RenderSettings", "Settings"]
+           "LibrarySettings", "PageSettings", "RenderSettings", "Settings", "WorkbenchSettings"]

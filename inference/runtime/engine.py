@@ -110,6 +110,11 @@ class Engine:
         return self.cfg.vae.out_sample_rate
 
     @property
+    def patch_samples(self) -> int:
+        """The samples of audio one patch makes (at sample_rate)."""
+        return self.runner.step.patch_samples
+
+    @property
     def clip_rate(self) -> int:
         """The rate it encodes reference clips at (the VAE's input)."""
         return self.cfg.vae.sample_rate

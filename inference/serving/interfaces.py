@@ -73,6 +73,10 @@ class BatchEngine(Protocol[S]):
     def sample_rate(self) -> int: ...
 
     @property
+    def patch_samples(self) -> int:
+        """The samples of audio one patch makes."""
+
+    @property
     def clip_rate(self) -> int:
         """The rate it encodes reference clips at: clips are kept at it, resampled once."""
 
@@ -135,6 +139,9 @@ class Serving(Protocol):
 
     @property
     def sample_rate(self) -> int: ...
+
+    @property
+    def patch_samples(self) -> int: ...
 
     @property
     def max_queue(self) -> int:

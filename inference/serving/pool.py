@@ -83,6 +83,7 @@ class WorkerPool:
         if len(rates) != 1:
             raise ValueError(f"the engines disagree on the sample rate: {sorted(rates)}")
         self.sample_rate = rates.pop()
+        self.patch_samples = int(engines[0].patch_samples)
         self.max_queue = max_queue * len(engines)
         self._lock = threading.Lock()
         self._members: list[_Member] = []

@@ -65,7 +65,7 @@ class EngineWorker:
         prepare_threads: the intake threads that prepare requests at once."""
         self.engine = engine
         self.device, self.rows = str(engine.device), int(engine.rows)
-        self.sample_rate = int(engine.sample_rate)
+        self.sample_rate, self.patch_samples = int(engine.sample_rate), int(engine.patch_samples)
         self.max_queue = max_queue
         self.latents = latents
         self.unread = UnreadBudget(self.sample_rate, max_backlog_s, max_unread_s, self._unread_samples)

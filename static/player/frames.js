@@ -1,16 +1,16 @@
 // Reader of the framed stream body (format: ui/http/frames.py, docs/api.md "The framed stream"). Network reads split
 // the body anywhere, so bytes are buffered until a whole frame is in; each frame comes out as
 // { kind: 'audio', pcm: Int16Array } | { kind: 'meta' | 'status', data: object }.
-
-export const MEDIA_TYPE = 'application/vnd.voxcpm.frames';
-const HEADER = 8;
-const MAX_PAYLOAD = 1 << 20;
-const KINDS = { 0x41: 'audio', 0x4d: 'meta', 0x53: 'status' }; // 'A', 'M', 'S'
+// The format's constants are the server's (GET /voxcpm/spec's `frames`: header size, largest
+// payload, the kind of each type byte), never written here.
 
 export class FrameError extends Error {}
 
 export class FrameParser {
-  constructor() {
+  constructor(format) {
+    this.header = format.header_bytes;
+    this.maxPayload = format.max_payload;
+    this.kinds = Object.fromEntries(Object.entries(format.kinds).map(([type, kind]) => [type.charCodeAt(0), kind]));
     this.buffer = new Uint8Array(0);
     this.consumed = 0; // bytes of the body before the buffer, for error positions
   }
@@ -23,15 +23,15 @@ export class FrameParser {
     const view = new DataView(joined.buffer);
     const frames = [];
     let at = 0;
-    while (joined.length - at >= HEADER) {
+    while (joined.length - at >= this.header) {
       const length = view.getUint32(at + 4, true);
-      if (joined[at + 1] || joined[at + 2] || joined[at + 3] || length > MAX_PAYLOAD) {
+      if (joined[at + 1] || joined[at + 2] || joined[at + 3] || length > this.maxPayload) {
         throw new FrameError(`bad frame header at byte ${this.consumed + at}`);
       }
-      if (joined.length - at < HEADER + length) break;
-      const frame = this.decode(joined[at], joined.subarray(at + HEADER, at + HEADER + length), this.consumed + at);
+      if (joined.length - at < this.header + length) break;
+      const frame = this.decode(joined[at], joined.subarray(at + this.header, at + this.header + length), this.consumed + at);
       if (frame) frames.push(frame);
-      at += HEADER + length;
+      at += this.header + length;
     }
     this.buffer = joined.slice(at);
     this.consumed += at;
@@ -46,7 +46,7 @@ export class FrameParser {
   }
 
   decode(type, payload, where) {
-    const kind = KINDS[type];
+    const kind = this.kinds[type];
     if (kind === 'audio') {
       if (payload.length % 2) throw new FrameError(`an audio frame at byte ${where} holds half a sample`);
       const view = new DataView(payload.buffer, payload.byteOffset, payload.length);

@@ -2,7 +2,7 @@
 // as frames arrive, keeps the exact samples and chunk boundaries for the WAV and the listening-QA
 // workbench, and drives the metrics panel. static/app.js starts it and hands it the form.
 
-import { FrameParser, MEDIA_TYPE } from './frames.js';
+import { FrameParser } from './frames.js';
 import { Panel } from './panel.js';
 import { toFloat32, wavBlob } from './pcm.js';
 import { Run } from './run.js';
@@ -142,8 +142,9 @@ export class Player {
   }
 
   async send(run) {
+    const { frames } = await spec();
     const response = await fetch(route('stream'), {
-      method: 'POST', headers: { 'Content-Type': 'application/json', Accept: MEDIA_TYPE },
+      method: 'POST', headers: { 'Content-Type': 'application/json', Accept: frames.media_type },
       body: JSON.stringify(run.body), signal: run.controller.signal,
     });
     if (!response.ok) return this.fail(run, await errorText(response));
@@ -158,7 +159,7 @@ export class Player {
     run.seed = response.headers.get('X-Seed');
     run.state = 'streaming';
     this.panel.status('Streaming…');
-    const parser = new FrameParser();
+    const parser = new FrameParser((await spec()).frames);
     const reader = response.body.getReader();
     for (;;) {
       const { done, value } = await reader.read();

@@ -6,28 +6,29 @@
 // any smooth signal) moves little from one sample to the next, so a patch that starts off where
 // the last one ended stands out. For Gaussian-like steps, 6x the mean |step| is about 5 sigma.
 export const FLAG_THRESHOLD = 6;
-const NEIGHBOURHOOD = 480; // samples either side (10 ms at 48 kHz) that set the typical step
+const NEIGHBOURHOOD_S = 0.01; // either side of a boundary, the audio whose steps set the typical step
 
 // For each chunk boundary (its first sample, as its metadata frame said: {offset, pause}), the
 // sample jump across it relative to the mean absolute step in the neighbourhood on both sides.
 // A boundary with a pause's chunk on either side is not scored: that chunk is the exact silence a
 // pause tag asked for, so speech stopping dead into it (or starting out of it) is no click.
-export function boundaryScores(pcm, boundaries, threshold = FLAG_THRESHOLD) {
+export function boundaryScores(pcm, boundaries, rate, threshold = FLAG_THRESHOLD) {
+  const reach = Math.round(NEIGHBOURHOOD_S * rate);
   const out = [];
   boundaries.forEach((b, i) => {
     const offset = b.offset;
     if (offset <= 0 || offset >= pcm.length || b.pause || boundaries[i - 1]?.pause) return;
-    out.push(scoreAt(pcm, offset, threshold));
+    out.push(scoreAt(pcm, offset, reach, threshold));
   });
   return out;
 }
 
-function scoreAt(pcm, offset, threshold) {
+function scoreAt(pcm, offset, reach, threshold) {
   const jump = Math.abs(pcm[offset] - pcm[offset - 1]);
   let sum = 0;
   let n = 0;
-  const lo = Math.max(1, offset - NEIGHBOURHOOD);
-  const hi = Math.min(pcm.length - 1, offset + NEIGHBOURHOOD);
+  const lo = Math.max(1, offset - reach);
+  const hi = Math.min(pcm.length - 1, offset + reach);
   for (let i = lo; i <= hi; i++) {
     if (i === offset) continue; // the step being judged does not judge itself
     sum += Math.abs(pcm[i] - pcm[i - 1]);

@@ -7,7 +7,7 @@ import { describeDifference, difference } from './analysis.js';
 import { route } from '../player/server.js';
 import { readWav, wavBlob } from '../player/pcm.js';
 import WaveSurfer from '../vendor/wavesurfer/wavesurfer.esm.js';
-import { addSpectrogram } from './waveview.js';
+import { addSpectrogram, nyquist } from './waveview.js';
 import { describeClips, matchedClips } from './matched.js';
 import { decodeRecording } from './recording.js';
 
@@ -37,7 +37,7 @@ export class Compare {
     const before = this.el('b-source').value && diff.dataset.line; // what B is now, said again after a refusal
     diff.textContent = `Decoding ${file.name}…`;
     try {
-      this.recording = { name: file.name, file, rate, ...(await decodeRecording(file, rate)) };
+      this.recording = { name: file.name, file, rate, ...(await decodeRecording(file, rate, this.wb.served.workbench)) };
     } catch (err) {
       // Said beside the button, and in the toolbar's message line; B stays what it was.
       diff.textContent = before ? `${err.message} B is unchanged: ${before}` : err.message;
@@ -103,7 +103,9 @@ export class Compare {
     const loaded = source === 'file' ? this.recording : null;
     let pcm = null;
     try {
-      if (loaded && loaded.rate !== a.sampleRate) Object.assign(loaded, await decodeRecording(loaded.file, a.sampleRate), { rate: a.sampleRate });
+      if (loaded && loaded.rate !== a.sampleRate) {
+        Object.assign(loaded, await decodeRecording(loaded.file, a.sampleRate, this.wb.served.workbench), { rate: a.sampleRate });
+      }
       pcm = loaded ? loaded.pcm : other ? new Int16Array(other.pcm) : (await this.offlineOf(a)).pcm;
     } catch (err) {
       this.abx.load(null);
@@ -183,7 +185,7 @@ class DiffView {
     this.box = el('diff-view');
     this.ws = WaveSurfer.create({ container: el('wave-d'), height: 64, waveColor: '#b91c1c', progressColor: '#7f1d1d',
       cursorColor: '#000', normalize: true, interact: false, minPxPerSec: 100, fillParent: false }); // at A's scale
-    addSpectrogram(this.ws, { container: el('spectrogram-d'), height: 96 });
+    addSpectrogram(this.ws, { container: el('spectrogram-d'), height: 96, ...nyquist(view.served) });
     this.loaded = false;
     this.url = null;
     view.onTime.push((t) => { if (this.loaded) this.ws.setTime(Math.min(t, this.ws.getDuration())); });

@@ -3,17 +3,17 @@
 // Web Audio resamples what it decodes to its context's rate; several channels are averaged to one.
 // Nothing goes to the server.
 
-export const MAX_BYTES = 64 * 2 ** 20; // a file larger than this is refused before it is read
-export const MAX_SECONDS = 600; // and a decoded one longer than this: B is held in memory, as int16
 const ACCEPTED = 'B takes a recording the browser can decode: WAV, FLAC, OGG or MP3';
 
 // {pcm: Int16Array at `rate`, seconds, channels, describe}; throws an Error whose message names the
-// file, what is wrong with it and what is accepted.
-export async function decodeRecording(file, rate) {
+// file, what is wrong with it and what is accepted. limits: GET /voxcpm/spec's `workbench`
+// (recording_mb: larger is refused before it is read; recording_seconds: longer once decoded, as B
+// is held in memory as int16).
+export async function decodeRecording(file, rate, limits) {
   const name = `“${file.name}”`;
   if (!file.size) throw new Error(`${name} is empty. ${ACCEPTED}.`);
-  if (file.size > MAX_BYTES) {
-    throw new Error(`${name} is ${(file.size / 2 ** 20).toFixed(0)} MB; a recording for B is at most ${MAX_BYTES / 2 ** 20} MB.`);
+  if (file.size > limits.recording_mb * 2 ** 20) {
+    throw new Error(`${name} is ${(file.size / 2 ** 20).toFixed(0)} MB; a recording for B is at most ${limits.recording_mb} MB.`);
   }
   let audio;
   const bytes = await file.arrayBuffer();
@@ -24,8 +24,8 @@ export async function decodeRecording(file, rate) {
     throw new Error(`${name} could not be decoded as audio. ${ACCEPTED}.`);
   }
   if (!audio.length) throw new Error(`${name} holds no samples. ${ACCEPTED}.`);
-  if (audio.duration > MAX_SECONDS) {
-    throw new Error(`${name} is ${audio.duration.toFixed(0)} s long; a recording for B is at most ${MAX_SECONDS} s.`);
+  if (audio.duration > limits.recording_seconds) {
+    throw new Error(`${name} is ${audio.duration.toFixed(0)} s long; a recording for B is at most ${limits.recording_seconds} s.`);
   }
   const channels = Array.from({ length: audio.numberOfChannels }, (_, c) => audio.getChannelData(c));
   const pcm = new Int16Array(audio.length);

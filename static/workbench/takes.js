@@ -1,13 +1,12 @@
 // The take history, kept in this browser's IndexedDB so it survives a reload: each take's samples
-// (int16), settings and figures. Bounded: past MAX_BYTES or MAX_TAKES the oldest takes go.
+// (int16), settings and figures. Bounded: past the server's limits (GET /voxcpm/spec's `workbench`:
+// kept_mb, kept_takes) the oldest takes go.
 
 import { FLAG_THRESHOLD, boundaryScores } from './analysis.js';
 import { patchCount } from '../player/panel.js';
 
 const DB = 'voxcpm-qa';
 const STORE = 'takes';
-export const MAX_BYTES = 200 * 2 ** 20; // about 35 minutes of 48 kHz int16 audio
-export const MAX_TAKES = 100;
 
 function request(req) {
   return new Promise((resolve, reject) => {
@@ -58,7 +57,8 @@ export class TakeStore {
     const takes = await this.list();
     let bytes = takes.reduce((sum, t) => sum + t.pcm.byteLength, 0);
     const evicted = [];
-    while (takes.length > 1 && (bytes > MAX_BYTES || takes.length > MAX_TAKES)) {
+    const { kept_mb: mb, kept_takes: most } = this.limits || { kept_mb: Infinity, kept_takes: Infinity };
+    while (takes.length > 1 && (bytes > mb * 2 ** 20 || takes.length > most)) {
       const old = takes.shift();
       bytes -= old.pcm.byteLength;
       evicted.push(old.id);
@@ -102,7 +102,7 @@ export function takeOf(run, n, server) {
   const pcm = new Int16Array(run.samples);
   let at = 0;
   for (const c of run.chunks) { pcm.set(c, at); at += c.length; }
-  const scores = boundaryScores(pcm, run.boundaries);
+  const scores = boundaryScores(pcm, run.boundaries, run.sampleRate);
   return {
     id: run.id, n, created: new Date().toISOString(), sampleRate: run.sampleRate, pcm: pcm.buffer, body: run.body,
     outcome: run.state, status: run.error || '', notes: '', abx: [], boundaries: run.boundaries, scores,

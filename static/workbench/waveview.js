@@ -37,14 +37,18 @@ function tag(text) {
 }
 
 export class WaveView {
-  constructor(root) {
+  // served: the model's patch (seconds) and rate, from GET /voxcpm/spec (null: the timeline keeps
+  // wavesurfer's own ticks and the spectrogram its own range).
+  constructor(root, served) {
     this.root = root;
+    this.served = served;
     this.el = (name) => root.querySelector(`[data-wb="${name}"]`);
     this.regions = RegionsPlugin.create();
+    const patch = served && served.patchSeconds; // a label every patch, a tick every quarter of one
     this.a = surface(this.el('wave-a'), { plugins: [this.regions,
-      TimelinePlugin.create({ container: this.el('timeline'), timeInterval: 0.04, primaryLabelInterval: 0.32,
-        secondaryLabelInterval: 0.16 })] }); // a tick every 40 ms, a label every patch (160 ms)
-    addSpectrogram(this.a, { container: this.el('spectrogram'), height: 128 });
+      TimelinePlugin.create({ container: this.el('timeline'), ...(patch ? { timeInterval: patch / 4,
+        primaryLabelInterval: 2 * patch, secondaryLabelInterval: patch } : {}) })] });
+    addSpectrogram(this.a, { container: this.el('spectrogram'), height: 128, ...nyquist(served) });
     this.b = surface(this.el('wave-b'), { height: 64, waveColor: '#7b8794', progressColor: '#3e4c59', fillParent: false });
     this.active = 'A';
     this.rate = null; // the shown take's (show())
@@ -275,14 +279,18 @@ export class WaveView {
 
 }
 
+// Up to half the model's rate: all the audio holds.
+export function nyquist(served) {
+  return served && served.rate ? { frequencyMax: served.rate / 2 } : {};
+}
+
 // The spectrogram under a waveform. The vendored plugin (wavesurfer.js 7.12.12) keeps the
 // frequencies it computed and, when a new load redraws at the same zoom, draws those again: the
 // first take's (or the first B's difference) stayed on screen whatever was loaded after it. Its
 // cache is cleared as each new audio is decoded, before that redraw, so the redraw computes the
 // new audio's (as wavesurfer.js pull request 4118 proposes upstream).
 export function addSpectrogram(ws, options) {
-  const plugin = ws.registerPlugin(SpectrogramPlugin.create({ labels: true, fftSamples: 512, frequencyMax: 24000,
-    ...options }));
+  const plugin = ws.registerPlugin(SpectrogramPlugin.create({ labels: true, fftSamples: 512, ...options }));
   ws.on('decode', () => plugin.clearCache());
   return plugin;
 }

@@ -11,7 +11,7 @@ import { measure } from './measures.js';
 import { Evaluation } from './evaluate.js';
 import { Segments } from './segments.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
-import { MAX_BYTES, TakeStore, formOfTake, settingsDiff, takeOf, totalBytes } from './takes.js';
+import { TakeStore, formOfTake, settingsDiff, takeOf, totalBytes } from './takes.js';
 import { WaveView } from './waveview.js';
 import { drawn, fieldValue, fillForm } from '../page/gradio.js';
 import { counted, pauseLabel, pauseSpans } from '../player/panel.js';
@@ -46,7 +46,12 @@ export class Workbench {
   // The markup is drawn when Gradio draws the page: then wire it and list the takes.
   async load() {
     this.root = await drawn('#vox-workbench');
-    this.view = new WaveView(this.root);
+    // The patch's length, the rate and what the browser may keep, as the server states them.
+    this.served = await spec().catch(() => null);
+    const served = this.served;
+    this.store.limits = served && served.workbench;
+    this.view = new WaveView(this.root, served && { patchSeconds: served.patch_samples / served.sample_rate,
+      rate: served.sample_rate });
     this.compare = new Compare(this);
     this.segments = new Segments(this.el('segments'), this.view);
     this.markers = new Markers(this);
@@ -288,7 +293,7 @@ export class Workbench {
     list.replaceChildren(...shown.reverse().map((t) => takeRow(t, t === this.selected, t === focusable)));
     const mb = (totalBytes(this.takes) / 2 ** 20).toFixed(1);
     this.el('storage').textContent = `${query ? `${shown.length} of ` : ''}${this.takes.length} take${this.takes.length === 1 ? '' : 's'}, ${mb} MB of ` +
-      `${MAX_BYTES / 2 ** 20} MB kept in this browser`;
+      `${this.store.limits ? this.store.limits.kept_mb : '?'} MB kept in this browser`;
     this.el('view').hidden = !this.selected;
     this.el('undo').hidden = !this.undoable?.length;
     const select = this.el('b-source');

@@ -19,7 +19,7 @@ if not shutil.which("node"):
 
 
 def scores(pcm: np.ndarray, boundaries: list[dict]) -> list[dict]:
-    body = json.dumps({"pcm": pcm.tolist(), "boundaries": boundaries})
+    body = json.dumps({"pcm": pcm.tolist(), "boundaries": boundaries, "rate": 48000})
     out = subprocess.run(["node", str(ROOT / "tests/support/analysis_harness.mjs"), str(ROOT / "static/workbench/analysis.js")],
                          input=body, capture_output=True, text=True, check=True, timeout=60)
     return json.loads(out.stdout)

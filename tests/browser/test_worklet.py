@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ui.http import frames
 from ui.http.frames import HEADER, FrameError
 
 from ..fixtures.frames import read_frames
@@ -88,7 +89,8 @@ def test_a_reset_silences_at_once_and_forgets_the_stream():
 # -- the page's reader of the framed stream (static/player/frames.js), against ui/http/frames.py's writer ---------
 def parse_in_node(body: bytes, sizes: list[int]) -> dict:
     done = subprocess.run([NODE, str(ROOT / "tests" / "support" / "frames_harness.mjs"), str(ROOT / "static" / "player" / "frames.js"),
-                           base64.b64encode(body).decode(), json.dumps(sizes)], capture_output=True, text=True,
+                           base64.b64encode(body).decode(), json.dumps(sizes), json.dumps(frames.spec())],
+                          capture_output=True, text=True,
                           timeout=60, check=True)
     return json.loads(done.stdout)
 

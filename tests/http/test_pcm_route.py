@@ -2,6 +2,8 @@
 uploads by id, and errors as 4xx JSON."""
 from __future__ import annotations
 
+import dataclasses
+
 import io
 import json
 from pathlib import Path
@@ -278,14 +280,19 @@ def test_spec_is_the_one_spec_of_the_modes(client):
     response = client.get("/voxcpm/spec")
     assert response.status_code == 200
     served = response.json()
-    own = {k: served.pop(k) for k in ("sample_rate", "prebuffer_ms", "limits", "openai")}
+    own = {k: served.pop(k) for k in ("sample_rate", "patch_samples", "prebuffer_ms", "frames", "workbench", "limits",
+                                      "openai")}
     assert served == json.loads(json.dumps(modes.spec_json()))
     assert set(served["modes"]) == {"design", "cloning", "ultimate"}
     defaults = Settings()
-    assert own == {"sample_rate": SAMPLE_RATE, "prebuffer_ms": defaults.prebuffer_ms,
+    assert own == {"sample_rate": SAMPLE_RATE, "patch_samples": 7680, "prebuffer_ms": defaults.page.prebuffer_ms,
+                   # the framed stream's format, which the page's reader takes from here (static/player/frames.js)
+                   "frames": {"media_type": "application/vnd.voxcpm.frames", "header_bytes": 8, "max_payload": 1 << 20,
+                              "kinds": {"A": "audio", "M": "meta", "S": "status"}},
+                   "workbench": dataclasses.asdict(defaults.workbench),
                    "limits": {"max_text_chars": LIMITS.max_text_chars, "max_audio_seconds": LIMITS.max_audio_seconds,
                               "max_output_seconds": LIMITS.max_output_seconds,
-                              "max_upload_mb": defaults.max_upload_mb},
+                              "max_upload_mb": defaults.http.max_upload_mb},
                    # /v1's formats, each with the rates it may be sent at (sample_rate), and pcm's default
                    "openai": {"formats": {"wav": [8000, 16000, 22050, 24000, 44100, 48000],
                                           "pcm": [8000, 16000, 22050, 24000, 44100, 48000],

@@ -1,14 +1,14 @@
 // Runs static/player/frames.js (the page's reader of the framed stream) in Node on a body given as base64,
 // fed in reads of the given sizes (cycled), so tests can check every frame it returns and the
-// error it throws. Usage: node frames_harness.mjs <frames.js> <base64 body> '<JSON list of sizes>';
-// prints {frames, error}.
+// error it throws. Usage: node frames_harness.mjs <frames.js> <base64 body> '<JSON list of sizes>'
+// '<JSON format, as GET /voxcpm/spec gives it>'; prints {frames, error}.
 import { pathToFileURL } from 'node:url';
 
-const [modulePath, body64, sizesJson] = process.argv.slice(2);
+const [modulePath, body64, sizesJson, formatJson] = process.argv.slice(2);
 const { FrameParser, FrameError } = await import(pathToFileURL(modulePath).href);
 const body = new Uint8Array(Buffer.from(body64, 'base64'));
 const sizes = JSON.parse(sizesJson);
-const parser = new FrameParser();
+const parser = new FrameParser(JSON.parse(formatJson));
 const frames = [];
 let error = null;
 try {

@@ -12,8 +12,9 @@ without polling. Every frame is an 8-byte header and a payload:
 
 Each patch is an "M" frame followed by its "A" frame. Readers skip frames of types they do not
 know (future additions), and refuse a bad header, an oversized or odd-length audio payload, or
-metadata that is not a JSON object. static/player/frames.js is the page's reader of the same format, and
-tests/fixtures/frames.py the tests' one.
+metadata that is not a JSON object. static/player/frames.js is the page's reader of the same format
+(it reads the format's constants from GET /voxcpm/spec: `spec()` below), and tests/fixtures/frames.py
+the tests' one.
 """
 from __future__ import annotations
 
@@ -27,6 +28,14 @@ MEDIA_TYPE = "application/vnd.voxcpm.frames"
 AUDIO, META, STATUS = b"A", b"M", b"S"
 HEADER = struct.Struct("<c3sI")
 MAX_PAYLOAD = 1 << 20  # 1 MiB: a patch's audio is 15 KiB; anything near this is a broken stream
+
+
+def spec() -> dict:
+    """The format as the page's reader takes it: the media type, the header's size, the largest
+    payload, and the kind of each type byte."""
+    kinds = {AUDIO: "audio", META: "meta", STATUS: "status"}
+    return {"media_type": MEDIA_TYPE, "header_bytes": HEADER.size, "max_payload": MAX_PAYLOAD,
+            "kinds": {kind.decode(): name for kind, name in kinds.items()}}
 
 
 class FrameError(ValueError):

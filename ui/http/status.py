@@ -13,6 +13,8 @@ stopped; each request the worker lists is counted once.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -22,6 +24,7 @@ from inference.errors import InputError
 from inference.request import modes
 from inference.serving.pool import gpu_status
 
+from . import frames
 from .common import guarded, read_json
 from ..services import audio
 from ..context import app_context
@@ -43,8 +46,10 @@ async def spec(request: Request):
     player and form need of this server: its sample rate, the prebuffer and the limits; and what
     /v1/audio/speech accepts beyond OpenAI's own values (its formats and `sample_rate`s)."""
     ctx = app_context(request)
-    limits = ctx.limits
-    return {**modes.spec_json(), "sample_rate": ctx.worker.sample_rate, "prebuffer_ms": ctx.settings.page.prebuffer_ms,
+    limits, worker = ctx.limits, ctx.worker
+    return {**modes.spec_json(), "sample_rate": worker.sample_rate, "patch_samples": worker.patch_samples,
+            "prebuffer_ms": ctx.settings.page.prebuffer_ms, "frames": frames.spec(),
+            "workbench": dataclasses.asdict(ctx.settings.workbench),
             "limits": {"max_text_chars": limits.max_text_chars, "max_audio_seconds": limits.max_audio_seconds,
                        "max_output_seconds": limits.max_output_seconds, "max_upload_mb": ctx.settings.http.max_upload_mb},
             "openai": {"formats": {fmt: list(audio.rates_for(fmt)) for fmt in audio.FORMATS},

@@ -66,9 +66,9 @@ CREATE TABLE IF NOT EXISTS voxcpm_voice_patches (
     PRIMARY KEY (voice_id, encoder, side));
 """
 COLUMNS = "id, name, transcript, seconds, bytes, created"
-POOL_SIZE = 8  # connections per replica; a query holds one for a millisecond or so
-WAIT_S = 2.0  # longest a voice route waits for a connection before it answers 503
-RETRY_AFTER_S = 5
+POOL_SIZE = DEFAULTS.library.db_connections  # per replica; a query holds one for a millisecond or so
+WAIT_S = DEFAULTS.library.db_wait_s  # longest a voice route waits for a connection before it answers 503
+RETRY_AFTER_S = DEFAULTS.http.busy_retry_s
 # Each connection: fail fast when the server does not answer, and notice a peer that vanished
 # (the listener's connection is otherwise silent for as long as nobody changes a voice).
 CONNECTION = dict(connect_timeout=3, application_name="voxcpm2-demo", keepalives=1, keepalives_idle=10,
