@@ -11,6 +11,7 @@
 #   SWEEP_ARGS="--ahead-sizes 0 32" bash bench/gpu_session.sh sweep   # the big loads again, admission ahead off, in 32s
 #   bash bench/gpu_session.sh serve                   # the whole app over HTTP (bench/serve.py)
 #   bash bench/gpu_session.sh serve:4                 # the same, its loads sent from 4 client processes
+#   bash bench/gpu_session.sh beside                  # 64 live streams while another client scores and transcribes
 #
 # Results go to $OUT (default /tmp/voxcpm-gpu-session); SERVE_ARGS adds bench/serve.py options
 # (e.g. --rates 20 40), APP_ARGS app.py options (default none: 128 rows); the random checkpoint of the published
@@ -48,6 +49,8 @@ for phase in "$@"; do
     serve|serve:*) clients=${phase#serve}; clients=${clients#:}
              python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/serve${clients:+-c$clients}" \
                --app-args "${APP_ARGS:-}" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;
+    beside) python3 -m bench.analysis_beside --checkpoint "$CKPT" --out "$OUT/beside" ${BESIDE_ARGS:-} 2>&1 \
+             | grep -v "^{" | tail -12 ;;
     *) echo "unknown phase $phase" ;;
   esac
 done

@@ -14,7 +14,7 @@ from inference.serving.worker import EngineWorker
 from ui.library.uploads import decode_audio
 
 from ..fixtures.engines import CountingEncoder
-from ..support.app_helpers import load_engine, reference_engine
+from ..support.app_helpers import load_engine, reference_engine, wait_until
 
 VOICE = Path(__file__).resolve().parents[2] / "assets" / "voices" / "guide_en.wav"
 TEXT = "Hello world, this is a test."
@@ -59,6 +59,7 @@ def test_joiners_clips_take_one_encoder_call_and_give_the_solo_audio(engine):
         assert inside.wait(30), "the worker never ran the call"
         before = len(engine.counter.rows)
         jobs = [worker.submit(r) for r in requests]
+        wait_until(lambda: all(job.state == "queued" for job in jobs), timeout=30)  # prepared, in line
         gate.set()
         held.result(30)
         got = [np.concatenate(list(job)) for job in jobs]

@@ -15,6 +15,7 @@ import torch
 
 from inference import Engine, SynthesisRequest
 from inference.model.loader import load_checkpoint
+from inference.request.listener import Listener
 from inference.model.locdit import LocDiT, guided_euler
 from inference.model.transformer import PLAIN_OPS, LayerOps, Transformer, attention_inputs, decode_attention
 from inference.request.continuation import DecoderStart
@@ -64,7 +65,7 @@ def test_a_patch_calls_the_model_through_the_functions_its_step_holds(engine):
     loaded, calls = load_checkpoint(str(CKPT), device="cpu", dtype="float32"), collections.Counter()
     runner = BatchRunner(loaded.model, loaded.vae, 1, recording(calls))
     scheduler, preparer = Scheduler(runner, 1), RequestPreparer(loaded, 60.0, 20000)
-    stream = Stream(0, req.min_len, 1, runner.step.iterations(req.inference_timesteps))
+    stream = Stream(0, req.min_len, 1, runner.step.iterations(req.inference_timesteps), Listener.of(req, 48000))
     scheduler.add(stream, preparer.plan(req))
     chunks = []
     cfg = loaded.cfg
