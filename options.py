@@ -87,7 +87,7 @@ def _limit_options(p: argparse.ArgumentParser):
     p.add_argument("--max-audio-seconds", type=float, default=LIMITS.max_audio_seconds,
                    help="longest reference clip (default: %(default)s)")
     p.add_argument("--max-output-seconds", type=float, default=LIMITS.max_output_seconds,
-                   help="most audio one request may produce, speech and pauses after its speed: a text whose "
+                   help="most audio one request may produce, speech and pauses as heard: a text whose "
                         "pauses alone pass it is refused, the rest is cut there (default: %(default)s)")
     p.add_argument("--max-upload-mb", type=int, default=SETTINGS.http.max_upload_mb, help="largest uploaded file (default: %(default)s)")
     p.add_argument("--upload-ttl-min", type=float, default=SETTINGS.clips.upload_ttl_s / 60,

@@ -15,7 +15,7 @@ class Limits:
     max_streams: int = 128  # streams generated at once, one batch row each (fewer if memory holds fewer)
     max_text_chars: int = 20000  # longest text, description or transcript
     max_audio_seconds: float = 60.0  # longest reference clip
-    # The most audio one request may produce, speech and pauses after its speed: 10 min is 110 MiB of
+    # The most audio one request may produce, speech and pauses as its listener hears them: 10 min is 110 MiB of
     # float32 at 48 kHz. A text whose pauses alone pass it is refused; otherwise the audio is cut there.
     max_output_seconds: float = 600.0
     # The serving layer's (inference/serving/): admission, and what a client that stops reading may cost.

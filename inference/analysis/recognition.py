@@ -74,7 +74,8 @@ class Recognizer:
         features = self._features(clips)
         tokens = model.generate(features.input_features.to(model.device, model.dtype),
                                 attention_mask=features.attention_mask.to(model.device))
-        tokens = tokens["sequences"] if isinstance(tokens, dict) else tokens
+        # Deliberate device->host copy: the pipeline's decoding reads the tokens with numpy.
+        tokens = (tokens["sequences"] if isinstance(tokens, dict) else tokens).cpu()
         return [self.pipe.postprocess([{"tokens": tokens[i:i + 1], "is_last": True}])["text"].strip()
                 for i in range(len(clips))]
 
@@ -99,8 +100,9 @@ class Recognizer:
             if not segments:  # nothing said
                 heard.append(Heard("", []))
                 continue
-            tokens = torch.cat([segment["tokens"] for segment in segments])[None]
-            times = [torch.cat([segment["token_timestamps"] for segment in segments])]
+            # Deliberate device->host copies: the pipeline's decoding reads tokens and times with numpy.
+            tokens = torch.cat([segment["tokens"] for segment in segments]).cpu()[None]
+            times = [torch.cat([segment["token_timestamps"] for segment in segments]).cpu()]
             words = self.pipe.postprocess([{"tokens": tokens, "token_timestamps": times, "is_last": True}],
                                           return_timestamps="word")
             heard.append(Heard(words["text"].strip(), [(c["text"], *c["timestamp"]) for c in words.get("chunks", [])]))

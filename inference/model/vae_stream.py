@@ -1,7 +1,7 @@
 """The streaming decoder's layers as GPU-friendly tensor arithmetic (`Decoder.stream`).
 
 The same operations as the reference convolutions in audio_vae.py, rewritten so that one chunk of
-many rows runs at memory speed once torch.compile (inductor) fuses it on CUDA; eagerly (the CPU,
+many rows runs at memory bandwidth once torch.compile (inductor) fuses it on CUDA; eagerly (the CPU,
 the tests) they are plain PyTorch and give the reference's numbers to float32 rounding.
 
 - Layout: activations are channels-last, [rows, time, channels]. Every convolution that mixes

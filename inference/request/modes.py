@@ -55,6 +55,15 @@ SETTINGS = {s.name: s for s in (
 )}
 
 
+# The settings a body takes as numbers, each with its range and default above (the seed is drawn
+# by the route when absent, so it is a body's own field).
+TUNING = tuple(name for name in SETTINGS if name != "seed")
+
+
+def field_type(name: str) -> type:
+    return int if SETTINGS[name].integer else float
+
+
 @dataclass(frozen=True)
 class Mode:
     """What a mode reads. `control` names the free-text field it uses (None: refused), `clip` and

@@ -172,7 +172,7 @@ class Engine:
 
     # -- requests in ------------------------------------------------------------------------------
     def listener(self, req: SynthesisRequest) -> Listener:
-        """Who hears the request's audio, as it asked (its speed), at this engine's rate."""
+        """Who hears the request's audio, as it asked, at this engine's rate."""
         return Listener.of(req, self.sample_rate)
 
     def prepare(self, req: SynthesisRequest) -> Prepared:

@@ -60,7 +60,7 @@ class OfflineDecode:
     @torch.inference_mode()
     def next_parts(self, vae: AudioVAE, lm_dtype: torch.dtype, device: torch.device) -> list[tuple[np.ndarray, bool]]:
         """The next piece's audio as (float32 audio, whether it is a pause's silence) parts, in
-        order: a listener at another speed hears the speech stretched and the pauses as written."""
+        order: a listener hears speech and pauses differently (inference/request/listener.py)."""
         first = self.next_patch
         last = min(first + self.piece_patches, self.total)
         vae_dtype = next(vae.parameters()).dtype

@@ -96,7 +96,7 @@ class RequestPreparer:
         return prepared
 
     def check_silence(self, spoken: SpokenText):
-        """Refuses a text whose pauses alone (as long as written, at any speed) last longer than a
+        """Refuses a text whose pauses alone (as long as written, whoever listens) last longer than a
         request's audio may."""
         silence = sum(p["ms"] for p in spoken.pauses) / 1000.0
         if silence > self.max_output_seconds:

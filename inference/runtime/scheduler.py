@@ -7,10 +7,11 @@ work overlaps the device's). A collected patch goes to the stream's Continuation
 whether the stream goes on, re-enters its row for another segment, or is over.
 
 Deadlines. Each stream's listener starts playing with its first audio and plays in real time, so
-its buffer runs dry at a deadline (its Listener's: the first audio's time on the scheduler's
-clock plus the audio released since, as long as it lasts for them at their speed, a pause as
-written; after a dry spell, from when audio came again); its slack is the time left before it. The rows of a patch all advance together (one bucket over rows
-0..max live row, no per-row mask: that keeps batched exactly equal to solo), so no running
+its buffer runs dry at a deadline (its Listener's, inference/request/listener.py: the first
+audio's time on the scheduler's clock plus the audio released since, as long as it lasts for them;
+after a dry spell, from when audio came again); its slack is the time left before it. The rows of
+a patch all advance together (one bucket over rows 0..max live row, no per-row mask: that keeps
+batched exactly equal to solo), so no running
 stream is ever left out of a step; what the scheduler chooses is when joining streams are
 prefilled and when held audio goes out:
 

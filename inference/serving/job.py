@@ -78,7 +78,7 @@ class Job:
     def __init__(self, job_id: str, sample_rate: int, line: Line):
         self.id = job_id
         self.mode, self.text_chars, self.seed = "?", -1, None  # known once its request is (accept)
-        # Who hears it (its speed, the rate it is sent at, its playback clock), shared with the
+        # Who hears it (how long its audio lasts for them, the rate it is sent at, their clock), shared with the
         # engine's stream: the unread-audio budget and the status read it. Made with its request.
         self.listener: Listener | None = None
         self.metrics = JobMetrics(submitted_at=time.perf_counter())
@@ -222,7 +222,7 @@ class Job:
         out = {"id": self.id, "state": self._state, "position": self.position, "error": self._error,
                "outcome": self._outcome}
         out.update(self.metrics.as_dict(self._sample_rate))
-        if self.listener is not None:  # what they were sent (their speed and rate): a stopped take's marks
+        if self.listener is not None:  # what they were sent: a stopped take's marks
             out.update(self.listener.status())
         out.update(self.text_status())
         return out

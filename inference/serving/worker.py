@@ -59,7 +59,7 @@ class EngineWorker:
         taken. max_backlog_s: how far a job's consumer may fall behind its listener's clock before
         it is stopped; max_unread_s: unread audio all jobs together may hold before those behind
         are stopped, so that clients that stop reading cannot pile up memory (delivery.py);
-        max_output_s: the most audio one job may deliver, after its speed (the rest is cut). latents:
+        max_output_s: the most audio one job may deliver, as its listener hears it (the rest is cut). latents:
         where finished jobs' latents are kept for their offline render (none kept without it).
         max_call_wait_s: the longest a call (EngineCalls) waits for the listeners to have room for it.
         prepare_threads: the intake threads that prepare requests at once."""

@@ -81,7 +81,7 @@ def test_the_page_shows_the_lora_and_each_take_records_it():
             click_generate(page)
             page.wait_for_function("window.workbench.selected && window.player.run && "
                                    "window.workbench.selected.id === window.player.run.id", timeout=60_000)
-            assert page.evaluate("window.workbench.selected.settings.build.lora") == "finetune_lora/step_0000500"
+            assert page.evaluate("window.workbench.selected.settings.lora") == "finetune_lora/step_0000500"
             head = page.locator("#vox-workbench [data-wb=head]").inner_text()
             assert "Model: openbmb/VoxCPM2 @ –, LoRA finetune_lora/step_0000500, app " in head, head
             browser.close()

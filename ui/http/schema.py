@@ -14,7 +14,7 @@ from __future__ import annotations
 import secrets
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from inference.errors import InputError
 from inference.request import modes
@@ -24,7 +24,7 @@ from inference.text.spoken import has_content
 from ..settings import DEFAULTS
 
 
-class StreamBody(BaseModel):
+class PageFields(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     mode: Literal[tuple(modes.MODES)] = modes.DEFAULT_MODE
@@ -32,16 +32,17 @@ class StreamBody(BaseModel):
     control: str | None = None  # voice description (design) or style instruction (cloning)
     reference_id: str | None = None
     prompt_text: str | None = None  # exact transcript of the clip (ultimate)
-    cfg_value: float = modes.default("cfg_value")
-    inference_timesteps: int = modes.default("inference_timesteps")
-    min_len: int = modes.default("min_len")  # patches before the stop head may end the utterance (API only)
-    max_len: int = modes.default("max_len")
     seed: int | None = None
     request_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
     voice: str | None = Field(default=None, max_length=DEFAULTS.http.max_voice_chars)  # a saved voice (cloning modes), instead of reference_id
     normalize: bool = False  # numbers, dates and units read as words (inference/text/normalize.py)
     trim_silence: bool = False  # cut the silence at the clip's ends (inference/request/vad.py)
-    speed: float = modes.default("speed")  # time-stretched by the HTTP layer (ui/services/audio.py), not the model
+
+
+# The page's body: its own fields, and every numeric setting of the spec with its default (checked
+# against its range once, by the engine's request).
+StreamBody = create_model("StreamBody", __base__=PageFields,
+                          **{name: (modes.field_type(name), modes.default(name)) for name in modes.TUNING})
 
 
 def parse_body(raw) -> StreamBody:
@@ -72,12 +73,10 @@ def to_request(body: StreamBody, clips, voices=None) -> SynthesisRequest:
     """Map the page's modes onto the engine's request; `clips` resolves upload ids, `voices(name)`
     saved voices as (Voice, ReferenceClip) (ui/library/voice_store.py; None: no library). May read
     the disk (a saved voice's patches): call it off the event loop."""
-    check_speed(body.speed)
     control = None if blank(body.control) else body.control.strip()
     seed = body.seed if body.seed is not None else random_seed()
-    common = dict(text=body.text, cfg_value=body.cfg_value, inference_timesteps=body.inference_timesteps,
-                  min_len=body.min_len, max_len=body.max_len, seed=seed, normalize=body.normalize,
-                  trim_silence=body.trim_silence, speed=body.speed)
+    common = dict(text=body.text, seed=seed, normalize=body.normalize, trim_silence=body.trim_silence,
+                  **{name: getattr(body, name) for name in modes.TUNING})
     if body.mode == "design":
         _refuse(body.reference_id, "a reference clip is not used in voice design: pick a cloning mode", "reference_id")
         _refuse(body.voice, "a saved voice is not used in voice design: pick a cloning mode", "voice")
@@ -118,13 +117,6 @@ def random_seed() -> int:
     """A request's seed when it gives none: drawn here, so the answer can tell it (X-Seed) and the
     page can show it (below PAGE_SEED_LIMIT: JavaScript's numbers hold it)."""
     return secrets.randbelow(modes.PAGE_SEED_LIMIT)
-
-
-def check_speed(speed: float):
-    """The playback speed: not the model's (the HTTP layer time-stretches, ui/services/audio.py), so the
-    route checks it, against the one spec."""
-    if (problem := modes.SETTINGS["speed"].check(speed)) is not None:
-        raise InputError(problem, "speed")
 
 
 def check_text(name: str, value: str | None, limit: int | None = None, param: str | None = None):

@@ -13,7 +13,7 @@ import dataclasses
 import re
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from inference.errors import InputError
 from inference.request import modes
@@ -21,7 +21,7 @@ from inference.request.request import SynthesisRequest
 
 from .builtin_voices import BUILTIN_VOICES, builtin_voice
 from .common import Asked, text_length
-from .schema import blank, check_speed, random_seed
+from .schema import blank, random_seed
 from ..library.voice_names import RESERVED
 from ..library.voice_store import VoiceError
 from ..settings import DEFAULTS
@@ -72,7 +72,7 @@ class VoiceId(BaseModel):
     id: str
 
 
-class SpeechBody(BaseModel):
+class OpenAIFields(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     request_id: ClassVar[None] = None  # OpenAI's body names no request id: the server picks one
     model: str
@@ -80,21 +80,24 @@ class SpeechBody(BaseModel):
     voice: str | VoiceId | None = None
     instructions: str | None = None
     response_format: str = "mp3"
-    speed: float | None = None  # None (or absent): 1.0
     stream_format: str = "audio"
     # Our extensions, documented in docs/api.md (the page's advanced settings).
     seed: int | None = None
-    cfg_value: float = modes.default("cfg_value")
-    inference_timesteps: int = modes.default("inference_timesteps")
-    max_len: int = modes.default("max_len")
     normalize: bool = False
     trim_silence: bool = False
     sample_rate: int | None = None  # None: 24 kHz for pcm (OpenAI's), the model's for the other formats
 
 
+# The spec's numeric settings this route takes (OpenAI's `speed` among them; min_len not), each
+# None (or absent) for its default: checked against its range once, by the engine's request.
+TUNING = tuple(name for name in modes.TUNING if name != "min_len")
+SpeechBody = create_model("SpeechBody", __base__=OpenAIFields,
+                          **{name: (modes.field_type(name) | None, None) for name in TUNING})
+
+
 def parse_speech(raw) -> SpeechBody:
     """The OpenAI body, its JSON types and shape checked, and the choices only this route has
-    (model, response_format, stream_format, sample_rate, speed, the lowest max_len)."""
+    (model, response_format, stream_format, sample_rate, the lowest max_len)."""
     try:
         speech = SpeechBody.model_validate(raw)
     except ValidationError as exc:
@@ -106,16 +109,10 @@ def parse_speech(raw) -> SpeechBody:
             NOT_OFFERED)
     _choice("stream_format", speech.stream_format, ["audio", "sse"])
     _check_rate(speech.sample_rate, speech.response_format)
-    if speech.speed is not None:
-        check_speed(speed_of(speech))
-    if (problem := MAX_LEN.check(speech.max_len)) is not None:
+    if speech.max_len is not None and (problem := MAX_LEN.check(speech.max_len)) is not None:
         raise ParamError("max_len", f"{problem} (a request here makes at least {MAX_LEN.low:g} patches before it "
                                     f"may stop)")
     return speech
-
-
-def speed_of(speech: SpeechBody) -> float:
-    return modes.default("speed") if speech.speed is None else speech.speed
 
 
 def to_request(speech: SpeechBody, library=None, voices=None) -> SynthesisRequest:
@@ -132,8 +129,8 @@ def to_request(speech: SpeechBody, library=None, voices=None) -> SynthesisReques
         raise ParamError("voice", f"parameter 'voice': String should have at most {MAX_VOICE_CHARS} characters")
     instructions = None if blank(speech.instructions) else speech.instructions.strip()
     seed = random_seed() if speech.seed is None else speech.seed
-    common = dict(cfg_value=speech.cfg_value, inference_timesteps=speech.inference_timesteps, max_len=speech.max_len,
-                  normalize=speech.normalize, trim_silence=speech.trim_silence, speed=speed_of(speech))
+    common = dict(normalize=speech.normalize, trim_silence=speech.trim_silence,
+                  **{name: value for name in TUNING if (value := getattr(speech, name)) is not None})
     designed = voice.strip().casefold() == DESIGN
     builtin = None if designed else builtin_voice(voice)
     if builtin is not None and _is_saved(voice, library):  # a saved voice of a built-in name wins

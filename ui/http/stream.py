@@ -52,7 +52,7 @@ async def pcm_stream(job: Job, first):
 
 async def framed_stream(job: Job, first, status: dict):
     """Each patch as a metadata frame and an audio frame, then the final status (ui/http/frames.py).
-    A frame's offset and length are those of the audio sent (at a speed, its stretched audio; the
+    A frame's offset and length are those of the audio sent (the audio as its listener hears it; the
     stretch's tail follows the last patch as an audio frame alone)."""
     output = job.listener.output()
     try:
@@ -119,7 +119,7 @@ async def job_status(request: Request, job_id: str):
 @guarded
 async def job_offline(request: Request, job_id: str):
     """The VAE decode from silence of a finished job's latents, as WAV: the reference its stream
-    is compared with, made as the stream's listener heard it (at their speed, so the two still
+    is compared with, made as the stream's listener heard it (so the two still
     compare sample for sample). Decoded a piece at a time on an engine's worker thread
     (ui/services/renders.py)."""
     store = app_context(request).latents

@@ -1,6 +1,6 @@
 """The audio the routes send, as files and streams: written as PCM, WAV, FLAC, MP3 or Opus. The
 audio comes from the stream's listener (inference/request/listener.py Output: stretched to the
-request's speed, resampled to the rate sent); this module only encodes it.
+listener, resampled to the rate sent); this module only encodes it.
 
 The file formats of the OpenAI-style route (`Encoder`), encoded as the chunks arrive, at the rate
 the request asked for (`sample_rate`), else at the format's default (`sent_rate`):
@@ -97,7 +97,7 @@ def missing_formats() -> list[str]:
 
 class Encoder:
     """feed(float32 chunk at the model's rate, pause) -> bytes ready to send; finish() -> the last
-    bytes. The chunk goes through the listener's Output first (its speed and rate)."""
+    bytes. The chunk goes through the listener's Output first."""
 
     def __init__(self, fmt: str, output: Output, rate: int):
         """rate: the rate `output` makes (the listener's)."""

@@ -53,7 +53,7 @@ HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 def _header(decode: OfflineRender, rate: int, job_id: str, heard: Listener) -> bytes:
     comment = {"job": job_id, "render": "offline: VAE decode from silence of the streamed latents",
                "patches": decode.patches, "samples": heard.sent_samples(), "sample_rate": rate}
-    if heard.sent_samples() != decode.samples:  # heard at another speed: stretched as it was
+    if heard.sent_samples() != decode.samples:  # heard otherwise than decoded: as the stream was
         comment |= {**heard.status(), "decoded_samples": decode.samples}
     return wav_header(rate, heard.sent_samples(), {
         b"INAM": f"VoxCPM2 offline render {job_id}", b"ISFT": SOFTWARE,
@@ -61,7 +61,7 @@ def _header(decode: OfflineRender, rate: int, job_id: str, heard: Listener) -> b
 
 
 def _heard(kept: KeptLatents, decode: OfflineRender, rate: int) -> Listener:
-    """A listener of the render as the stream's was (its speed), the render's length counted as
+    """A listener of the render as the stream's was, the render's length counted as
     its stream's was: the latents' speech and the pauses between them."""
     heard = kept.listener.anew() if kept.listener is not None else Listener(1.0, rate)
     at, patch = 0, (decode.samples - sum(n for _, n in kept.pauses)) // max(1, decode.patches)
@@ -242,9 +242,9 @@ class OfflineRenders:
 
     async def respond(self, worker, store: LatentStore, kept: KeptLatents, job_id: str, client: str | None):
         """The job's render as WAV: cached, joined while it runs, or started (within the caps).
-        It is made as the stream's listener heard it: at another speed, its speech is time-stretched
-        as the stream's was (the same Output, which does not depend on where its input is cut) and
-        its pauses kept as written, so the stream and its render still compare sample for sample."""
+        It is made as the stream's listener heard it: its speech time-stretched as the stream's was
+        (the same Output, which does not depend on where its input is cut) and its pauses kept as
+        written, so the stream and its render still compare sample for sample."""
         key = job_id
         cached = store.render(job_id)
         if cached is not None:
