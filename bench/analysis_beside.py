@@ -186,6 +186,7 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clients", type=int, default=4, help="client processes of the burst")
     ap.add_argument("--app-args", default="")
+    ap.add_argument("--app-root", default=str(ROOT), help="the checkout whose app.py serves (an earlier one, to compare)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     out = Path(args.out or tempfile.mkdtemp(prefix="voxcpm_beside_"))
@@ -197,7 +198,7 @@ def main(argv=None):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     app = start_app(checkpoint, port, ["--asr-model", str(whisper), "--speaker-model", str(wavlm), *args.app_args.split()],
-                    out / "app.log")
+                    out / "app.log", Path(args.app_root))
     rows = []
     try:
         wait_ready(url, app)

@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import functools
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -61,11 +62,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_app(checkpoint: str, port: int, extra: list[str], log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, str(ROOT / "app.py"), "--model", checkpoint, "--host", "127.0.0.1",
+def start_app(checkpoint: str, port: int, extra: list[str], log: Path, root: Path = ROOT) -> subprocess.Popen:
+    """app.py of `root` (default this checkout; another, to measure an earlier version beside it)."""
+    cmd = [sys.executable, str(root / "app.py"), "--model", checkpoint, "--host", "127.0.0.1",
            "--port", str(port), *extra]
     print("starting:", " ".join(cmd), flush=True)
-    return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
+    return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=root, env=env)
 
 
 def wait_ready(url: str, app: subprocess.Popen | None, timeout_s: float = 900.0):
