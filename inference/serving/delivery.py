@@ -196,8 +196,6 @@ def classify(exc: BaseException) -> tuple[str, str]:
         return str(exc), "input_error"
     if isinstance(exc, FellBehind):
         return str(exc), "too_slow"
-    if isinstance(exc, OutputCut):
-        return str(exc), "too_long"
     if is_out_of_memory(exc):
         return OUT_OF_MEMORY, "out_of_memory"
     return INTERNAL_ERROR, "error"

@@ -2,7 +2,8 @@
 audio channel, cancellation; and the error its consumer gets when it fails or is refused.
 
 Its states: preparing (its request checked and made ready, off the worker's thread), then queued
-and running, and at the end done, cancelled or failed; or refused, when its request did not pass
+and running, and at the end done, cut (it reached the most audio one request may have: what it
+made is its take, and the message says where it stopped), cancelled or failed; or refused, when its request did not pass
 the checks (`refusal` holds why, for the route to answer with). The state has one owner, the
 worker that holds the job (inference/serving/worker.py): only the worker calls the lifecycle
 methods at the end of the class (accept, refuse, begin, started, deliver, report_text, finish,
@@ -20,7 +21,7 @@ from ..request.continuation import Report
 from ..request.listener import Listener
 from ..request.request import AudioChunk, SynthesisRequest
 
-LIVE = ("preparing", "queued", "running")  # states before the end; then done, cancelled, failed or refused
+LIVE = ("preparing", "queued", "running")  # states before the end; then done, cut, cancelled, failed or refused
 
 
 @dataclass
@@ -278,7 +279,7 @@ class Job:
         self._text_report = report
 
     def finish(self, state: str, error: str | None = None, outcome: str | None = None):
-        """Its end: state done, cancelled or failed. Its consumer hears of it at hang_up(), once
+        """Its end: state done, cut, cancelled, failed or refused. Its consumer hears of it at hang_up(), once
         the worker has logged it, so the log line is there when the consumer returns."""
         self.metrics.finished_at = time.perf_counter()
         self._request = self._prepared = None

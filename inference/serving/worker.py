@@ -336,9 +336,13 @@ class EngineWorker:
             stream = running.stream
             try:
                 hand_over(job, running, made.get(stream, []), self.unread, self.output)
-            except (FellBehind, OutputCut) as exc:
+            except FellBehind as exc:
                 self.engine.stop(stream)
                 self._fail(job, exc)
+                continue
+            except OutputCut as exc:  # the audio as made is the take: kept, with its offline render
+                self.engine.stop(stream)
+                self._finish(job, "cut", str(exc), "too_long")
                 continue
             if job.cancelled:
                 self.engine.stop(stream)

@@ -187,6 +187,7 @@ export class Player {
       this.keep(run);
       return;
     }
+    run.cut = run.final.state === 'cut' ? run.final.error : null; // the most audio a request may have: kept as made
     run.state = 'received';
     this.offerWav(run, '');
     if (run.playbackDone) this.finished(run);
@@ -229,7 +230,8 @@ export class Player {
   // Played to the end: green only when nothing was heard missing.
   finished(run) {
     const gaps = run.underruns;
-    if (!gaps) this.finish(run, 'finished', 'Finished: the whole utterance has played.');
+    if (run.cut) this.finish(run, 'cut', run.cut, 'warn');
+    else if (!gaps) this.finish(run, 'finished', 'Finished: the whole utterance has played.');
     else this.finish(run, 'finished', `Finished with ${gaps} gap${gaps > 1 ? 's' : ''} (${Math.round(run.gapMs())} ms)`, 'warn');
     this.keep(run);
   }

@@ -89,6 +89,7 @@ def test_audio_past_the_output_bound_is_cut_with_its_own_outcome(engine):
                 chunks.append(event[1].chunk)
             raise RuntimeError(event[1])
         assert job.outcome == "too_long" and "reached 3 s of audio" in str(failed.value)
+        assert job.state == "cut", "the audio as made is the take (issue 45, item 5): not a failure"
         # To the sample, as heard: "One." and "Two." (4 patches each) at speed 1.5, the first pause
         # as written, and the second cut where the request reached 3 s.
         speech = sum(len(c.audio) for c in chunks if not c.pause)
