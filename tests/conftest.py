@@ -39,6 +39,7 @@ SLOW = {
     "unit/test_split_products.py::test_split_blocks_choose_which_layers_split",
     "http/test_shared_voice_library.py",  # two replicas, and a database stopped and started
     "http/test_evaluate.py",  # two tiny models loaded twice (the app's and the oracle's)
+    "http/test_analysis_beside_the_stream.py",  # streams alone and beside the analysis, 3 rounds each
     "http/test_openai_api.py::test_every_format_whole_and_streamed_equals_synthesize",
     "http/test_openai_api.py::test_normalize_extension_reads_numbers_as_words",
     "http/test_offline_render.py::test_a_long_render_streams_in_bounded_memory_and_equals_the_whole_decode",
