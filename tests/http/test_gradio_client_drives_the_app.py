@@ -4,8 +4,9 @@ parameters and nothing else; every mode generates through predict, a clip sent a
 as a saved voice, and gives the very audio POST /voxcpm/stream gives for the same seed; the
 streaming endpoint hands its patches to the client before the take ends, and they join to that
 same audio; a bad value is refused naming its field, the next call works, and both are counted
-where the route's are; /transcribe and /voices answer; with a token, a client without it is
-refused and one that sends it works."""
+where the route's are; a full line is refused at once, saying when to try again; a cancelled call
+stops its take; /transcribe and /voices answer; with a token, a client without it is refused and
+one that sends it works."""
 from __future__ import annotations
 
 import base64
@@ -20,6 +21,7 @@ from gradio_client import Client, handle_file
 from gradio.utils import get_upload_folder
 from gradio_client.exceptions import AppError, AuthenticationError
 
+from inference import SynthesisRequest
 from inference.request import modes
 from ui.page.examples import transcript_of
 
@@ -163,6 +165,21 @@ def test_bad_input_is_refused_naming_its_field_and_the_next_call_works(app, grad
     assert counted(app, "voxcpm_refusals_total", outcome="input_error", status="400") == before + 1
     _, figures = gradio.predict(TEXT, seed=1, max_len=2, api_name="/generate")
     assert figures["outcome"] == "ok"
+
+
+def test_a_full_line_is_refused_at_once_saying_when_to_try_again(app, gradio):
+    # Gradio's queue holds nothing back: the worker's rows and line are the one limit, as for the routes.
+    fill = app.worker.rows + app.worker.max_queue
+    held = [app.worker.submit(SynthesisRequest(TEXT, seed=s, min_len=300, max_len=300)) for s in range(fill)]
+    try:
+        with pytest.raises(AppError, match="busy") as busy:
+            gradio.predict(TEXT, max_len=2, api_name="/generate")
+        retry = app.app.state.ctx.settings.http.busy_retry_s
+        assert busy.value.title == f"503 Service Unavailable: try again in {retry} s"
+    finally:
+        for job in held:
+            job.cancel()
+    wait_until(lambda: not app.worker.busy, timeout=30)
 
 
 def test_a_take_counts_where_the_routes_do(app, gradio):

@@ -13,7 +13,7 @@ gradio_client's handle_file sends) where the route takes an upload's id. Each ta
 the HTTP routes' one intake (ui/http/common.admit): the body parsed once, the engine's request
 built by the page's to_request, one admission (worker.submit), the same refusals, logged and
 counted alike. A refusal is a gr.Error (gradio_client's AppError) with the message the route
-answers and its HTTP status in the title. Gradio's routes are behind the app's token like every
+answers, and in its title the HTTP status and the parameter at fault. Gradio's routes are behind the app's token like every
 other (ui/guard/auth.py): a client sends it as a header.
 
 /generate_stream yields each patch as the framed stream's metadata frame with its samples as `pcm`
