@@ -13,6 +13,9 @@ Every HTTP route besides the Gradio page, by job and prefix (ui/http/):
     /v1/...                          OpenAI-compatible speech (openai.py)
     /metrics, /ready                 Prometheus' metrics and the readiness probe (status.py)
     /voxcpm/playback                 a page's report of a take's underruns, for /metrics (status.py)
+
+and Gradio's own API, the named endpoints gradio_client calls (/generate, /generate_stream,
+/transcribe, /voices: ui/page/api.py), on the same intake as the routes.
 """
 from __future__ import annotations
 
@@ -129,14 +132,14 @@ def _mount_page(app: FastAPI, ctx: AppContext) -> gr.Blocks:
     settings = ctx.settings
     demo = build_blocks(ctx.clips, sample_rate=ctx.worker.sample_rate, prebuffer_ms=settings.page.prebuffer_ms,
                         notice=settings.page.notice, max_text_chars=ctx.limits.max_text_chars,
-                        served=served_line(settings.build.model_id, settings.build.lora))
+                        served=served_line(settings.build.model_id, settings.build.lora), api=ctx)
     demo.queue(max_size=settings.page.gradio_queue, default_concurrency_limit=4)
     gr.mount_gradio_app(
         app, demo, path="/", css_paths=[STATIC / "app.css"], head=_head(),
         allowed_paths=[str(ASSETS)], max_file_size=f"{settings.http.max_upload_mb}mb", show_error=False, ssr_mode=False,
-        # Gradio's "Use via API" page lists only Gradio events, none of which generate audio: the
-        # real API is named in the page's "Use via HTTP" list (ui/page/workbench.py) and voice library.
-        footer_links=["gradio"], run_history=False,
+        # "Use via API": Gradio's documentation of the named endpoints (ui/page/api.py), with its
+        # gradio_client snippets; the HTTP routes are in the page's "Use via HTTP" list (ui/page/workbench.py).
+        footer_links=["api", "gradio"], run_history=False,
     )
     # Gradio checks that a file named in an event's input was uploaded by a user, but skips the
     # check until the Blocks has "launched", which mount_gradio_app never marks: without this any

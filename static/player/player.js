@@ -6,7 +6,7 @@ import { FrameParser } from './frames.js';
 import { Panel } from './panel.js';
 import { toFloat32, wavBlob } from './pcm.js';
 import { Run } from './run.js';
-import { clipName, errorText, requestBody, route, spec } from './server.js';
+import { clipName, errorText, missingClip, requestBody, route, spec } from './server.js';
 import { addTake, runFileName } from '../workbench/workbench.js';
 
 const POLL_MS = 200;
@@ -121,13 +121,19 @@ export class Player {
   // Without the spec or a player nothing is sent: the request could not be built, or would
   // generate audio nobody hears.
   async ready(run, form) {
+    let modes;
     try {
-      const modes = await spec();
+      modes = await spec();
       run.body = requestBody(form, modes, run.id);
       run.clip = clipName(form, modes);
       run.sampleRate = modes.sample_rate;
     } catch (err) {
       this.fail(run, `The page could not read the server's settings: ${err.message || err}`);
+      return false;
+    }
+    const missing = missingClip(run.body, modes);
+    if (missing) {
+      this.fail(run, missing);
       return false;
     }
     try {

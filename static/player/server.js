@@ -53,6 +53,14 @@ export function requestBody(form, spec, id) {
   return body;
 }
 
+// A cloning mode's request with no clip, said in the page's own terms (its upload, recording and
+// voice picker) before anything is sent; null when it has one. The server refuses such a request
+// too, naming the fields an API client sends instead (ui/http/schema.py MissingClip).
+export function missingClip(body, spec) {
+  if (!spec.modes[body.mode]?.clip || body.reference_id || body.voice) return null;
+  return "this mode needs a reference clip: upload or record one, or pick a saved voice (after an upload, wait for 'Reference ready')";
+}
+
 // The reference clip's file name, for the take's record.
 export function clipName(form, spec) {
   return spec.modes[form.mode]?.clip ? form[`${form.mode}_audio`] ?? null : null;

@@ -4,7 +4,8 @@ pin and .ci/run name it; the tests' script is not run in the app's environment, 
 command is the one CI runs; and the CPU
 block's start command, run as written (the port from GRADIO_SERVER_PORT, which it honours), serves
 until GET /ready answers 200. Installing is not repeated here: this environment is what .ci/run
-installed, from the same files."""
+installed, from the same files. And "Use it"'s gradio_client block, run as written against the
+app served here (only its address changed)."""
 from __future__ import annotations
 
 import os
@@ -88,6 +89,25 @@ def test_the_cpu_blocks_start_command_serves_as_written(tmp_path):
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
     assert "VoxCPM2 demo ready at" in out
+
+
+def use_it_block(language: str, holding: str) -> str:
+    """The code block of "Use it" in `language` that holds `holding`."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Use it", 1)[1].split("\n## ", 1)[0]
+    return next(b for b in re.findall(rf"^```{language}\n(.*?)^```", section, re.S | re.M) if holding in b)
+
+
+def test_the_gradio_client_block_runs_as_written(serve_app, tmp_path):
+    app = serve_app()
+    code = use_it_block("python", "gradio_client").replace("http://127.0.0.1:7860", app.url)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # what gradio_client downloads goes there
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = [line.split() for line in done.stdout.splitlines() if not line.startswith("Loaded as API")]
+    wav, seed = printed[0][:2]
+    assert wav.endswith(".wav") and Path(wav).is_file() and seed == "7"
+    assert [line[0] for line in printed[1:]] == [*map(str, range(len(printed) - 2)), "None"]  # patches, then the end
 
 
 def anchor(heading: str) -> str:

@@ -39,7 +39,7 @@ from inference.analysis.process import AnalysisStopped
 from inference.analysis.recognition import MAX_SECONDS, check_length
 from inference.errors import InputError, QueueFullError
 
-from .common import Refusal, busy, guarded, read_json, read_limited
+from .common import Refusal, guarded, read_json, read_limited, retry_later
 from .schema import blank, describe_validation
 from .voices import READ_ONLY
 from ..context import app_context
@@ -89,10 +89,19 @@ async def upload(request: Request):
 @guarded
 async def transcribe(request: Request):
     state = app_context(request)
+    text = await transcript_of(state, lambda model: read_source(request, state, model))
+    return {"text": text, "automatic": True, "model": state.analysis.settings.recognizer}
+
+
+async def transcript_of(state, find) -> str:
+    """A clip's automatic transcript, for this route and Gradio's /transcribe alike: `await
+    find(model)` -> the clip's Source, asked for only once the recognizer is known to be on; made
+    in the analysis process unless kept from before, then kept. The analysis process's refusals
+    are 503s, with a Retry-After where one can be told."""
     analysis, model = state.analysis, state.analysis.settings.recognizer
     try:
         analysis.check_recognizer()  # before reading anything: off, or a model that just failed to load
-        source = await read_source(request, state, model)
+        source = await find(model)
         text = source.cached
         if text is None:
             audio = await anyio.to_thread.run_sync(source.audio)
@@ -103,8 +112,8 @@ async def transcribe(request: Request):
         retry = None if exc.retry_after_s is None else {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
         raise Refusal(503, str(exc), retry) from None
     except (QueueFullError, AnalysisStopped) as exc:
-        raise busy(request, f"the clip was not transcribed: {exc}") from None
-    return {"text": text, "automatic": True, "model": model}
+        raise retry_later(state, f"the clip was not transcribed: {exc}") from None
+    return text
 
 
 async def read_source(request: Request, state, model: str) -> Source:
@@ -149,10 +158,14 @@ def voice_source(state, name: str, save: bool, model: str) -> Source:
 
 
 async def file_source(request: Request, state, model: str) -> Source:
-    """A file sent to be transcribed: decoded as an upload is (the same limit on decodes at once),
-    refused by its header's length when over the transcriber's bound, before any decoding."""
+    """A multipart body's file, to be transcribed (bytes_source)."""
+    return await bytes_source(state, await form_file(request, SOURCES), model)
+
+
+async def bytes_source(state, data: bytes, model: str) -> Source:
+    """A file sent to be transcribed, not kept: decoded as an upload is (the same limit on decodes
+    at once), refused by its header's length when over the transcriber's bound, before any decoding."""
     clips = state.clips
-    data = await form_file(request, SOURCES)
     check_length(header_seconds(data))
     # decode_mono reads no further than the header's length, now known to be within the bound, so a
     # file whose header lies (or a format that only estimates it) cannot make it decode more.

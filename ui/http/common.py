@@ -2,7 +2,9 @@
 a job's events without blocking the event loop.
 
 Errors come back as 4xx JSON `{"error": ...}` before any audio is sent: a streaming route waits for
-the job's first patch (or its failure) before it sends the status line (`first_audio`).
+the job's first patch (or its failure) before it sends the status line (`first_audio`). `admit` is
+the one intake of every interface that makes speech: these routes, and Gradio's API
+(ui/page/api.py), which raises the same refusals as gr.Error.
 """
 from __future__ import annotations
 
@@ -91,7 +93,12 @@ async def read_json(request: Request):
 
 def busy(request: Request, message: str) -> Refusal:
     """A 503 for a server (its engine, its analysis, its database) too busy now: try again shortly."""
-    return Refusal(503, message, {"Retry-After": str(request.app.state.ctx.settings.http.busy_retry_s)})
+    return retry_later(request.app.state.ctx, message)
+
+
+def retry_later(state, message: str) -> Refusal:
+    """busy() for a caller that holds the app's context rather than an HTTP request (Gradio's API)."""
+    return Refusal(503, message, {"Retry-After": str(state.settings.http.busy_retry_s)})
 
 
 async def next_event(job: Job, request: Request | None):
@@ -124,10 +131,11 @@ async def next_event(job: Job, request: Request | None):
         job.unwatch(wake)
 
 
-async def first_audio(job: Job, request: Request):
+async def first_audio(job: Job, state, request: Request | None):
     """The job's first Delivery (inference/serving/job.py), or the Refusal that says why there is
     none (sent before any audio): a request that serving's checks refused answers with their error
-    (an InputError, or a Refusal with its own status)."""
+    (an InputError, or a Refusal with its own status). `request`: the HTTP request whose closed
+    connection cancels the job (None: the caller's task is cancelled instead, as Gradio's are)."""
     event = await next_event(job, request)
     if event is None:
         raise Refusal(499, "the client closed the connection")
@@ -136,7 +144,7 @@ async def first_audio(job: Job, request: Request):
         raise job.refusal
     if kind == "error":
         status = {"input_error": 400, "out_of_memory": 503}.get(job.outcome, 500)
-        raise busy(request, value) if status == 503 else Refusal(status, value)
+        raise retry_later(state, value) if status == 503 else Refusal(status, value)
     if kind == "end":
         raise Refusal(409 if job.cancelled else 500, "the request ended before any audio")
     return value
@@ -168,13 +176,20 @@ def text_length(value) -> int:
 
 
 async def submit(request: Request, state, parse=parse_body, build=None, describe=page_asked):
-    """A streaming request in, up to its first audio: the body read and parsed (JSON types and
-    shape: parse(json) -> the route's body, default the page's StreamBody), handed to serving's
-    intake (EngineWorker.submit: admitted at once or refused with a 503 here; then built with
-    build(body) -> SynthesisRequest, default the page's to_request, checked and prepared on its own
-    threads), and its first Delivery awaited. Returns (job, the route's body, its first Delivery).
-    A refusal, here or by serving's checks, answers before any audio and gets its log line:
-    describe(json, body or None) -> Asked, what the body asked for."""
+    """A streaming request in, up to its first audio: its JSON body read (at most max_json_kb), then
+    admitted as admit() says. Returns (job, the route's body, its first Delivery)."""
+    return await admit(state, lambda: read_json(request), parse, build, describe, request)
+
+
+async def admit(state, read, parse=parse_body, build=None, describe=page_asked, request: Request | None = None):
+    """The one intake of every streaming interface (the HTTP routes, Gradio's API): the body read
+    (`await read()` -> JSON) and parsed (JSON types and shape: parse(json) -> the route's body,
+    default the page's StreamBody), handed to serving's intake (EngineWorker.submit: admitted at
+    once or refused with a 503 here; then built with build(body) -> SynthesisRequest, default the
+    page's to_request, checked and prepared on its own threads), and its first Delivery awaited.
+    Returns (job, the route's body, its first Delivery). A refusal, here or by serving's checks,
+    is raised before any audio, logged and counted: describe(json, body or None) -> Asked, what the
+    body asked for. `request`: the HTTP request, whose closed connection cancels the job."""
     data = body = job = None
     build = build or (lambda page: to_request(page, state.clips, state.voice_lookup))
 
@@ -182,13 +197,17 @@ async def submit(request: Request, state, parse=parse_body, build=None, describe
         _log_refusal(describe(data, body), status, outcome, job)
         observe_refusal(state, status, outcome)
     try:
-        data = await read_json(request)
+        data = await read()
         body = parse(data)
         job = state.worker.submit(lambda: build(body), job_id=body.request_id)
-        return job, body, await first_audio(job, request)
+        try:
+            return job, body, await first_audio(job, state, request)
+        except asyncio.CancelledError:  # the caller's task was cancelled (a Gradio client left): nobody reads it
+            job.cancel()
+            raise
     except QueueFullError as exc:
         refused(503, "busy")
-        raise busy(request, str(exc)) from None
+        raise retry_later(state, str(exc)) from None
     except Refusal as exc:
         if exc.status != 499:  # a client that left mid-wait is no refusal
             refused(exc.status, "too_large" if exc.status == 413 else "input_error")
@@ -199,7 +218,7 @@ async def submit(request: Request, state, parse=parse_body, build=None, describe
     except ClientDisconnect:
         refused(499, "client_left")
         raise
-    except Exception:  # guarded() answers 500 and logs the traceback; the outcome line still goes out
+    except Exception:  # the caller answers 500 and logs the traceback; the outcome line still goes out
         refused(500, "error")
         raise
 

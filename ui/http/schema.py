@@ -108,9 +108,19 @@ def _clone_source(body: StreamBody, clips, voices):
         voice, clip = voices(body.voice)
         return clip, voice.transcript
     if blank(body.reference_id):
-        raise InputError("this mode needs a reference clip: upload or record one, or pick a saved voice "
-                         "(after an upload, wait for 'Reference ready')", "reference_id")
+        raise MissingClip()
     return clips.get(body.reference_id).as_engine_input(), None
+
+
+class MissingClip(InputError):
+    """A cloning mode's request without a clip. Its message names the fields this body takes for
+    one; an interface whose fields differ says it in its own terms (`sources`): Gradio's API sends
+    a file (ui/page/api.py), and the page, which knows its own controls, asks for an upload, a
+    recording or a saved voice before it sends anything (static/player/player.js)."""
+
+    def __init__(self, sources: str = "send reference_id (a clip's id from POST /voxcpm/upload) or voice "
+                                      "(a saved voice's name, GET /voxcpm/voices)"):
+        super().__init__(f"this mode needs a reference clip: {sources}", "reference_id")
 
 
 def random_seed() -> int:

@@ -7,6 +7,7 @@ Gradio's event protocol.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 
@@ -36,40 +37,50 @@ async def heard(output: Output, chunk) -> np.ndarray:
     return output.feed(chunk.audio, chunk.pause)
 
 
-async def pcm_stream(job: Job, first):
+async def sent_audio(job: Job, first):
+    """The job's audio as its listener hears it, as it is made: (delivery, audio, samples sent so
+    far) per patch, then (None, the stretch's tail, samples sent) once it ends (the tail is empty
+    at speed 1). The one reading of a job's chunks for every interface that streams it (bare PCM,
+    frames, Gradio's /generate and /generate_stream), so they all send the same samples."""
     output = job.listener.output()
     try:
-        yield to_pcm(await heard(output, first.chunk))
-        while True:
-            event = await next_event(job, None)  # Starlette cancels this body when the client goes
-            if event[0] != "chunk":
-                yield to_pcm(output.finish())
-                return
-            yield to_pcm(await heard(output, event[1].chunk))
+        event = ("chunk", first)
+        while event[0] == "chunk":
+            audio = await heard(output, event[1].chunk)
+            yield event[1], audio, output.sent
+            event = await next_event(job, None)  # Starlette (or Gradio) cancels this body when the client goes
+        yield None, output.finish(), output.sent
     finally:
         job.discard()  # stops a live job within one patch; drops audio a finished one still holds
+
+
+async def pcm_stream(job: Job, first):
+    async with contextlib.aclosing(sent_audio(job, first)) as audio:
+        async for _, samples, _ in audio:
+            yield to_pcm(samples)
 
 
 async def framed_stream(job: Job, first, status: dict):
     """Each patch as a metadata frame and an audio frame, then the final status (ui/http/frames.py).
     A frame's offset and length are those of the audio sent (the audio as its listener hears it; the
     stretch's tail follows the last patch as an audio frame alone)."""
-    output = job.listener.output()
-    try:
-        event = ("chunk", first)
-        while event[0] == "chunk":
-            delivery = event[1]
-            audio = await heard(output, delivery.chunk)
-            meta = frames.chunk_meta(delivery, job) | {"offset": output.sent - len(audio), "samples": len(audio)}
-            meta["sent_ms"] = round((time.perf_counter() - job.metrics.started_at) * 1000.0, 3)
-            yield frames.json_frame(frames.META, meta) + frames.frame(frames.AUDIO, to_pcm(audio))
-            event = await next_event(job, None)
-        tail = output.finish()
-        if len(tail):
-            yield frames.frame(frames.AUDIO, to_pcm(tail))
-        yield frames.json_frame(frames.STATUS, frames.final_status(job, **status))
-    finally:
-        job.discard()
+    async with contextlib.aclosing(sent_audio(job, first)) as audio:
+        async for delivery, samples, sent in audio:
+            if delivery is None:
+                if len(samples):
+                    yield frames.frame(frames.AUDIO, to_pcm(samples))
+                continue
+            meta = sent_meta(delivery, job, len(samples), sent)
+            yield frames.json_frame(frames.META, meta) + frames.frame(frames.AUDIO, to_pcm(samples))
+    yield frames.json_frame(frames.STATUS, frames.final_status(job, **status))
+
+
+def sent_meta(delivery, job: Job, samples: int, sent: int) -> dict:
+    """A patch's metadata frame: placed in the audio sent (`samples` long, ending at `sent`), with
+    the server's clock as it leaves."""
+    meta = frames.chunk_meta(delivery, job) | {"offset": sent - samples, "samples": samples}
+    meta["sent_ms"] = round((time.perf_counter() - job.metrics.started_at) * 1000.0, 3)
+    return meta
 
 
 def wants_frames(request: Request) -> bool:

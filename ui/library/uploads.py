@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import ipaddress
 import logging
+import math
 import secrets
 import threading
 import time
@@ -166,13 +167,26 @@ class UploadStore:
         with self._lock:  # refused before decoding, so a refusal costs nothing
             self._purge()
             self._check_room(client, 0)
-        with self._decoding:  # the engine's own decoding and refusals, once, at upload
-            rate, channels, mono = read_mono(data, self.max_seconds, self.max_decoded_bytes)
-            audio = resample(mono, rate, self.target_rate)
-            del mono  # up to 46 MB at 192 kHz: not held while the clip is stored
+        rate, channels, audio = self._converted(data)
         clip_id, clip = self.add(self.target_rate, audio, client)
         clip.source_rate, clip.source_channels = rate, channels
         return clip_id, clip
+
+    def unkept(self, data: bytes) -> Clip:
+        """A clip decoded and checked as add_bytes does it, but not stored: one request's own (the
+        file a Gradio API call sends with it), held by that request alone, so it takes no room
+        from anyone's share of the store."""
+        if len(data) > self.max_bytes:
+            raise InputError(too_large("upload", self.max_bytes))
+        rate, channels, audio = self._converted(data)
+        return Clip(self.target_rate, audio, math.inf, source_rate=rate, source_channels=channels)
+
+    def _converted(self, data: bytes) -> tuple[int, int, np.ndarray]:
+        """(source rate, source channels, float32 mono at the engine's rate), within the limit on decodes at once."""
+        with self._decoding:  # the engine's own decoding and refusals, once, at upload
+            rate, channels, mono = read_mono(data, self.max_seconds, self.max_decoded_bytes)
+            # The source's mono (up to 46 MB at 192 kHz) goes with this frame: only the converted clip is held.
+            return rate, channels, resample(mono, rate, self.target_rate)
 
     def decode(self, data: bytes, max_seconds: float) -> tuple[int, np.ndarray]:
         """A clip decoded as add_bytes decodes one, within the same limit on decodes at once, and not

@@ -3,8 +3,10 @@
 Generation does not go through a Gradio event's server side: the buttons' js= hooks hand the form
 to the page's player (static/page/gradio.js, the page's one adapter to Gradio), which streams PCM
 from the HTTP route. The only Python handlers here turn an uploaded or recorded clip into a
-server-side id, so the audio crosses the network once. The modes' titles and help and every
-setting's range, default, label and help come from the spec, inference/request/modes.py.
+server-side id, so the audio crosses the network once; they and the examples' loaders are private
+(no API name: gradio_client cannot call them). The API Gradio's client calls is ui/page/api.py's
+named endpoints. The modes' titles and help and every setting's range, default, label and help
+come from the spec, inference/request/modes.py.
 """
 from __future__ import annotations
 
@@ -20,9 +22,11 @@ from inference.config import LIMITS
 from inference.errors import InputError
 from inference.request import modes
 
+from .api import add_endpoints
 from .examples import cloning_examples, design_examples, example_clip, ultimate_examples
 from .panel import VOICE_PICKER, panel_html, voice_panel_html
 from .workbench import http_routes_html, workbench_html
+from ..context import AppContext
 from ..library.uploads import UploadStore, client_key, read_uploaded_file
 
 log = logging.getLogger("voxcpm.ui")
@@ -36,6 +40,9 @@ FIELDS = ["mode", "text", "design_control", "cloning_ref", "cloning_control", "u
 FILLED = [name for name in FIELDS if not name.endswith("_audio")]  # what Re-use settings may set back
 TRANSCRIPT_NOTE = ('<div id="vox-ultimate-transcript-note" class="vox-transcript-note" data-state="" role="status" '
                    'aria-live="polite"></div>')
+# The examples' loaders are the page's own: without an API name, gradio_client cannot call them
+# (it used to list load_example, which fails without the page's inputs).
+EXAMPLES = dict(label="Examples", api_visibility="private")
 # The adapter module, where the page's module script (ui/server.py) finds it, relative to the page.
 ADAPTER = "voxcpm/static/page/gradio.js"
 
@@ -54,7 +61,10 @@ def served_line(model: str, lora: str | None) -> str | None:
 
 
 def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, notice: str | None = None,
-                 max_text_chars: int = LIMITS.max_text_chars, served: str | None = None) -> gr.Blocks:
+                 max_text_chars: int = LIMITS.max_text_chars, served: str | None = None,
+                 api: AppContext | None = None) -> gr.Blocks:
+    """The page; with `api` (the app it is served by), Gradio's named endpoints on that app's intake
+    (ui/page/api.py). A page built alone (the page contract's test) has none."""
     # Clips uploaded or recorded through the page are copied into the engine's own store at once;
     # Gradio's files of them are swept hourly instead of piling up in its temp folder.
     with gr.Blocks(title="VoxCPM2 streaming demo", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
@@ -74,6 +84,8 @@ def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, n
         gr.HTML(workbench_html(), js_on_load=None, elem_id="vox-workbench-box")
         gr.HTML(http_routes_html(), js_on_load=None, elem_id="vox-http-box")
         _hooks(form, generate, stop)
+        if api is not None:
+            add_endpoints(api)
     return demo
 
 
@@ -133,7 +145,7 @@ def _design_tab(form: dict):
         form["design_control"] = gr.Textbox(design_examples()[0][1], label="Voice description", lines=2,
                                             elem_id="vox-description",
                                             placeholder="e.g. A warm, slightly husky female voice, speaking slowly")
-        gr.Examples(design_examples(), [form["text"], form["design_control"]], label="Examples")
+        gr.Examples(design_examples(), [form["text"], form["design_control"]], **EXAMPLES)
 
 
 def _cloning_tab(form: dict, clips: UploadStore):
@@ -143,7 +155,7 @@ def _cloning_tab(form: dict, clips: UploadStore):
         form["cloning_audio"] = audio  # its file name goes into the take's settings
         form["cloning_control"] = gr.Textbox(label="Style instruction (optional)", elem_id="vox-clone-style",
                                              placeholder="e.g. Whispering, a little out of breath")
-        gr.Examples(cloning_examples(), [form["text"], audio, form["cloning_control"]], label="Examples")
+        gr.Examples(cloning_examples(), [form["text"], audio, form["cloning_control"]], **EXAMPLES)
 
 
 def _ultimate_tab(form: dict, clips: UploadStore):
@@ -159,7 +171,7 @@ def _ultimate_tab(form: dict, clips: UploadStore):
         fill = gr.Button("Fill the transcript", visible="hidden", elem_id="vox-fill-transcript")
         fill.click(None, inputs=form["ultimate_transcript"], outputs=form["ultimate_transcript"],
                    js=hook("filledTranscript(value)", "value"))
-        gr.Examples(ultimate_examples(), [form["text"], audio, form["ultimate_transcript"]], label="Examples")
+        gr.Examples(ultimate_examples(), [form["text"], audio, form["ultimate_transcript"]], **EXAMPLES)
 
 
 def _clip_input(clips: UploadStore, name: str) -> tuple[gr.Audio, gr.Textbox]:

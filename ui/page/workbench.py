@@ -1,6 +1,6 @@
 """Markup of the listening-QA workbench below the player: the take list, one take's waveform,
 timeline and spectrogram, A/B and ABX, boundary check, notes and exports; and the list of HTTP
-routes shown instead of Gradio's "Use via API" page (which has none of ours).
+routes beside Gradio's "Use via API" page (which documents only Gradio's endpoints, ui/page/api.py).
 static/workbench/workbench.js fills it in; nothing here runs."""
 from __future__ import annotations
 
@@ -155,4 +155,6 @@ def _boundary_list() -> str:
 def http_routes_html() -> str:
     rows = "\n".join(f"<li><code>{m} {html.escape(p)}</code>: {html.escape(what)}</li>" for m, p, what in HTTP_ROUTES)
     return f"""<details id="vox-http-api"><summary>Use via HTTP</summary>
-<ul>{rows}</ul></details>"""
+<ul>{rows}</ul>
+<p>From Python, <code>gradio_client</code> calls /generate, /generate_stream, /transcribe and /voices: see
+"Use via API" at the foot of the page (docs/api.md).</p></details>"""
