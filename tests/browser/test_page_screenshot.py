@@ -51,7 +51,10 @@ DIFFERENCE = """async ([a, b]) => {
 
 @pytest.fixture(scope="module")
 def app():
-    running = serve(Settings.of(prebuffer_ms=80), engine=load_engine(max_streams=2))
+    # As a newcomer first sees it: `python app.py --random-weights`, its banner above the page.
+    from app import RANDOM_NOTICE
+
+    running = serve(Settings.of(prebuffer_ms=80, notice=RANDOM_NOTICE), engine=load_engine(max_streams=2))
     yield running
     running.stop()
 
