@@ -88,6 +88,7 @@ export class Compare {
   async show() {
     const a = this.wb.selected;
     const source = this.el('b-source').value;
+    this.wb.showSettingsDiff(); // whatever set B (the picker, Compare as B, a file, another take shown)
     this.el('diff').dataset.ok = '';
     this.el('diff').dataset.line = '';
     if (!source) {

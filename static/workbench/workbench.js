@@ -81,7 +81,6 @@ export class Workbench {
       fileName(this.selected, '.zip')));
     this.el('notes').addEventListener('change', () => this.save(this.selected, { notes: this.el('notes').value }));
     this.compare.wire(on);
-    this.el('b-source').addEventListener('change', () => this.showSettingsDiff());
     wireListing(this, on);
     wireKeys(this);
     this.el('list').addEventListener('keydown', moveInList);
@@ -113,7 +112,7 @@ export class Workbench {
   async act(what, id) {
     const take = this.takes.find((t) => t.id === id);
     if (what === 'select') return this.select(id);
-    if (what === 'as-b') return this.compare.pick(id).then(() => this.showSettingsDiff());
+    if (what === 'as-b') return this.compare.pick(id);
     if (what === 'reuse') return this.reuse(take);
     if (what === 'delete') return this.drop([id], `Deleted take ${take.n}`);
   }
@@ -244,7 +243,6 @@ export class Workbench {
     this.boundaryList.show(t);
     this.compare.showAbx();
     await this.compare.pick('');
-    this.showSettingsDiff();
     if (measured) await this.store.update(t);
   }
 

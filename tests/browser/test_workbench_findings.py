@@ -1,0 +1,55 @@
+"""The listening-QA workbench's findings of issue 45 (item 3), each done as the QA engineer did it in
+Chromium, on one page: the settings table that followed B no further than another take, Re-use of
+a take cloned from an uploaded clip, a stopped take's server RTF, markers while listening, and a
+saved voice picked in ultimate cloning."""
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from ..support.page_handles import click_generate
+from ..support.workbench_page import app, download, page, ready, slowed, take  # noqa: F401 (fixtures)
+
+WB = "#vox-workbench"
+ASSETS = Path(__file__).resolve().parents[2] / "assets" / "voices"
+REF = "document.querySelector('#vox-ultimate-ref textarea, #vox-ultimate-ref input').value"
+
+
+def tone(seconds: float, rate: int = 16000) -> bytes:
+    t = np.arange(int(seconds * rate)) / rate
+    out = io.BytesIO()
+    sf.write(out, 0.2 * np.sin(2 * np.pi * 440 * t), rate, format="WAV", subtype="PCM_16")
+    return out.getvalue()
+
+
+def choose_b_file(page, name: str, data: bytes):
+    """As a user does: "Load a recording as B…", then the file in the chooser."""
+    with page.expect_file_chooser() as chooser:
+        page.click(f"{WB} label:has([data-wb=b-file])")
+    chooser.value.set_files({"name": name, "mimeType": "audio/wav", "buffer": data})
+
+
+def test_the_settings_table_follows_b_to_a_loaded_recording(page):
+    first = take(page, "The first take, for B.")
+    take(page, "The take on screen.")
+    page.select_option(f"{WB} [data-wb=b-source]", first["id"])
+    table = page.locator(f"{WB} [data-wb=settings-diff]")
+    table.wait_for()
+    assert f"B (take {first['n']})" in table.inner_text()
+    choose_b_file(page, "reference.wav", tone(1.0))
+    page.wait_for_function("document.querySelector('#vox-workbench [data-wb=b-source]').value === 'file'"
+                           " && window.workbench.lastDifference", timeout=20_000)
+    page.wait_for_timeout(200)
+    # B is the recording: no table of take settings says B is take 1 any more.
+    assert table.is_hidden(), table.inner_text()
+    assert "reference.wav" in page.locator(f"{WB} [data-wb=diff]").inner_text()
+    # And back to a take: the table is there again, for that take.
+    page.select_option(f"{WB} [data-wb=b-source]", first["id"])
+    table.wait_for()
+    assert f"B (take {first['n']})" in table.inner_text()
+    page.select_option(f"{WB} [data-wb=b-source]", "")
