@@ -13,18 +13,28 @@ const IDS = {
   mode: 'vox-mode', cloning_ref: 'vox-clone-ref', ultimate_ref: 'vox-ultimate-ref', ultimate_transcript: 'vox-ultimate-transcript',
 };
 
+// A cloning mode -> the stem of its clip box's elem_ids (vox-clone-audio, vox-clone-fill-clip...).
+const CLIP_BOXES = { cloning: 'vox-clone', ultimate: 'vox-ultimate' };
+
 let handlers = {}; // generate(form), stop(), clipChanged(), clipStored(mode, id): set once by static/app.js
 let pendingFill = null; // { values: field -> value, done(previous) }, until the fill hook hands them to Gradio
 let pendingTranscript = null; // the same for the transcript's own fill button
+let pendingClip = null; // Gradio's value of a clip, until a clip box's fill button hands it over (setClip)
 
 export function handle(fns) {
   handlers = fns;
 }
 
-// The form as a hook hands it: field name -> value, a clip component's value cut to its file name.
+// The form as a hook hands it: field name -> value, a clip component's value cut to its file name
+// (and <mode>_audio_url, where the page can read the clip's bytes: the workbench keeps them).
 function formOf(names, values) {
   const form = Object.fromEntries(names.map((name, i) => [name, values[i]]));
-  for (const name of names) if (name.endsWith('_audio')) form[name] = fileName(form[name]);
+  for (const name of names) {
+    if (!name.endsWith('_audio')) continue;
+    const url = form[name]?.url;
+    form[`${name}_url`] = url ? new URL(url, document.baseURI).href : null;
+    form[name] = fileName(form[name]);
+  }
   return form;
 }
 
@@ -64,6 +74,13 @@ export function filledTranscript(value) {
   return text == null ? value : text;
 }
 
+// The hook of a clip box's hidden fill button: the clip setClip uploaded, as Gradio's value of it.
+export function filledClip() {
+  const clip = pendingClip;
+  pendingClip = null;
+  return clip;
+}
+
 // The hidden fill button's hook: the fields' current values, with those fillForm asked for put in.
 export function filled(names, values) {
   const { values: fill = {}, done = null } = pendingFill || {};
@@ -100,6 +117,22 @@ document.addEventListener('keydown', (event) => {
 export async function setTranscript(text) {
   pendingTranscript = text;
   (await drawn('#vox-fill-transcript')).click();
+}
+
+// Puts a clip (a Blob) in the clip box of a cloning mode's tab, as a file dropped there would be:
+// uploaded to Gradio first (its check lets an event name only a file a user uploaded), then handed
+// to the box by the box's hidden fill button. The box's own change event stores it on the server
+// and sets its id, as for any clip given there.
+export async function setClip(mode, blob, name) {
+  const body = new FormData();
+  body.append('files', blob, name);
+  const response = await fetch(new URL('gradio_api/upload', document.baseURI), { method: 'POST', body });
+  if (!response.ok) throw new Error(`the clip could not be put back in its box (the page answered ${response.status})`);
+  const [path] = await response.json();
+  pendingClip = { path, url: new URL(`gradio_api/file=${path}`, document.baseURI).href, orig_name: name,
+    size: blob.size, mime_type: blob.type || null, meta: { _type: 'gradio.FileData' } };
+  (await drawn(`#vox-tab-${mode}-button`)).click();
+  (await drawn(`#${CLIP_BOXES[mode]}-fill-clip`)).click();
 }
 
 // Calls fn() whenever the user types in the textbox of a form field (Gradio's own updates of its

@@ -6,7 +6,7 @@ import { FrameParser } from './frames.js';
 import { Panel } from './panel.js';
 import { toFloat32, wavBlob } from './pcm.js';
 import { Run } from './run.js';
-import { clipName, errorText, missingClip, requestBody, route, spec } from './server.js';
+import { clipName, clipUrl, errorText, missingClip, requestBody, route, spec } from './server.js';
 import { addTake, runFileName } from '../workbench/workbench.js';
 
 const POLL_MS = 200;
@@ -126,6 +126,7 @@ export class Player {
       modes = await spec();
       run.body = requestBody(form, modes, run.id);
       run.clip = clipName(form, modes);
+      run.clipUrl = clipUrl(form, modes);
       run.sampleRate = modes.sample_rate;
     } catch (err) {
       this.fail(run, `The page could not read the server's settings: ${err.message || err}`);

@@ -10,6 +10,7 @@ export class Run {
     this.controller = new AbortController();
     this.body = null; // the request sent: what was asked is part of what the run shows
     this.clip = null; // the reference clip's file name
+    this.clipUrl = null; // where the page reads its bytes (the workbench keeps them with the take)
     this.chunks = []; // Int16Array per patch: the WAV is built from exactly these
     this.samples = 0;
     this.reads = 0; // network reads, for the record: patches are what Chunks counts

@@ -65,3 +65,8 @@ export function missingClip(body, spec) {
 export function clipName(form, spec) {
   return spec.modes[form.mode]?.clip ? form[`${form.mode}_audio`] ?? null : null;
 }
+
+// Where the page can read the reference clip's bytes (Gradio's file of it), for the take to keep.
+export function clipUrl(form, spec) {
+  return spec.modes[form.mode]?.clip ? form[`${form.mode}_audio_url`] ?? null : null;
+}

@@ -28,10 +28,12 @@ export function curlCommand(take, origin) {
     (take.body.reference_id ? '\n# the reference clip id expires: upload the clip again if the server refuses it' : '');
 }
 
-// Settings, figures, boundaries, ABX answers and notes: everything but the samples.
+// Settings, figures, boundaries, ABX answers and notes: everything but the samples (and of a kept
+// clip only its name, type and size: the bundle holds its file).
 export function report(take, origin) {
-  const { pcm, ...rest } = take;
-  return { ...rest, reproduce: { body: reproBody(take), curl: curlCommand(take, origin) } };
+  const { pcm, clip, ...rest } = take;
+  return { ...rest, ...(clip ? { clip: { name: clip.name, type: clip.type, bytes: clip.bytes.byteLength } } : {}),
+    reproduce: { body: reproBody(take), curl: curlCommand(take, origin) } };
 }
 
 // RIFF INFO subchunks: a 4-letter id, a length, the text NUL-terminated and padded to even length.
@@ -85,7 +87,7 @@ export function wavWithInfo(pcm, sampleRate, take) {
 }
 
 // The zip bundle: streamed WAV, offline WAV (when the server still holds the latents), the
-// report as JSON, and the notes typed for this take.
+// report as JSON, the notes typed for this take, and the clip it was cloned from where kept.
 export async function bundle(take, origin, offlineWav) {
   const files = {
     [fileName(take, '-stream.wav')]: new Uint8Array(await wavWithInfo(new Int16Array(take.pcm), take.sampleRate, take).arrayBuffer()),
@@ -93,5 +95,6 @@ export async function bundle(take, origin, offlineWav) {
     [fileName(take, '-notes.txt')]: strToU8(take.notes || ''),
   };
   if (offlineWav) files[fileName(take, '-offline.wav')] = new Uint8Array(offlineWav);
+  if (take.clip) files[fileName(take, `-clip-${take.clip.name}`)] = new Uint8Array(take.clip.bytes);
   return new Blob([zipSync(files, { level: 0 })], { type: 'application/zip' });
 }

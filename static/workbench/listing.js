@@ -68,7 +68,8 @@ export function parseTags(text) {
   return [...new Set(text.split(',').map((x) => x.trim()).filter(Boolean))];
 }
 
-// A bundle's take: its report (everything but the samples), the streamed WAV's samples and the notes.
+// A bundle's take: its report (everything but the samples), the streamed WAV's samples, the notes
+// and the clip it was cloned from, where the bundle holds it.
 export async function takeOfBundle(file) {
   const files = unzipSync(new Uint8Array(await file.arrayBuffer()));
   const named = (end) => Object.keys(files).find((name) => name.endsWith(end));
@@ -78,7 +79,9 @@ export async function takeOfBundle(file) {
   const bytes = files[wav];
   const { pcm, rate } = readWav(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
   if (rate !== take.sampleRate || pcm.length !== take.figures.samples) throw new Error('the bundle\'s WAV does not match its report');
-  return { ...take, pcm: pcm.buffer, notes: notes ? strFromU8(files[notes]) : take.notes || '' };
+  const clip = take.clip && Object.keys(files).find((name) => name.includes('-clip-'));
+  return { ...take, pcm: pcm.buffer, notes: notes ? strFromU8(files[notes]) : take.notes || '',
+    clip: clip ? { name: take.clip.name, type: take.clip.type, bytes: files[clip].slice().buffer } : null };
 }
 
 // The toolbar's filter, CSV export and bundle import.

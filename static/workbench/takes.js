@@ -55,12 +55,12 @@ export class TakeStore {
 
   async evict() {
     const takes = await this.list();
-    let bytes = takes.reduce((sum, t) => sum + t.pcm.byteLength, 0);
+    let bytes = totalBytes(takes);
     const evicted = [];
     const { kept_mb: mb, kept_takes: most } = this.limits || { kept_mb: Infinity, kept_takes: Infinity };
     while (takes.length > 1 && (bytes > mb * 2 ** 20 || takes.length > most)) {
       const old = takes.shift();
-      bytes -= old.pcm.byteLength;
+      bytes -= takeBytes(old);
       evicted.push(old.id);
     }
     for (const id of evicted) await this.remove(id);
@@ -90,8 +90,13 @@ export function settingsDiff(a, b) {
     .map(([key, label]) => [label, a.settings[key] ?? null, b.settings[key] ?? null]);
 }
 
+// What a take holds in the browser: its samples and the clip it was cloned from (static/workbench/clip.js).
+export function takeBytes(t) {
+  return t.pcm.byteLength + (t.clip ? t.clip.bytes.byteLength : 0);
+}
+
 export function totalBytes(takes) {
-  return takes.reduce((sum, t) => sum + t.pcm.byteLength, 0);
+  return takes.reduce((sum, t) => sum + takeBytes(t), 0);
 }
 
 // A take: a finished, stopped or failed run as the workbench keeps it (TakeStore, above,
@@ -140,7 +145,8 @@ function figuresOf(run, scores, final) {
 }
 
 // The form's fields (as static/player/server.js reads them) that give this take again, for the
-// mode as the spec states it; the clip goes back by its server id, while the server keeps it, and
+// mode as the spec states it; the clip goes back by its server id where the take kept no clip of
+// its own (with one, the clip's box sets the id once the workbench puts the clip back), and
 // a saved voice by its name (the workbench sets the tab's picker: it is not a Gradio field). The
 // seed is fixed (Random seed off): the workbench turns Random seed back on after the next take
 // if it was on (Workbench.reuse). A take kept before speed, normalize and trim were recorded
@@ -151,7 +157,7 @@ export function formOfTake(take, mode) {
     max_len: s.max_len, random_seed: false, seed: s.seed == null ? null : Number(s.seed), speed: s.speed ?? null,
     normalize: s.normalize ?? null, trim_silence: mode.clip ? s.trim_silence ?? null : null };
   if (mode.control) form[`${s.mode}_control`] = s.control ?? '';
-  if (mode.clip) form[`${s.mode}_ref`] = s.reference_id;
+  if (mode.clip) form[`${s.mode}_ref`] = take.clip ? null : s.reference_id;
   if (mode.transcript) form[`${s.mode}_transcript`] = s.prompt_text;
   return form;
 }

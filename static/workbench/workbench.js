@@ -9,6 +9,7 @@ import { TakeFields, matches, moveInList, summary, takeRow, wireListing } from '
 import { Markers, RegionFields } from './markers.js';
 import { measure } from './measures.js';
 import { Evaluation } from './evaluate.js';
+import { keepClip, putClipBack } from './clip.js';
 import { Segments } from './segments.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
 import { TakeStore, formOfTake, settingsDiff, takeOf, totalBytes } from './takes.js';
@@ -96,6 +97,7 @@ export class Workbench {
     if (!run.samples || !this.root) return;
     const server = run.final || (await this.jobStatus(run.id)); // a stopped stream ends with no status frame
     const take = takeOf(run, (this.takes.at(-1)?.n ?? 0) + 1, server);
+    take.clip = await keepClip(run, this.takes);
     const evicted = await this.store.put(take);
     this.takes = this.takes.filter((t) => !evicted.includes(t.id)).concat(take);
     this.render();
@@ -155,8 +157,9 @@ export class Workbench {
   }
 
   // The take's settings back in the form (speed, normalize and trim included), its seed fixed for
-  // the next take; and in a cloning tab its saved voice (or none) in the picker. Where Random seed
-  // was on, it comes back on once that take has arrived (add()): later takes do not share a seed.
+  // the next take; and in a cloning tab its saved voice (or none) in the picker and its clip, where
+  // the take kept it, back in the clip box. Where Random seed was on, it comes back on once that
+  // take has arrived (add()): later takes do not share a seed.
   async reuse(take) {
     const mode = (await spec()).modes[take.settings.mode];
     const before = await fillForm(formOfTake(take, mode));
@@ -169,10 +172,17 @@ export class Workbench {
     this.say(said);
     if (!mode.clip) return;
     const select = await drawn(`.vox-voice-pick[data-mode="${take.settings.mode}"] select`);
-    const voice = take.settings.voice || '';
+    const voice = s.voice || '';
     if (![...select.options].some((o) => o.value === voice)) return this.say(`The saved voice “${voice}” is no longer in the library.`);
     select.value = voice;
     select.dispatchEvent(new Event('change', { bubbles: true })); // the voice library keeps the pick from its change event
+    if (voice) return;
+    if (!take.clip) {
+      return this.say(`${said} Its clip ${s.clip_name ? `“${s.clip_name}” ` : ''}was not kept in this browser: the server's ` +
+        'copy is used while the server keeps it; the clip box is left as it was.');
+    }
+    await putClipBack(take);
+    this.say(`${said} Its clip “${take.clip.name}” is back in the clip box.`);
   }
 
   // After the take a Re-use made with a fixed seed: Random seed back on, as it was before.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -53,3 +54,39 @@ def test_the_settings_table_follows_b_to_a_loaded_recording(page):
     table.wait_for()
     assert f"B (take {first['n']})" in table.inner_text()
     page.select_option(f"{WB} [data-wb=b-source]", "")
+
+
+SAME_SAMPLES = """([a, b]) => { const find = (id) => new Int16Array(window.workbench.takes.find((t) => t.id === id).pcm);
+    const x = find(a), y = find(b); return x.length === y.length && x.every((v, i) => v === y[i]); }"""
+
+
+def test_reuse_of_a_take_cloned_from_an_uploaded_clip_puts_the_clip_back(app, page):
+    page.get_by_role("tab", name="Ultimate cloning").click()
+    page.set_input_files("#vox-ultimate-audio input[type=file]", str(ASSETS / "guide_en.wav"))
+    page.wait_for_function(f"{REF}.length > 10", timeout=30_000)
+    page.fill("#vox-ultimate-transcript textarea", "Just a few words of the guide.")
+    cloned = take(page, "Said in the uploaded voice.")
+    assert cloned["outcome"] == "finished" and cloned["settings"]["clip_name"] == "guide_en.wav"
+    with zipfile.ZipFile(download(page, f"{WB} [data-wb=bundle]")) as bundle:  # the clip goes with the take
+        kept = [name for name in bundle.namelist() if name.endswith("-clip-guide_en.wav")]
+        assert kept and bundle.read(kept[0]) == (ASSETS / "guide_en.wav").read_bytes(), bundle.namelist()
+    # The next morning: the page reloaded (its clip box empty), the server's copy of the clip expired.
+    page.reload()
+    ready(page)
+    page.wait_for_function("window.workbench.selected")
+    for clip in app.app.state.ctx.clips._clips.values():
+        clip.expires_at = 0
+    page.click(f"{WB} [data-take='{cloned['id']}'] button[data-act=reuse]")
+    # The clip is back in its box, stored again on the server, and the message says so.
+    page.wait_for_function(f"{REF}.length > 10", timeout=30_000)
+    assert page.evaluate(REF) != cloned["settings"]["reference_id"]
+    page.locator("#vox-ultimate-note").filter(has_text="Reference ready").wait_for(timeout=30_000)
+    page.locator("#vox-ultimate-audio").filter(has_text="0:05").wait_for()  # the box's player: the 5.4 s clip
+    assert "guide_en.wav" in page.locator(f"{WB} [data-wb=message]").inner_text()
+    assert page.input_value("#vox-ultimate-transcript textarea") == "Just a few words of the guide."
+    # Generate gives the same take again: the same clip, transcript and seed.
+    again = take(page, None)
+    assert again["outcome"] == "finished", again["status"]
+    assert again["settings"]["clip_name"] == "guide_en.wav" and again["settings"]["seed"] == cloned["settings"]["seed"]
+    assert page.evaluate(SAME_SAMPLES, [cloned["id"], again["id"]])
+    page.get_by_role("tab", name="Voice design").click()

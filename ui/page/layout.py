@@ -187,6 +187,10 @@ def _clip_input(clips: UploadStore, name: str) -> tuple[gr.Audio, gr.Textbox]:
         address = request.client.host if request is not None and request.client else None
         return register_clip(clips, path, client=client_key(address))
     audio.change(store, audio, [clip_id, note], api_visibility="private", show_progress="minimal")
+    # Re-use settings (the workbench) puts a take's kept clip back in the box through this hidden
+    # button's hook: the box shows the clip that will be used, and its change (above) stores it.
+    fill = gr.Button("Put a clip in the box", visible="hidden", elem_id=f"vox-{name}-fill-clip")
+    fill.click(None, outputs=audio, js=hook("filledClip()"))
     return audio, clip_id
 
 
