@@ -137,7 +137,10 @@ function figuresOf(run, scores, final) {
   const rate = run.sampleRate;
   return { first_byte_ms: run.firstByteAt == null ? null : run.firstByteAt - run.t0,
     first_sound_ms: run.audibleAt == null ? null : run.audibleAt - run.t0 + run.outputLatencyMs,
-    server_first_patch_ms: final.ttfp_s == null ? null : final.ttfp_s * 1000, server_rtf: final.rtf ?? run.serverRtf(),
+    // The panel's figure, over the audio the take holds: for a stopped stream the job's status
+    // (which it has instead of a status frame) counts the time until the cancel landed over what
+    // the server made, and read 2.766 where the panel had said 2.304.
+    server_first_patch_ms: final.ttfp_s == null ? null : final.ttfp_s * 1000, server_rtf: run.serverRtf(),
     client_rtf: run.clientRtf(), patches: patchCount(run.boundaries), samples: run.samples, seconds: run.samples / rate,
     underruns: run.underruns, gap_ms: run.gapMs(),
     underrun_times: run.underrunTimes.map((u) => ({ at_samples: u.at, at_ms: (u.at / rate) * 1000, gap_ms: u.gapMs })),

@@ -90,3 +90,20 @@ def test_reuse_of_a_take_cloned_from_an_uploaded_clip_puts_the_clip_back(app, pa
     assert again["settings"]["clip_name"] == "guide_en.wav" and again["settings"]["seed"] == cloned["settings"]["seed"]
     assert page.evaluate(SAME_SAMPLES, [cloned["id"], again["id"]])
     page.get_by_role("tab", name="Voice design").click()
+
+
+def test_a_stopped_takes_server_rtf_is_the_one_the_panel_showed(app, page):
+    page.fill("#vox-text textarea", "A take stopped halfway, its figures read off the panel and the workbench.")
+    with slowed(app, 0.3):
+        click_generate(page)
+        page.wait_for_function("window.player.run.boundaries.length >= 2", timeout=30_000)
+        page.click("#vox-stop")
+        page.wait_for_function("window.workbench.selected && window.workbench.selected.id === window.player.run.id"
+                               " && window.workbench.view.shown === window.player.run.id", timeout=30_000)
+    panel = page.locator("#vox-panel [data-field=server_rtf]").inner_text()
+    stopped = page.evaluate("window.workbench.selected")["id"]
+    head = page.locator(f"{WB} [data-wb=head]").inner_text()
+    assert f"server RTF {panel}," in head, (panel, head)
+    with open(download(page, f"{WB} [data-wb=csv]"), newline="") as fh:
+        row = next(r for r in csv.DictReader(fh) if r["id"] == stopped)
+    assert row["outcome"] == "stopped" and f"{float(row['server_rtf']):.3f}" == panel, (row["server_rtf"], panel)
