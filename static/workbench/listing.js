@@ -22,7 +22,9 @@ export const CSV_COLUMNS = [
   ['lufs', m('lufs')], ['true_peak_dbtp', m('true_peak_dbtp')], ['clipped_samples', m('clipped_samples')],
   ['dc_offset', m('dc_offset')], ['lead_silence_ms', m('lead_silence_ms')], ['tail_silence_ms', m('tail_silence_ms')],
   ['abx_correct', (t) => (t.abx || []).filter((x) => x.correct).length], ['abx_trials', (t) => (t.abx || []).length],
-  ['markers', (t) => (t.markers || []).length], ['notes', (t) => t.notes],
+  ['markers', (t) => (t.markers || []).length],
+  ...['click', 'glitch', 'mispronunciation'].map((kind) => [`markers_${kind}`, (t) => (t.markers || []).filter((x) => x.kind === kind).length]),
+  ['notes', (t) => t.notes],
   // The take's scores (static/workbench/evaluate.js), empty until it is scored or where not available.
   ['error_metric', (t) => (t.evaluation?.intelligibility?.available ? t.evaluation.intelligibility.metric : '')],
   ['error_rate', (t) => (t.evaluation?.intelligibility?.available ? t.evaluation.intelligibility.rate : '')],
@@ -30,14 +32,14 @@ export const CSV_COLUMNS = [
 ];
 
 // Markers and notes, one row each (the takes' CSV only counts the markers): a take's note has no time.
-export const NOTE_COLUMNS = ['take', 'name', 'id', 'kind', 'marker', 'ms', 'sample', 'note'];
+export const NOTE_COLUMNS = ['take', 'name', 'id', 'kind', 'marker', 'marker_kind', 'ms', 'sample', 'note'];
 
 export function notesCsv(takes) {
   const rows = [NOTE_COLUMNS];
   for (const t of takes) {
-    (t.markers || []).forEach((m, i) => rows.push([t.n, t.name, t.id, 'marker', `M${i + 1}`, m.ms,
+    (t.markers || []).forEach((m, i) => rows.push([t.n, t.name, t.id, 'marker', `M${i + 1}`, m.kind || 'other', m.ms,
       Math.round((m.ms / 1000) * t.sampleRate), m.note]));
-    if (t.notes) rows.push([t.n, t.name, t.id, 'take note', '', '', '', t.notes]);
+    if (t.notes) rows.push([t.n, t.name, t.id, 'take note', '', '', '', '', t.notes]);
   }
   return table(rows);
 }

@@ -6,7 +6,7 @@ import { FLAG_THRESHOLD } from './analysis.js';
 import { BoundaryList } from './boundarylist.js';
 import { Compare } from './compare.js';
 import { TakeFields, matches, moveInList, summary, takeRow, wireListing } from './listing.js';
-import { Markers, RegionFields } from './markers.js';
+import { KINDS, Markers, RegionFields } from './markers.js';
 import { measure } from './measures.js';
 import { Evaluation } from './evaluate.js';
 import { keepClip, putClipBack } from './clip.js';
@@ -135,25 +135,31 @@ export class Workbench {
     if (i >= 0 && i < this.takes.length) await this.select(this.takes[i].id);
   }
 
-  // Delete and Clear all: undoable until the next one, the takes kept here until then.
+  // Delete and Clear all: undoable until the next thing undoable, the takes kept here until then.
   async drop(ids, what) {
     const gone = this.takes.filter((t) => ids.includes(t.id));
     for (const t of gone) await this.store.remove(t.id);
     this.takes = this.takes.filter((t) => !ids.includes(t.id));
     if (ids.includes(this.selected?.id)) this.selected = null;
-    this.undoable = gone;
+    this.undoable = { what: `Restore ${counted(gone.length, 'take')}`, undo: () => this.restore(gone) };
     this.render();
     this.say(`${what}.`);
   }
 
-  async undo() {
-    const back = this.undoable || [];
-    this.undoable = null;
+  async restore(back) {
     if (back.length) await this.store.put(back);
     this.takes = await this.store.list();
     this.render();
-    this.say(`Restored ${back.length} take${back.length === 1 ? '' : 's'}.`);
     if (!this.selected && back.length) await this.select(back.at(-1).id);
+    return `Restored ${counted(back.length, 'take')}.`;
+  }
+
+  // The last thing undoable (`undoable`: {what, undo() -> what was done}): deleted takes, a removed marker.
+  async undo() {
+    const last = this.undoable;
+    this.undoable = null;
+    this.render();
+    this.say(last ? await last.undo() : 'Nothing to undo.');
   }
 
   // The take's settings back in the form (speed, normalize and trim included), its seed fixed for
@@ -303,7 +309,8 @@ export class Workbench {
     this.el('storage').textContent = `${query ? `${shown.length} of ` : ''}${this.takes.length} take${this.takes.length === 1 ? '' : 's'}, ${mb} MB of ` +
       `${this.store.limits ? this.store.limits.kept_mb : '?'} MB kept in this browser`;
     this.el('view').hidden = !this.selected;
-    this.el('undo').hidden = !this.undoable?.length;
+    this.el('undo').hidden = !this.undoable;
+    this.el('undo').setAttribute('aria-label', this.undoable ? `Undo: ${this.undoable.what}` : 'Undo');
     const select = this.el('b-source');
     const keep = select.value;
     select.replaceChildren(new Option('nothing yet', ''), new Option('its offline render', 'offline'),
@@ -338,7 +345,10 @@ const SHORTCUTS = [
   ['k or Space', 'play / pause (Space: not on a button)', (wb) => wb.el('play').click()], // as the button does: ABX stops too
   ['b', 'switch between A and B at the same position', (wb) => wb.el('switch').click()],
   ['l', 'loop the selection on / off', (wb) => { const loop = wb.el('loop'); loop.checked = !loop.checked; }],
-  ['m', 'a marker at the cursor (its note below the waveform)', (wb) => wb.markers?.add()],
+  ['m', 'a marker at the cursor, of the kind picked beside "Marker at cursor"; the focus stays here', (wb) => wb.markers.add()],
+  ['1 / 2 / 3', 'a marker of the kind click / glitch / mispronunciation at the cursor', (wb, key) => wb.markers.add(KINDS[Number(key)])],
+  ['e', 'write the note of the last marker (Enter: back to the waveform)', (wb) => wb.markers.editLast()],
+  ['u', 'undo the last delete or marker removal', (wb) => wb.undo()],
   ['n / p', 'next (older) / previous (newer) take', (wb, key) => wb.step(key === 'n' ? 1 : -1)],
   ['w', 'focus the waveform', (wb) => wb.el('wave-a').focus()],
   ['← / →', 'seek 100 ms, with the waveform in focus (Page Up/Down: 1 s, Home/End)', null],
@@ -346,7 +356,11 @@ const SHORTCUTS = [
   ['?', 'this help', (wb) => wb.el('help').showModal()],
 ];
 
-const KEYS = { k: 0, ' ': 0, b: 1, l: 2, m: 3, n: 4, p: 4, w: 5, '?': 8 };
+// Key -> its line above, read off the help's own words ('k or Space', 'n / p', '1 / 2 / 3'), so the
+// help and the keys cannot disagree; the arrows act in the waveform's own handler (waveview.js).
+const KEYS = Object.fromEntries(SHORTCUTS.flatMap(([keys, , act], i) => (act ? keys.split(/ or | \/ /) : [])
+  .map((key) => [key === 'Space' ? ' ' : key, i])));
+
 // Fields that take text (or a choice from a list, where letters pick an option): a shortcut there
 // would eat the typing. A checkbox, radio, range or button leaves the letter keys free.
 const TYPING = /^(TEXTAREA|SELECT)$/;

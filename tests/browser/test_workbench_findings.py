@@ -107,3 +107,47 @@ def test_a_stopped_takes_server_rtf_is_the_one_the_panel_showed(app, page):
     with open(download(page, f"{WB} [data-wb=csv]"), newline="") as fh:
         row = next(r for r in csv.DictReader(fh) if r["id"] == stopped)
     assert row["outcome"] == "stopped" and f"{float(row['server_rtf']):.3f}" == panel, (row["server_rtf"], panel)
+
+
+def test_markers_while_listening_keep_the_focus_have_kinds_and_come_back_with_undo(page):
+    t = take(page, "A take to mark while it plays, twice and more.")
+    wave = f"{WB} [data-wb=wave-a]"
+    page.focus(wave)
+    page.keyboard.press("Home")
+    page.keyboard.press("k")  # listening
+    page.wait_for_function("window.workbench.view.a.isPlaying()")
+    page.keyboard.press("m")
+    page.wait_for_timeout(150)
+    page.keyboard.press("m")  # a second mark while listening: not an "m" typed into the first one's note
+    page.wait_for_timeout(150)
+    page.keyboard.press("2")  # a glitch heard
+    page.keyboard.press("k")
+    markers = page.evaluate("window.workbench.selected.markers")
+    assert len(markers) == 3 and all(m["note"] == "" for m in markers), markers
+    assert page.evaluate("document.activeElement.dataset.wb") == "wave-a"
+    assert [m["kind"] for m in markers] == ["other", "other", "glitch"], markers
+    assert markers[0]["ms"] < markers[1]["ms"] < markers[2]["ms"] <= t["figures"]["seconds"] * 1000, markers
+    labels = page.evaluate("window.workbench.view.regions.getRegions().filter((r) => r.id.startsWith('m-'))"
+                           ".map((r) => r.content.textContent)")
+    assert labels == ["M1", "M2", "M3 glitch"], labels
+    # e writes the last marker's note; Enter goes back to the waveform, the note kept.
+    page.keyboard.press("e")
+    page.keyboard.type("a crackle")
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.dataset.wb") == "wave-a"
+    page.wait_for_function("window.workbench.selected.markers[2].note === 'a crackle'")
+    # A marker's kind changes in its row; a removed marker comes back with Undo, note and kind kept.
+    page.select_option(f"{WB} [data-wb=markers] li[data-index='0'] select", "click")
+    page.wait_for_function("window.workbench.selected.markers[0].kind === 'click'")
+    page.click(f"{WB} [data-wb=markers] li[data-index='2'] button[data-act=remove]")
+    page.wait_for_function("window.workbench.selected.markers.length === 2")
+    page.locator(f"{WB} [data-wb=message]").filter(has_text="Removed M3 glitch").filter(has_text="Undo").wait_for()
+    page.click(f"{WB} [data-wb=undo]")
+    page.wait_for_function("window.workbench.selected.markers.length === 3")
+    assert page.evaluate("window.workbench.selected.markers[2]") == markers[2] | {"note": "a crackle"}
+    shown = t["id"]
+    page.wait_for_function("async id => (await window.workbench.store.list()).find((t) => t.id === id).markers.length === 3",
+                           arg=shown)
+    with open(download(page, f"{WB} [data-wb=notes-csv]"), newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["id"] == shown]
+    assert [(r["marker_kind"], r["note"]) for r in rows] == [("click", ""), ("other", ""), ("glitch", "a crackle")]

@@ -78,6 +78,7 @@ def test_a_take_at_speed_records_reuses_and_exports_its_settings_and_matches_its
     page.keyboard.press("End")
     page.keyboard.press("ArrowLeft")
     page.keyboard.press("m")
+    page.keyboard.press("e")  # the marker's note (m leaves the focus on the waveform)
     page.keyboard.type("a click here")
     page.keyboard.press("Tab")
     page.fill(f"{WB} [data-wb=notes]", "breathy start")

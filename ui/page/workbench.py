@@ -110,8 +110,9 @@ def _waveform_a() -> str:
       <label>to <input type="number" data-wb="region-to" min="0" step="0.1"> ms</label>
       <button type="button" class="vox-wb-button" data-wb="region-set">Select</button>
       <button type="button" class="vox-wb-button" data-wb="region-wav">Download selection (WAV)</button>
-      <button type="button" class="vox-wb-button" data-wb="marker-add" aria-keyshortcuts="m">Marker at cursor (m)</button></div>
-    <ol class="vox-wb-markers" data-wb="markers" aria-label="Markers, with notes" hidden></ol>"""
+      <button type="button" class="vox-wb-button" data-wb="marker-add" aria-keyshortcuts="m">Marker at cursor (m)</button>
+      <label>of the kind <select data-wb="marker-kind"></select></label></div>
+    <ol class="vox-wb-markers" data-wb="markers" aria-label="Markers, with their kinds and notes" hidden></ol>"""
 
 
 def _b_and_abx() -> str:
