@@ -17,7 +17,7 @@ function config() {
 }
 
 handle({
-  generate: (form) => player.generate({ ...form, voice: pickedVoice(form.mode) }),
+  generate: (form) => player.generate(transcripts.sent({ ...form, voice: pickedVoice(form.mode) })),
   stop: () => player.stop(),
   clipChanged: () => player.clipChanged(),
   clipStored: (mode, id) => mode === 'ultimate' && transcripts.clipStored(id),

@@ -91,13 +91,18 @@ export function filled(names, values) {
 
 // -- what the other modules call -----------------------------------------------------------------
 
+// The tab of a mode on screen, as a click on it does (its content is drawn once first shown).
+export async function showTab(mode) {
+  (await drawn(`#vox-tab-${mode}-button`)).click();
+}
+
 // Puts values (field -> value; null leaves a field as it is) back into the form: the mode's tab is
 // selected (Gradio names a tab's button after its elem_id) and the hidden fill button's hook hands
 // Gradio the values, which it sets whether or not their components are drawn. Resolves, once
 // Gradio has run the hook, with the form's values as they were before (field -> value).
 export async function fillForm(values) {
   const previous = new Promise((done) => { pendingFill = { values, done }; });
-  (await drawn(`#vox-tab-${values.mode}-button`)).click();
+  await showTab(values.mode);
   (await drawn('#vox-fill')).click();
   return previous;
 }
@@ -131,7 +136,7 @@ export async function setClip(mode, blob, name) {
   const [path] = await response.json();
   pendingClip = { path, url: new URL(`gradio_api/file=${path}`, document.baseURI).href, orig_name: name,
     size: blob.size, mime_type: blob.type || null, meta: { _type: 'gradio.FileData' } };
-  (await drawn(`#vox-tab-${mode}-button`)).click();
+  await showTab(mode);
   (await drawn(`#${CLIP_BOXES[mode]}-fill-clip`)).click();
 }
 

@@ -18,6 +18,8 @@ class AutoTranscript {
     this.asked = 0; // the number of the latest request: the answers to older ones are dropped
     this.offered = null; // an automatic transcript not filled in, because the box held the user's text
     this.clipId = '';
+    this.voiceText = null; // a picked saved voice's own transcript, while the box holds it unedited
+    this.before = null; // what the box held before that transcript replaced it: back once no voice is picked
   }
 
   start() {
@@ -35,16 +37,32 @@ class AutoTranscript {
     if (id) this.ask({ reference_id: id }, 'the clip');
   }
 
-  // The saved voice picked in the ultimate tab (null: the clip below it).
+  // The saved voice picked in the ultimate tab (null: the clip below it). A voice saved with its
+  // transcript shows it in the box (the box kept the clip's, which would have been sent instead);
+  // picking the clip again puts back what the box held, unless the user has edited it since.
   voicePicked(voice) {
+    const current = fieldValue(FIELD);
+    const unedited = this.voiceText !== null && current === this.voiceText;
+    const before = unedited ? this.before : current;
+    this.voiceText = null;
+    this.before = null;
     this.forget();
-    if (!voice) {
-      if (this.clipId) this.ask({ reference_id: this.clipId }, 'the clip');
-    } else if (voice.transcript) {
-      this.note('', '');
-    } else {
-      this.ask({ voice: voice.name }, `the saved voice “${voice.name}”`);
+    if (voice?.transcript) {
+      this.before = before;
+      this.voiceText = voice.transcript.trim();
+      setTranscript(voice.transcript);
+      return this.note('voice', `The saved voice “${voice.name}”'s own transcript: edit it to use other words.`);
     }
+    if (unedited) setTranscript(before || '');
+    if (voice) this.ask({ voice: voice.name }, `the saved voice “${voice.name}”`);
+    else if (this.clipId && !(unedited && before)) this.ask({ reference_id: this.clipId }, 'the clip');
+  }
+
+  // The form as Generate sends it: a picked voice's own transcript, unedited, is not sent (the
+  // server uses the voice's), so the take says it used the voice's own transcript.
+  sent(form) {
+    const own = this.voiceText !== null && form.voice && (form[FIELD] || '').trim() === this.voiceText;
+    return own ? { ...form, [FIELD]: '' } : form;
   }
 
   // A new source: what was filled in for the last one goes, unless the user made it theirs.
@@ -104,6 +122,10 @@ class AutoTranscript {
   }
 
   edited() {
+    if (this.voiceText !== null && fieldValue(FIELD) !== this.voiceText) {
+      this.voiceText = null;
+      return this.note('edited', 'Edited: your transcript is used instead of the saved voice\'s.');
+    }
     if (this.auto === null) return;
     this.auto = null;
     this.note('edited', 'Edited: your transcript is used.');

@@ -22,6 +22,7 @@ class VoiceLibraryUI {
     drawn('#vox-voices').then((root) => this.wireLibrary(root));
     this.refresh();
     spec().then((modes) => {
+      this.modes = modes.modes;
       for (const mode of Object.values(modes.modes).filter((m) => m.clip)) {
         drawn(`.vox-voice-pick[data-mode="${mode.name}"]`).then((box) => this.wirePicker(box));
       }
@@ -41,14 +42,33 @@ class VoiceLibraryUI {
     this.render();
   }
 
+  // The picker, and under it what a picked voice means for the request: its clip to play, and that
+  // the clip box below is not used (the box and the transcript stayed as they were, and the user
+  // could not see what would be used).
   wirePicker(box) {
     box.dataset.wired = '1';
-    box.innerHTML = '<label>Saved voice <select class="vox-voice-select"></select></label>';
+    box.innerHTML = '<label>Saved voice <select class="vox-voice-select"></select></label>' +
+      '<div class="vox-voice-using" hidden><span></span> <audio controls preload="none"></audio></div>';
     box.querySelector('select').addEventListener('change', (event) => {
       this.picks[box.dataset.mode] = event.target.value;
+      this.showUsing(box);
       this.onPick(box.dataset.mode, this.voices.find((v) => v.name === event.target.value) || null);
     });
     this.fillPicker(box);
+  }
+
+  showUsing(box) {
+    const voice = this.voices.find((v) => v.name === this.picked(box.dataset.mode));
+    const using = box.querySelector('.vox-voice-using');
+    const audio = using.querySelector('audio');
+    using.hidden = !voice;
+    if (!voice) return audio.removeAttribute('src');
+    const transcript = voice.transcript && this.modes?.[box.dataset.mode]?.transcript;
+    using.querySelector('span').textContent = `Using the saved voice “${voice.name}” (${voice.seconds.toFixed(1)} s` +
+      `${transcript ? ', its transcript in the box below' : ''}): the clip box below is not used while it is picked.`;
+    audio.setAttribute('aria-label', `The saved voice “${voice.name}”`);
+    const src = route(`voices/${encodeURIComponent(voice.name)}/audio`).href;
+    if (audio.getAttribute('src') !== src) audio.setAttribute('src', src);
   }
 
   async refresh() {
@@ -105,6 +125,7 @@ class VoiceLibraryUI {
     select.replaceChildren(...options.map(([value, label]) => new Option(label, value)));
     select.value = this.picked(box.dataset.mode);
     box.hidden = !this.voices.length;
+    this.showUsing(box);
   }
 
   status(message, kind = 'info') {

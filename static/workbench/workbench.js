@@ -14,7 +14,7 @@ import { Segments } from './segments.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
 import { TakeStore, formOfTake, settingsDiff, takeOf, totalBytes } from './takes.js';
 import { WaveView } from './waveview.js';
-import { drawn, fieldValue, fillForm } from '../page/gradio.js';
+import { drawn, fieldValue, fillForm, showTab } from '../page/gradio.js';
 import { counted, pauseLabel, pauseSpans } from '../player/panel.js';
 import { route, spec } from '../player/server.js';
 
@@ -165,30 +165,39 @@ export class Workbench {
   // The take's settings back in the form (speed, normalize and trim included), its seed fixed for
   // the next take; and in a cloning tab its saved voice (or none) in the picker and its clip, where
   // the take kept it, back in the clip box. Where Random seed was on, it comes back on once that
-  // take has arrived (add()): later takes do not share a seed.
+  // take has arrived (add()): later takes do not share a seed. The picker is set first: picking
+  // changes the transcript box (static/voices/transcript.js), and the take's own transcript goes
+  // in after that.
   async reuse(take) {
     const mode = (await spec()).modes[take.settings.mode];
-    const before = await fillForm(formOfTake(take, mode));
-    this.reseed = before?.random_seed ? take.settings.seed : null;
     const s = take.settings;
+    const voice = mode.clip ? await this.pickVoice(take) : '';
+    const before = await fillForm(formOfTake(take, mode));
+    this.reseed = before?.random_seed ? s.seed : null;
     const said = `Take ${take.n}'s settings are in the form: seed ${s.seed} fixed for the next take` +
       (this.reseed != null ? ' (Random seed comes back on after it)' : '') +
       (s.speed == null ? '; this take did not record speed, normalize or trim, so they are left as they were.'
         : `, speed ${s.speed}×, normalize ${s.normalize ? 'on' : 'off'}${mode.clip ? `, trim silence ${s.trim_silence ? 'on' : 'off'}` : ''}.`);
-    this.say(said);
-    if (!mode.clip) return;
-    const select = await drawn(`.vox-voice-pick[data-mode="${take.settings.mode}"] select`);
-    const voice = s.voice || '';
-    if (![...select.options].some((o) => o.value === voice)) return this.say(`The saved voice “${voice}” is no longer in the library.`);
-    select.value = voice;
-    select.dispatchEvent(new Event('change', { bubbles: true })); // the voice library keeps the pick from its change event
-    if (voice) return;
+    if (!mode.clip || voice) return this.say(said);
+    if (voice === null) return this.say(`${said} The saved voice “${s.voice}” is no longer in the library.`);
     if (!take.clip) {
       return this.say(`${said} Its clip ${s.clip_name ? `“${s.clip_name}” ` : ''}was not kept in this browser: the server's ` +
         'copy is used while the server keeps it; the clip box is left as it was.');
     }
+    this.say(said);
     await putClipBack(take);
     this.say(`${said} Its clip “${take.clip.name}” is back in the clip box.`);
+  }
+
+  // The take's saved voice (or none: '') in its tab's picker; null where the library has lost it.
+  async pickVoice(take) {
+    await showTab(take.settings.mode);
+    const select = await drawn(`.vox-voice-pick[data-mode="${take.settings.mode}"] select`);
+    const voice = take.settings.voice || '';
+    if (![...select.options].some((o) => o.value === voice)) return null;
+    select.value = voice;
+    select.dispatchEvent(new Event('change', { bubbles: true })); // the voice library keeps the pick from its change event
+    return voice;
   }
 
   // After the take a Re-use made with a fixed seed: Random seed back on, as it was before.

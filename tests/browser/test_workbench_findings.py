@@ -151,3 +151,31 @@ def test_markers_while_listening_keep_the_focus_have_kinds_and_come_back_with_un
     with open(download(page, f"{WB} [data-wb=notes-csv]"), newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if r["id"] == shown]
     assert [(r["marker_kind"], r["note"]) for r in rows] == [("click", ""), ("other", ""), ("glitch", "a crackle")]
+
+
+def test_a_saved_voice_picked_in_ultimate_cloning_shows_its_clip_and_transcript(app, page):
+    import httpx
+
+    with httpx.Client(base_url=app.url, timeout=120) as client:
+        clip_id = client.post("/voxcpm/upload", content=(ASSETS / "narrator_en.wav").read_bytes()).json()["id"]
+        saved = client.post("/voxcpm/voices", json={"name": "Told", "clip_id": clip_id, "transcript": "The narrator's own words."})
+        assert saved.status_code == 201, saved.text
+    page.evaluate("window.voices.refresh()")
+    page.get_by_role("tab", name="Ultimate cloning").click()
+    page.fill("#vox-ultimate-transcript textarea", "The transcript of some other clip.")
+    picker = ".vox-voice-pick[data-mode='ultimate']"
+    page.wait_for_selector(f"{picker} option[value='Told']", state="attached")
+    page.select_option(f"{picker} select", "Told")
+    # What will be used is on screen: the voice's clip to play, and its transcript in the box.
+    using = page.locator(f"{picker} .vox-voice-using")
+    using.wait_for()
+    assert "Told" in using.inner_text() and "clip box below is not used" in using.inner_text()
+    assert using.locator("audio").get_attribute("src").endswith("/voxcpm/voices/Told/audio")
+    page.wait_for_function("document.querySelector('#vox-ultimate-transcript textarea').value === \"The narrator's own words.\"")
+    told = take(page, "Said in the saved voice.")
+    assert told["outcome"] == "finished" and told["settings"]["voice"] == "Told", told["status"]
+    # Back to the clip below: the box has the text it had before the voice was picked.
+    page.select_option(f"{picker} select", "")
+    page.wait_for_function("document.querySelector('#vox-ultimate-transcript textarea').value === 'The transcript of some other clip.'")
+    assert using.is_hidden()
+    page.get_by_role("tab", name="Voice design").click()
