@@ -24,6 +24,12 @@ export class Compare {
     this.recording = null; // {name, file, rate, pcm}: the one loaded from a file, kept until the next
   }
 
+  // The recording last loaded as B, from the browser's store (decoded once it is shown).
+  async restore() {
+    const kept = await this.wb.store.state('recording').catch(() => null);
+    if (kept) this.recording = { name: kept.name, file: new File([kept.bytes], kept.name, { type: kept.type }), rate: null };
+  }
+
   // The select's option for a loaded recording (the workbench lists B's sources).
   options() {
     return this.recording ? [new Option(`loaded: ${this.recording.name}`, 'file')] : [];
@@ -44,6 +50,9 @@ export class Compare {
       this.wb.say(err.message);
       return;
     }
+    // Kept for the next visit too: a reload lost it (the workbench's storage line does not count it).
+    file.arrayBuffer().then((bytes) => this.wb.store.keep({ key: 'recording', name: file.name, type: file.type, bytes }))
+      .catch(() => {});
     this.wb.render();
     await this.pick('file');
   }
@@ -89,6 +98,7 @@ export class Compare {
     const a = this.wb.selected;
     const source = this.el('b-source').value;
     this.wb.showSettingsDiff(); // whatever set B (the picker, Compare as B, a file, another take shown)
+    if (a && (a.b || '') !== source) this.wb.save(a, { b: source }); // shown with it again (ViewMemory)
     this.el('diff').dataset.ok = '';
     this.el('diff').dataset.line = '';
     if (!source) {
@@ -192,6 +202,7 @@ class DiffView {
     view.onTime.push((t) => { if (this.loaded) this.ws.setTime(Math.min(t, this.ws.getDuration())); });
     this.view = view;
     view.onScale.push((px) => { if (this.loaded) this.ws.zoom(px); });
+    view.a.on('scroll', (start, end, left) => { if (this.loaded) this.ws.setScroll(left); }); // under A, wherever A is scrolled
   }
 
   // a, b: Int16Array samples (b null: no B, nothing drawn), over the samples both hold.

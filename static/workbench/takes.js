@@ -7,6 +7,7 @@ import { patchCount } from '../player/panel.js';
 
 const DB = 'voxcpm-qa';
 const STORE = 'takes';
+const STATE = 'state'; // what the workbench keeps besides takes: {key, ...} (the recording loaded as B)
 
 function request(req) {
   return new Promise((resolve, reject) => {
@@ -18,17 +19,21 @@ function request(req) {
 export class TakeStore {
   async open() {
     if (!this.db) {
-      const req = indexedDB.open(DB, 1);
-      req.onupgradeneeded = () => req.result.createObjectStore(STORE, { keyPath: 'id' });
+      const req = indexedDB.open(DB, 2);
+      req.onupgradeneeded = () => {
+        const names = req.result.objectStoreNames;
+        if (!names.contains(STORE)) req.result.createObjectStore(STORE, { keyPath: 'id' });
+        if (!names.contains(STATE)) req.result.createObjectStore(STATE, { keyPath: 'key' });
+      };
       this.db = await request(req);
     }
     return this.db;
   }
 
-  async tx(mode, fn) {
+  async tx(mode, fn, store = STORE) {
     const db = await this.open();
-    const tx = db.transaction(STORE, mode);
-    const result = await fn(tx.objectStore(STORE));
+    const tx = db.transaction(store, mode);
+    const result = await fn(tx.objectStore(store));
     await new Promise((resolve, reject) => { tx.oncomplete = resolve; tx.onerror = () => reject(tx.error); });
     return result;
   }
@@ -73,6 +78,15 @@ export class TakeStore {
 
   async clear() {
     await this.tx('readwrite', (s) => request(s.clear()));
+  }
+
+  // A record kept besides the takes, by its key (undefined where none is).
+  state(key) {
+    return this.tx('readonly', (s) => request(s.get(key)), STATE);
+  }
+
+  keep(record) {
+    return this.tx('readwrite', (s) => request(s.put(record)), STATE);
   }
 }
 

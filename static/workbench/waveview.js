@@ -2,7 +2,8 @@
 // boundaries where the stream's frames put them (flagged ones in red), underruns where the player
 // ran dry, a play cursor, zoom, a dragged region to loop, a readout in ms and samples; and a
 // second waveform B (another take, or the offline render) that A/B switching jumps to at the same
-// position.
+// position, drawn on A's time axis: a second is as wide on both, the longer of the two fits the
+// width until zoomed in, and they scroll together.
 
 import WaveSurfer from '../vendor/wavesurfer/wavesurfer.esm.js';
 import RegionsPlugin from '../vendor/wavesurfer/regions.esm.js';
@@ -45,13 +46,15 @@ export class WaveView {
     this.el = (name) => root.querySelector(`[data-wb="${name}"]`);
     this.regions = RegionsPlugin.create();
     const patch = served && served.patchSeconds; // a label every patch, a tick every quarter of one
-    this.a = surface(this.el('wave-a'), { plugins: [this.regions,
+    // Not stretched to the width by wavesurfer: rescale() sets A's scale, which a longer B shares.
+    this.a = surface(this.el('wave-a'), { fillParent: false, plugins: [this.regions,
       TimelinePlugin.create({ container: this.el('timeline'), ...(patch ? { timeInterval: patch / 4,
         primaryLabelInterval: 2 * patch, secondaryLabelInterval: patch } : {}) })] });
     addSpectrogram(this.a, { container: this.el('spectrogram'), height: 128, ...nyquist(served) });
     this.b = surface(this.el('wave-b'), { height: 64, waveColor: '#7b8794', progressColor: '#3e4c59', fillParent: false });
     this.active = 'A';
     this.rate = null; // the shown take's (show())
+    this.zoomed = Number(this.el('zoom').value); // the zoom slider: the fewest pixels per second
     this.selection = null;
     this.shown = null;
     this.urls = [];
@@ -84,10 +87,12 @@ export class WaveView {
     }
     // The timeline and spectrogram are drawn in boxes of their own, below the waveform: zoomed in,
     // they follow its scroll (the plugins draw only what is in view, at the scrolled x).
-    this.a.on('scroll', (start, end, left) => this.follow(left));
+    // B scrolls with A and A with B: one time axis (a guard stops the echo).
+    this.a.on('scroll', (start, end, left) => { this.follow(left); if (this.urlB && Math.abs(this.b.getScroll() - left) > 1) this.b.setScroll(left); });
+    this.b.on('scroll', (start, end, left) => { if (Math.abs(this.a.getScroll() - left) > 1) this.a.setScroll(left); });
     this.a.on('redraw', () => this.follow(this.a.getScroll()));
     this.el('wave-a').addEventListener('keydown', (e) => this.onKey(e));
-    this.el('zoom').addEventListener('input', (e) => this.a.zoom(Number(e.target.value)));
+    this.el('zoom').addEventListener('input', (e) => { this.zoomed = Number(e.target.value); this.rescale(); });
     this.a.on('redraw', () => this.rescale());
     this.el('play').addEventListener('click', () => this.toggle());
     this.el('switch').addEventListener('click', () => this.switchTo(this.active === 'A' ? 'B' : 'A'));
@@ -136,26 +141,35 @@ export class WaveView {
       media.removeAttribute('src');
       media.load();
       if (old) URL.revokeObjectURL(old);
-      return;
+      return this.rescale(); // the axis is A's alone again
     }
     this.urlB = await loadPcm(this.b, pcm, this.rate);
     if (old) URL.revokeObjectURL(old);
-    this.b.zoom(this.pxPerSec());
+    this.rescale(); // a B longer than A widens the axis: A is drawn again at the new scale too
     this.b.setTime(this.a.getCurrentTime());
   }
 
-  // A's scale: the zoom's pixels per second, or more where A is stretched to fill the width. B and
-  // the difference are drawn at it, so a time is at the same x on all three whatever their lengths
-  // (each filling the width on its own put B's 300 ms under A's 400 ms, for a B a quarter shorter).
-  pxPerSec() {
-    const seconds = this.a.getDuration();
-    return Math.max(this.a.options.minPxPerSec, seconds ? this.a.getWidth() / seconds : 0);
+  // The seconds the axis spans: A's, or B's where B is longer.
+  axisSeconds() {
+    return Math.max(this.a.getDuration() || 0, this.urlB ? this.b.getDuration() || 0 : 0);
   }
 
+  // The axis's scale: the zoom's pixels per second, or more where the longer of A and B then fits
+  // the width. A, B and the difference are drawn at it, so a time is at the same x on all three
+  // whatever their lengths (each filling the width on its own put B's 300 ms under A's 400 ms, for
+  // a B a quarter shorter; a recording three times A's length ran on far past A's end).
+  pxPerSec() {
+    const seconds = this.axisSeconds();
+    return Math.max(this.zoomed, seconds ? this.el('wave-a').clientWidth / seconds : 0);
+  }
+
+  // On every redraw of A (a new take, B, the zoom, the window's width): A at the axis's scale (it
+  // draws again, and comes back here, once), then B, the labels and whoever follows the scale.
   rescale() {
-    this.regions.getRegions().forEach((r) => this.placeLabel(r));
     const px = this.pxPerSec();
-    if (this.b.getDecodedData()) this.b.zoom(px);
+    if (this.a.getDuration() && Math.abs(this.a.options.minPxPerSec - px) > 0.01) return this.a.zoom(px);
+    this.regions.getRegions().forEach((r) => this.placeLabel(r));
+    if (this.urlB && Math.abs(this.b.options.minPxPerSec - px) > 0.01) this.b.zoom(px);
     this.onScale.forEach((f) => f(px));
   }
 

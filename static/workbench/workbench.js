@@ -11,6 +11,7 @@ import { measure } from './measures.js';
 import { Evaluation } from './evaluate.js';
 import { keepClip, putClipBack } from './clip.js';
 import { Segments } from './segments.js';
+import { ViewMemory } from './memory.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
 import { TakeStore, formOfTake, settingsDiff, takeOf, totalBytes } from './takes.js';
 import { WaveView } from './waveview.js';
@@ -60,8 +61,10 @@ export class Workbench {
     this.fields = new TakeFields(this);
     this.boundaryList = new BoundaryList(this);
     this.evaluation = new Evaluation(this);
+    this.memory = new ViewMemory(this);
     this.wire();
     this.takes = await this.store.list();
+    await this.compare.restore();
     this.render();
     if (this.takes.length) await this.select(this.takes[this.takes.length - 1].id);
   }
@@ -267,7 +270,8 @@ export class Workbench {
     this.showBoundaries(t);
     this.boundaryList.show(t);
     this.compare.showAbx();
-    await this.compare.pick('');
+    this.memory.restore(t);
+    await this.compare.pick(this.memory.b(t));
     if (measured) await this.store.update(t);
   }
 

@@ -14,7 +14,7 @@ import numpy as np
 import soundfile as sf
 
 from ..support.page_handles import click_generate
-from ..support.workbench_page import app, download, page, ready, slowed, take  # noqa: F401 (fixtures)
+from ..support.workbench_page import app, download, drag, page, ready, slowed, take  # noqa: F401 (fixtures)
 
 WB = "#vox-workbench"
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "voices"
@@ -179,3 +179,42 @@ def test_a_saved_voice_picked_in_ultimate_cloning_shows_its_clip_and_transcript(
     page.wait_for_function("document.querySelector('#vox-ultimate-transcript textarea').value === 'The transcript of some other clip.'")
     assert using.is_hidden()
     page.get_by_role("tab", name="Voice design").click()
+
+
+AXIS = """() => { const v = window.workbench.view; const width = document.querySelector('#vox-workbench [data-wb=wave-a]').clientWidth;
+    return { width, a: v.a.getWrapper().scrollWidth, b: v.b.getWrapper().scrollWidth, aSeconds: v.a.getDuration(),
+             bSeconds: v.b.getDuration(), px: v.pxPerSec(), aScroll: v.a.getScroll(), bScroll: v.b.getScroll() }; }"""
+
+
+def test_a_recording_as_b_is_drawn_on_as_time_axis_and_kept_with_the_selection_across_a_reload(page):
+    t = take(page, "A take to hold against a longer recording.")
+    drag(page, f"{WB} [data-wb=wave-a]", 0.2, 0.6)
+    selection = page.evaluate("[window.workbench.view.selection.start, window.workbench.view.selection.end]")
+    choose_b_file(page, "three-seconds.wav", tone(3.0))
+    page.wait_for_function("window.workbench.lastDifference && window.workbench.view.b.getDuration() === 3", timeout=20_000)
+    page.wait_for_timeout(300)
+    axis = page.evaluate(AXIS)
+    # One axis for both: a second is as wide on A as on B, and the whole of the longer (B) is in view.
+    assert abs(axis["a"] - axis["aSeconds"] * axis["px"]) < 3 and abs(axis["b"] - 3 * axis["px"]) < 3, axis
+    assert axis["b"] <= axis["width"] + 2 and axis["a"] < axis["width"] / 2, axis
+    # Zoomed in, B scrolls with A.
+    page.focus(f"{WB} [data-wb=zoom]")
+    page.keyboard.press("End")
+    box = page.locator(f"{WB} [data-wb=wave-a]").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(600, 0)
+    page.wait_for_function("window.workbench.view.a.getScroll() > 100")
+    page.wait_for_function("Math.abs(window.workbench.view.a.getScroll() - window.workbench.view.b.getScroll()) < 2")
+    page.focus(f"{WB} [data-wb=zoom]")
+    page.keyboard.press("Home")
+    # After a reload the take comes back with its B and its selection.
+    page.reload()
+    ready(page)
+    page.wait_for_function("id => window.workbench.selected?.id === id && window.workbench.lastDifference", arg=t["id"], timeout=30_000)
+    assert page.input_value(f"{WB} [data-wb=b-source]") == "file"
+    assert "three-seconds.wav" in page.locator(f"{WB} [data-wb=diff]").inner_text()
+    assert page.locator(f"{WB} [data-wb=wave-b]").is_visible()
+    back = page.evaluate("[window.workbench.view.selection?.start, window.workbench.view.selection?.end]")
+    assert back == selection, (back, selection)
+    assert page.input_value(f"{WB} [data-wb=region-from]") == f"{selection[0] * 1000:.1f}"
+    page.select_option(f"{WB} [data-wb=b-source]", "")
