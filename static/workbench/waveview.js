@@ -46,7 +46,7 @@ export class WaveView {
     this.el = (name) => root.querySelector(`[data-wb="${name}"]`);
     this.regions = RegionsPlugin.create();
     const patch = served && served.patchSeconds; // a label every patch, a tick every quarter of one
-    // Not stretched to the width by wavesurfer: rescale() sets A's scale, which a longer B shares.
+    // Not stretched to the width by wavesurfer: fit() sets A's scale, which a longer B shares.
     this.a = surface(this.el('wave-a'), { fillParent: false, plugins: [this.regions,
       TimelinePlugin.create({ container: this.el('timeline'), ...(patch ? { timeInterval: patch / 4,
         primaryLabelInterval: 2 * patch, secondaryLabelInterval: patch } : {}) })] });
@@ -92,7 +92,8 @@ export class WaveView {
     this.b.on('scroll', (start, end, left) => { if (Math.abs(this.a.getScroll() - left) > 1) this.a.setScroll(left); });
     this.a.on('redraw', () => this.follow(this.a.getScroll()));
     this.el('wave-a').addEventListener('keydown', (e) => this.onKey(e));
-    this.el('zoom').addEventListener('input', (e) => { this.zoomed = Number(e.target.value); this.rescale(); });
+    this.el('zoom').addEventListener('input', (e) => { this.zoomed = Number(e.target.value); this.fit(); });
+    new ResizeObserver(() => this.fit()).observe(this.el('wave-a')); // the window's width: the axis's scale with it
     this.a.on('redraw', () => this.rescale());
     this.el('play').addEventListener('click', () => this.toggle());
     this.el('switch').addEventListener('click', () => this.switchTo(this.active === 'A' ? 'B' : 'A'));
@@ -109,6 +110,7 @@ export class WaveView {
     this.selected();
     for (const mark of marks) this.mark(mark);
     this.switchTo('A', false);
+    this.fit();
     this.shown = take.id; // the take the waveform holds, once drawn: a drag before it would be cleared
   }
 
@@ -141,11 +143,11 @@ export class WaveView {
       media.removeAttribute('src');
       media.load();
       if (old) URL.revokeObjectURL(old);
-      return this.rescale(); // the axis is A's alone again
+      return this.fit(); // the axis is A's alone again
     }
     this.urlB = await loadPcm(this.b, pcm, this.rate);
     if (old) URL.revokeObjectURL(old);
-    this.rescale(); // a B longer than A widens the axis: A is drawn again at the new scale too
+    this.fit(); // a B longer than A widens the axis: A is drawn again at the new scale too
     this.b.setTime(this.a.getCurrentTime());
   }
 
@@ -163,11 +165,23 @@ export class WaveView {
     return Math.max(this.zoomed, seconds ? this.el('wave-a').clientWidth / seconds : 0);
   }
 
-  // On every redraw of A (a new take, B, the zoom, the window's width): A at the axis's scale (it
-  // draws again, and comes back here, once), then B, the labels and whoever follows the scale.
+  // A at the axis's scale: after a new take, a new B, the zoom or a change of the window's width.
+  // Its redraw then draws the rest at that scale (rescale). Never called from within a redraw:
+  // wavesurfer draws synchronously, and a zoom inside its own drawing was overdrawn by the outer one.
+  fit() {
+    const px = this.pxPerSec();
+    if (this.a.getDuration() && Math.abs(this.a.options.minPxPerSec - px) > 0.01) this.a.zoom(px);
+    else this.rescale();
+  }
+
+  // On every redraw of A: B, the labels and whoever follows the scale, at A's scale; and, where A
+  // is not at the axis's (its width changed), A again, once this drawing is done.
   rescale() {
     const px = this.pxPerSec();
-    if (this.a.getDuration() && Math.abs(this.a.options.minPxPerSec - px) > 0.01) return this.a.zoom(px);
+    if (this.a.getDuration() && Math.abs(this.a.options.minPxPerSec - px) > 0.01) {
+      requestAnimationFrame(() => this.fit());
+      return;
+    }
     this.regions.getRegions().forEach((r) => this.placeLabel(r));
     if (this.urlB && Math.abs(this.b.options.minPxPerSec - px) > 0.01) this.b.zoom(px);
     this.onScale.forEach((f) => f(px));
