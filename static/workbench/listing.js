@@ -86,9 +86,10 @@ export async function takeOfBundle(file) {
     clip: clip ? { name: take.clip.name, type: take.clip.type, bytes: files[clip].slice().buffer } : null };
 }
 
-// The toolbar's filter, CSV export and bundle import.
+// The filter and sort controls (static/workbench/sorting.js), CSV export and bundle import.
 export function wireListing(wb, on) {
-  wb.el('filter').addEventListener('input', () => wb.render());
+  for (const name of ['filter', 'find-error']) wb.el(name).addEventListener('input', () => wb.render());
+  for (const name of ['find-outcome', 'find-rating', 'find-gaps', 'find-flagged', 'sort']) wb.el(name).addEventListener('change', () => wb.render());
   on('csv', async () => {
     for (const t of wb.takes) if (!t.measures) await wb.save(t, { measures: measure(new Int16Array(t.pcm), t.sampleRate) });
     wb.download(new Blob([csv(wb.takes)], { type: 'text/csv' }), `voxcpm2-takes-${new Date().toISOString().slice(0, 10)}.csv`);

@@ -5,7 +5,8 @@
 import { FLAG_THRESHOLD } from './analysis.js';
 import { BoundaryList } from './boundarylist.js';
 import { Compare } from './compare.js';
-import { TakeFields, matches, moveInList, summary, takeRow, wireListing } from './listing.js';
+import { TakeFields, moveInList, summary, takeRow, wireListing } from './listing.js';
+import { listed, narrowed } from './sorting.js';
 import { KINDS, Markers, RegionFields } from './markers.js';
 import { measure } from './measures.js';
 import { Evaluation } from './evaluate.js';
@@ -132,10 +133,23 @@ export class Workbench {
     await this.select(take.id);
   }
 
-  // The next older (+1) or newer (-1) take in the list, shown.
+  // The next (+1) or previous (-1) take in the list as it is filtered and sorted, shown.
   async step(by) {
-    const i = this.takes.indexOf(this.selected) - by; // the list shows the newest first
-    if (i >= 0 && i < this.takes.length) await this.select(this.takes[i].id);
+    const shown = this.listed();
+    const i = shown.indexOf(this.selected) + by;
+    if (i >= 0 && i < shown.length) await this.select(shown[i].id);
+  }
+
+  // What the filter and sort controls ask for (static/workbench/sorting.js).
+  criteria() {
+    const value = (name) => this.el(name).value;
+    return { query: value('filter'), outcome: value('find-outcome'), rating: value('find-rating'), error: value('find-error'),
+      gaps: this.el('find-gaps').checked, flagged: this.el('find-flagged').checked, sort: value('sort') };
+  }
+
+  // The takes the list shows, in its order.
+  listed() {
+    return listed(this.takes, this.criteria());
   }
 
   // Delete and Clear all: undoable until the next thing undoable, the takes kept here until then.
@@ -314,12 +328,13 @@ export class Workbench {
   render() {
     if (!this.root) return;
     const list = this.el('list');
-    const query = this.el('filter').value;
-    const shown = this.takes.filter((t) => !query || matches(t, query));
-    const focusable = shown.includes(this.selected) ? this.selected : shown.at(-1);
-    list.replaceChildren(...shown.reverse().map((t) => takeRow(t, t === this.selected, t === focusable)));
+    const shown = this.listed();
+    const c = this.criteria();
+    this.el('find-summary').textContent = `Outcome, rating, error rate, gaps; sort${narrowed({ ...c, query: '' }) || c.sort !== 'newest' ? ' (in use)' : ''}`;
+    const focusable = shown.includes(this.selected) ? this.selected : shown[0];
+    list.replaceChildren(...shown.map((t) => takeRow(t, t === this.selected, t === focusable)));
     const mb = (totalBytes(this.takes) / 2 ** 20).toFixed(1);
-    this.el('storage').textContent = `${query ? `${shown.length} of ` : ''}${this.takes.length} take${this.takes.length === 1 ? '' : 's'}, ${mb} MB of ` +
+    this.el('storage').textContent = `${narrowed(c) ? `${shown.length} of ` : ''}${this.takes.length} take${this.takes.length === 1 ? '' : 's'}, ${mb} MB of ` +
       `${this.store.limits ? this.store.limits.kept_mb : '?'} MB kept in this browser`;
     this.el('view').hidden = !this.selected;
     this.el('undo').hidden = !this.undoable;
@@ -362,7 +377,7 @@ const SHORTCUTS = [
   ['1 / 2 / 3', 'a marker of the kind click / glitch / mispronunciation at the cursor', (wb, key) => wb.markers.add(KINDS[Number(key)])],
   ['e', 'write the note of the last marker (Enter: back to the waveform)', (wb) => wb.markers.editLast()],
   ['u', 'undo the last delete or marker removal', (wb) => wb.undo()],
-  ['n / p', 'next (older) / previous (newer) take', (wb, key) => wb.step(key === 'n' ? 1 : -1)],
+  ['n / p', 'next (older) / previous (newer) take; sorted otherwise, the next / previous in the list as shown', (wb, key) => wb.step(key === 'n' ? 1 : -1)],
   ['w', 'focus the waveform', (wb) => wb.el('wave-a').focus()],
   ['← / →', 'seek 100 ms, with the waveform in focus (Page Up/Down: 1 s, Home/End)', null],
   ['Shift + ← / →', 'grow the selection, with the waveform in focus', null],

@@ -218,3 +218,98 @@ def test_a_recording_as_b_is_drawn_on_as_time_axis_and_kept_with_the_selection_a
     assert back == selection, (back, selection)
     assert page.input_value(f"{WB} [data-wb=region-from]") == f"{selection[0] * 1000:.1f}"
     page.select_option(f"{WB} [data-wb=b-source]", "")
+
+
+def _rate(page, take_id: str, stars: int):
+    page.click(f"{WB} [data-take='{take_id}'] button[data-act=select]")
+    page.wait_for_function("id => window.workbench.selected?.id === id", arg=take_id)
+    page.select_option(f"{WB} [data-wb=rating]", str(stars))
+    page.wait_for_function("([id, n]) => window.workbench.takes.find((t) => t.id === id).rating === n", arg=[take_id, stars])
+
+
+def _import_scored(page, bundle: Path, error_rate: float, tmp: Path) -> str:
+    """The take of a bundle, scored (as a take scored in another session is), imported as a user does."""
+    import json
+    import uuid
+
+    with zipfile.ZipFile(bundle) as z:
+        files = {name: z.read(name) for name in z.namelist()}
+    name = next(n for n in files if n.endswith(".json"))
+    report = json.loads(files[name])
+    report["id"] = str(uuid.uuid4())
+    report["evaluation"] = {"intelligibility": {"available": True, "metric": "wer", "rate": error_rate, "substitutions": 1,
+                                                "deletions": 0, "insertions": 0, "reference_units": 8, "model": "whisper",
+                                                "language": "en", "transcript": "…"},
+                            "similarity": None, "segments": [], "elapsed_s": 0.5}
+    files[name] = json.dumps(report).encode()
+    out = tmp / f"scored-{error_rate}.zip"
+    with zipfile.ZipFile(out, "w") as z:
+        for n, data in files.items():
+            z.writestr(n, data)
+    page.set_input_files(f"{WB} [data-wb=import]", str(out))
+    page.wait_for_function("id => window.workbench.selected?.id === id", arg=report["id"])
+    return report["id"]
+
+
+LISTED = "[...document.querySelectorAll('#vox-workbench [data-wb=list] [data-take]')].map((li) => li.dataset.take)"
+
+
+def test_takes_are_filtered_and_sorted_by_outcome_rating_error_rate_gaps_and_flags(app, page, tmp_path):
+    good = take(page, "A good take.")
+    poor = take(page, "A poor take.")
+    _rate(page, good["id"], 5)
+    _rate(page, poor["id"], 2)
+    page.fill("#vox-text textarea", "A take stopped while the player ran dry, to find among the others.")
+    with slowed(app, 0.3):
+        click_generate(page)
+        page.wait_for_function("window.player.run.underruns > 0 && window.player.run.boundaries.length >= 2", timeout=30_000)
+        page.click("#vox-stop")
+        page.wait_for_function("window.workbench.selected?.id === window.player.run.id", timeout=30_000)
+    stopped = page.evaluate("window.workbench.selected.id")
+    page.click(f"{WB} [data-take='{good['id']}'] button[data-act=select]")
+    page.wait_for_function("id => window.workbench.selected?.id === id", arg=good["id"])
+    bundle = download(page, f"{WB} [data-wb=bundle]")
+    worse = _import_scored(page, bundle, 0.4, tmp_path)
+    better = _import_scored(page, bundle, 0.05, tmp_path)
+    page.click(f"{WB} [data-wb=find-summary]")
+    # Outcome: only the stopped ones.
+    page.select_option(f"{WB} [data-wb=find-outcome]", "stopped")
+    listed = page.evaluate(LISTED)
+    assert stopped in listed and good["id"] not in listed and poor["id"] not in listed
+    assert all(t["outcome"] == "stopped" for t in page.evaluate("window.workbench.listed()"))
+    assert page.locator(f"{WB} [data-wb=storage]").inner_text().startswith(f"{len(listed)} of ")
+    page.select_option(f"{WB} [data-wb=find-outcome]", "")
+    # With gaps: the take that ran dry, not the others.
+    page.check(f"{WB} [data-wb=find-gaps]")
+    listed = page.evaluate(LISTED)
+    assert stopped in listed and good["id"] not in listed and poor["id"] not in listed
+    page.uncheck(f"{WB} [data-wb=find-gaps]")
+    # Rated four stars or more: the good one (and its scored copies), not the poor one.
+    page.select_option(f"{WB} [data-wb=find-rating]", "4")
+    listed = page.evaluate(LISTED)
+    assert {good["id"], worse, better} <= set(listed) and poor["id"] not in listed and stopped not in listed
+    page.select_option(f"{WB} [data-wb=find-rating]", "")
+    # An error rate of 10% or more: the worse copy alone.
+    page.fill(f"{WB} [data-wb=find-error]", "10")
+    assert page.evaluate(LISTED) == [worse]
+    page.fill(f"{WB} [data-wb=find-error]", "")
+    # Sorted by error rate, worst first (unscored takes after), and n walks the list as sorted.
+    page.select_option(f"{WB} [data-wb=sort]", "error-worst")
+    assert page.evaluate(LISTED)[:2] == [worse, better]
+    page.click(f"{WB} [data-take='{worse}'] button[data-act=select]")
+    page.wait_for_function("id => window.workbench.selected?.id === id", arg=worse)
+    page.keyboard.press("w")
+    page.keyboard.press("n")
+    page.wait_for_function("id => window.workbench.selected?.id === id", arg=better)
+    # Sorted by rating, best first: the five-star takes before the two-star one; by gaps, the stopped one first.
+    page.select_option(f"{WB} [data-wb=sort]", "rating-best")
+    listed = page.evaluate(LISTED)
+    assert listed.index(good["id"]) < listed.index(poor["id"]) and listed.index(worse) < listed.index(poor["id"])
+    page.select_option(f"{WB} [data-wb=sort]", "underruns-most")
+    assert page.evaluate(LISTED)[0] == stopped or page.evaluate(
+        "window.workbench.listed()[0].figures.underruns") >= page.evaluate(
+        "id => window.workbench.takes.find((t) => t.id === id).figures.underruns", stopped)
+    page.select_option(f"{WB} [data-wb=sort]", "flagged-most")
+    flags = page.evaluate("window.workbench.listed().map((t) => t.figures.flagged_boundaries)")
+    assert flags == sorted(flags, reverse=True)
+    page.select_option(f"{WB} [data-wb=sort]", "newest")

@@ -38,14 +38,37 @@ def workbench_html() -> str:
   <div class="vox-wb-toolbar"><span data-wb="storage">No takes yet.</span>
     <button type="button" class="vox-wb-button" data-wb="clear">Clear all takes</button>
     <button type="button" class="vox-wb-button" data-wb="undo" hidden>Undo</button>
-    <label>Filter <input type="search" data-wb="filter" placeholder="text, name, tag, mode…" aria-label="Filter the takes"></label>
     <button type="button" class="vox-wb-button" data-wb="csv">Export all figures (CSV)</button>
     <button type="button" class="vox-wb-button" data-wb="notes-csv">Export markers and notes (CSV)</button>
     <label class="vox-wb-button">Import bundle… <input type="file" data-wb="import" accept=".zip,application/zip" class="vox-wb-file"></label>
     <span data-wb="message" role="status" aria-live="polite"></span></div>
-  <ol class="vox-wb-takes" data-wb="list" aria-label="Takes, newest first"></ol>
+  {_find()}
+  <ol class="vox-wb-takes" data-wb="list" aria-label="Takes, as filtered and sorted above"></ol>
   {_take_view()}
 </section>"""
+
+
+def _find() -> str:
+    """Which takes the list shows (static/workbench/sorting.js): words, and behind one tab stop (a
+    closed <details>, so Tab still reaches the take soon) outcome, rating, error rate, gaps and
+    flagged boundaries, and the order."""
+    return """<div class="vox-wb-find"><label>Filter <input type="search" data-wb="filter" placeholder="text, name, tag, mode…"
+      aria-label="Filter the takes by their words"></label>
+    <details data-wb="find-more"><summary data-wb="find-summary">Outcome, rating, error rate, gaps; sort</summary>
+    <div class="vox-wb-find-more" role="group" aria-label="Filter the takes by outcome, rating and figures, and sort them">
+    <label>Outcome <select data-wb="find-outcome"><option value="">any</option><option value="finished">finished</option>
+      <option value="stopped">stopped</option><option value="failed">failed</option></select></label>
+    <label>Rating <select data-wb="find-rating"><option value="">any</option><option value="5">★★★★★</option>
+      <option value="4">★★★★ or more</option><option value="3">★★★ or more</option><option value="2">★★ or more</option>
+      <option value="1">★ or more</option><option value="none">not rated</option></select></label>
+    <label>Error rate at least <input type="number" data-wb="find-error" min="0" max="100" step="1" placeholder="any"> %</label>
+    <label><input type="checkbox" data-wb="find-gaps"> with gaps</label>
+    <label><input type="checkbox" data-wb="find-flagged"> with flagged boundaries</label>
+    <label>Sort <select data-wb="sort"><option value="newest">newest first</option><option value="oldest">oldest first</option>
+      <option value="rating-best">rating, best first</option><option value="rating-worst">rating, worst first</option>
+      <option value="error-worst">error rate, worst first</option><option value="similarity-lowest">speaker similarity, lowest first</option>
+      <option value="underruns-most">gaps, most first</option><option value="flagged-most">flagged boundaries, most first</option>
+      </select></label></div></details></div>"""
 
 
 def _take_view() -> str:
