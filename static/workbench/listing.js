@@ -194,13 +194,23 @@ export function summary(t) {
     ['Figures', `first byte ${fmt(f.first_byte_ms, 0, ' ms')}, first sound ${fmt(f.first_sound_ms, 0, ' ms')}, ` +
       `server first patch ${fmt(f.server_first_patch_ms, 0, ' ms')}, server RTF ${fmt(f.server_rtf, 3)}, client RTF ${fmt(f.client_rtf, 3)}`],
     ['Levels', t.measures ? describeMeasures(t.measures) : '–'],
-    ['Gaps', f.underruns ? `${counted(f.underruns, 'underrun')}, ${Math.round(f.gap_ms)} ms: ` +
-      f.underrun_times.map((u) => `${Math.round(u.at_ms)} ms`).join(', ') : 'none'],
+    ['Gaps', f.underruns ? [`${counted(f.underruns, 'underrun')}, ${Math.round(f.gap_ms)} ms in all: `, ...gapLinks(t)] : 'none'],
   ];
   return rows.map(([k, v]) => {
     const row = document.createElement('div');
     row.className = 'vox-wb-fact';
-    row.append(Object.assign(document.createElement('b'), { textContent: `${k}: ` }), document.createTextNode(v));
+    row.append(Object.assign(document.createElement('b'), { textContent: `${k}: ` }), ...[].concat(v));
     return row;
+  });
+}
+
+// Each gap where it fell, as a position (they read as durations: "160 ms, 320 ms"), with its
+// length; a click moves the cursor there (the workbench listens on the facts for data-at).
+function gapLinks(t) {
+  return t.figures.underrun_times.flatMap((u, i) => {
+    const b = Object.assign(document.createElement('button'), { type: 'button', className: 'vox-wb-at',
+      textContent: `at ${(u.at_samples / t.sampleRate).toFixed(3)} s (${u.gap_ms == null ? '?' : Math.round(u.gap_ms)} ms gap)` });
+    b.dataset.at = u.at_samples / t.sampleRate;
+    return i ? [', ', b] : [b];
   });
 }

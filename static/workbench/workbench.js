@@ -13,6 +13,7 @@ import { Evaluation } from './evaluate.js';
 import { keepClip, putClipBack } from './clip.js';
 import { Segments } from './segments.js';
 import { ViewMemory } from './memory.js';
+import { Landmarks } from './landmarks.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
 import { TakeStore, formOfTake, settingsDiff, takeOf, totalBytes } from './takes.js';
 import { WaveView } from './waveview.js';
@@ -63,6 +64,7 @@ export class Workbench {
     this.boundaryList = new BoundaryList(this);
     this.evaluation = new Evaluation(this);
     this.memory = new ViewMemory(this);
+    this.landmarks = new Landmarks(this);
     this.wire();
     this.takes = await this.store.list();
     await this.compare.restore();
@@ -89,6 +91,10 @@ export class Workbench {
     wireListing(this, on);
     wireKeys(this);
     this.el('list').addEventListener('keydown', moveInList);
+    this.el('head').addEventListener('click', (e) => { // a gap's position, in the facts
+      const at = e.target.closest('button[data-at]');
+      if (at) this.view.seek(Number(at.dataset.at));
+    });
     this.el('list').addEventListener('click', (e) => {
       const button = e.target.closest('button[data-act]');
       if (button) this.act(button.dataset.act, button.closest('[data-take]').dataset.take).catch((err) => this.say(String(err.message || err)));
@@ -379,6 +385,7 @@ const SHORTCUTS = [
   ['u', 'undo the last delete or marker removal', (wb) => wb.undo()],
   ['n / p', 'next (older) / previous (newer) take; sorted otherwise, the next / previous in the list as shown', (wb, key) => wb.step(key === 'n' ? 1 : -1)],
   ['w', 'focus the waveform', (wb) => wb.el('wave-a').focus()],
+  ['] / [', 'the next / previous flagged boundary or gap (red and amber marks)', (wb, key) => wb.landmarks.go(key === ']' ? 1 : -1)],
   ['← / →', 'seek 100 ms, with the waveform in focus (Page Up/Down: 1 s, Home/End)', null],
   ['Shift + ← / →', 'grow the selection, with the waveform in focus', null],
   ['?', 'this help', (wb) => wb.el('help').showModal()],

@@ -313,3 +313,36 @@ def test_takes_are_filtered_and_sorted_by_outcome_rating_error_rate_gaps_and_fla
     flags = page.evaluate("window.workbench.listed().map((t) => t.figures.flagged_boundaries)")
     assert flags == sorted(flags, reverse=True)
     page.select_option(f"{WB} [data-wb=sort]", "newest")
+
+
+def test_gap_positions_are_clickable_and_brackets_walk_the_flagged_boundaries_and_gaps(app, page):
+    with slowed(app, 0.3):
+        t = take(page, "A take that runs dry, its gaps to visit one by one.")
+    gaps = [u["at_samples"] / 48000 for u in t["figures"]["underrun_times"]]
+    assert gaps, t["figures"]
+    head = page.locator(f"{WB} [data-wb=head]")
+    line = head.locator(".vox-wb-fact", has_text="Gaps:").inner_text()
+    # Positions read as positions ("at 0.160 s"), each gap's length beside it.
+    assert re.search(r"at \d+\.\d{3} s \(\d+ ms gap\)", line), line
+    page.click(f"{WB} [data-wb=wave-a]", position={"x": 2, "y": 40})
+    button = head.locator("button[data-at]").last
+    button.click()
+    assert abs(page.evaluate("window.workbench.view.a.getCurrentTime()") - gaps[-1]) < 0.002
+    # ] and [ with the boundary list's threshold at 1×: every boundary above it and every gap, in time order.
+    page.fill(f"{WB} [data-wb=blist-threshold]", "1")
+    page.locator(f"{WB} [data-wb=blist-threshold]").dispatch_event("change")
+    flagged = [s["offset"] / 48000 for s in t["scores"] if s["score"] > 1]
+    stops = sorted(set(round(x, 6) for x in flagged + gaps))
+    page.focus(f"{WB} [data-wb=wave-a]")
+    page.keyboard.press("Home")
+    visited = []
+    for _ in stops:
+        page.keyboard.press("]")
+        visited.append(round(page.evaluate("window.workbench.view.a.getCurrentTime()"), 6))
+    assert all(abs(a - b) < 0.002 for a, b in zip(visited, stops)), (visited, stops)
+    assert "gap" in page.locator(f"{WB} [data-wb=message]").inner_text() or "boundary" in page.locator(f"{WB} [data-wb=message]").inner_text()
+    page.keyboard.press("[")
+    if len(stops) > 1:
+        assert abs(page.evaluate("window.workbench.view.a.getCurrentTime()") - stops[-2]) < 0.002
+    page.fill(f"{WB} [data-wb=blist-threshold]", "6")
+    page.locator(f"{WB} [data-wb=blist-threshold]").dispatch_event("change")
