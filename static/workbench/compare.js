@@ -183,8 +183,10 @@ export class Compare {
       (all.length > done.length ? ` All sessions of this take: ${describeScore(all).replace('ABX: ', '')}.` : '');
   }
 
+  // The session's line; the take's score only between sessions (a session is scored at its end).
   showAbx(message = '') {
-    this.el('abx-score').textContent = `${message} ${describeScore(this.wb.selected?.abx || [])}`.trim();
+    const score = this.abx.session ? '' : describeScore(this.wb.selected?.abx || []);
+    this.el('abx-score').textContent = `${message} ${score}`.trim();
   }
 }
 

@@ -73,13 +73,18 @@ export function parseTags(text) {
 // A bundle's take: its report (everything but the samples), the streamed WAV's samples, the notes
 // and the clip it was cloned from, where the bundle holds it.
 export async function takeOfBundle(file) {
-  const files = unzipSync(new Uint8Array(await file.arrayBuffer()));
+  const bytes = new Uint8Array(await file.arrayBuffer());
+  if (!(bytes[0] === 0x50 && bytes[1] === 0x4b)) { // "PK": a zip (fflate said only "invalid zip data" of a WAV)
+    throw new Error(`“${file.name}” is not a take bundle: Import bundle takes the .zip that Download bundle writes. ` +
+      'To compare a recording with the take on screen, use “Load a recording as B…”.');
+  }
+  const files = unzipSync(bytes);
   const named = (end) => Object.keys(files).find((name) => name.endsWith(end));
   const [json, wav, notes] = [named('.json'), named('-stream.wav'), named('-notes.txt')];
   if (!json || !wav) throw new Error('not a take bundle: it needs the report (.json) and the streamed WAV');
   const { reproduce, ...take } = JSON.parse(strFromU8(files[json]));
-  const bytes = files[wav];
-  const { pcm, rate } = readWav(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
+  const data = files[wav];
+  const { pcm, rate } = readWav(data.buffer.slice(data.byteOffset, data.byteOffset + data.length));
   if (rate !== take.sampleRate || pcm.length !== take.figures.samples) throw new Error('the bundle\'s WAV does not match its report');
   const clip = take.clip && Object.keys(files).find((name) => name.includes('-clip-'));
   return { ...take, pcm: pcm.buffer, notes: notes ? strFromU8(files[notes]) : take.notes || '',

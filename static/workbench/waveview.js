@@ -61,6 +61,7 @@ export class WaveView {
     this.onTime = []; // (seconds) => void, on every cursor move of the side listened to
     this.onScale = []; // (pixels per second) => void, whenever A is drawn at another scale
     this.onSelect = []; // ({start, end} in seconds, or null) => void, whenever the selection changes or goes
+    this.onNoB = []; // () => void, when A/B switching is asked for with no B to switch to
     this.wire();
   }
 
@@ -96,7 +97,10 @@ export class WaveView {
     new ResizeObserver(() => this.fit()).observe(this.el('wave-a')); // the window's width: the axis's scale with it
     this.a.on('redraw', () => this.rescale());
     this.el('play').addEventListener('click', () => this.toggle());
-    this.el('switch').addEventListener('click', () => this.switchTo(this.active === 'A' ? 'B' : 'A'));
+    this.el('switch').addEventListener('click', () => {
+      if (this.active === 'A' && !this.urlB) return this.onNoB.forEach((f) => f()); // it said "Listening to B" over nothing
+      this.switchTo(this.active === 'A' ? 'B' : 'A');
+    });
   }
 
   async show(take, marks) {

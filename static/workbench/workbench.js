@@ -65,6 +65,7 @@ export class Workbench {
     this.evaluation = new Evaluation(this);
     this.memory = new ViewMemory(this);
     this.landmarks = new Landmarks(this);
+    this.view.onNoB.push(() => this.say('Pick B first (its offline render, another take or a recording): there is no B to switch to.'));
     this.wire();
     this.takes = await this.store.list();
     await this.compare.restore();
@@ -131,7 +132,8 @@ export class Workbench {
 
   // A take from elsewhere (an imported bundle), numbered after the last one here.
   async adopt(take) {
-    if (this.takes.some((t) => t.id === take.id)) return this.say(`Take ${take.id} is already here.`);
+    const here = this.takes.find((t) => t.id === take.id);
+    if (here) return this.say(`Not imported: this bundle's take is already here, as take ${here.n}${here.name ? ` “${here.name}”` : ''}.`);
     take.n = (this.takes.at(-1)?.n ?? 0) + 1;
     await this.store.put(take);
     this.takes = await this.store.list();

@@ -346,3 +346,40 @@ def test_gap_positions_are_clickable_and_brackets_walk_the_flagged_boundaries_an
         assert abs(page.evaluate("window.workbench.view.a.getCurrentTime()") - stops[-2]) < 0.002
     page.fill(f"{WB} [data-wb=blist-threshold]", "6")
     page.locator(f"{WB} [data-wb=blist-threshold]").dispatch_event("change")
+
+
+def test_abx_says_no_score_while_trials_run_and_b_without_a_b_says_so(page):
+    take(page, "A take to listen to blind.")
+    page.select_option(f"{WB} [data-wb=b-source]", "")
+    page.focus(f"{WB} [data-wb=wave-a]")
+    page.keyboard.press("b")  # no B yet: nothing to switch to, and the button does not claim B
+    switch = page.locator(f"{WB} [data-wb=switch]")
+    assert switch.inner_text() == "Listening to A: switch to B" and switch.get_attribute("aria-pressed") == "false"
+    assert page.evaluate("document.querySelector('#vox-workbench').dataset.active") == "A"
+    assert "Pick B first" in page.locator(f"{WB} [data-wb=message]").inner_text()
+    page.select_option(f"{WB} [data-wb=b-source]", "offline")
+    page.wait_for_function("window.workbench.lastDifference", timeout=30_000)
+    page.fill(f"{WB} [data-wb=abx-trials]", "2")
+    page.click(f"{WB} [data-wb=abx-start]")
+    score = page.locator(f"{WB} [data-wb=abx-score]")
+    assert score.inner_text().startswith("Trial 1 of 2") and "no trials yet" not in score.inner_text(), score.inner_text()
+    page.click(f"{WB} [data-wb=abx-answer-a]")
+    assert score.inner_text().startswith("Trial 2 of 2") and "ABX:" not in score.inner_text(), score.inner_text()
+    page.click(f"{WB} [data-wb=abx-answer-b]")
+    page.wait_for_function("document.querySelector('#vox-workbench [data-wb=abx-score]').innerText.includes('this session')")
+    page.select_option(f"{WB} [data-wb=b-source]", "")
+
+
+def test_a_bundle_imported_twice_or_a_wav_dropped_on_import_is_told_plainly(page, tmp_path):
+    t = take(page, "A take to export and import again.")
+    bundle = download(page, f"{WB} [data-wb=bundle]")
+    message = page.locator(f"{WB} [data-wb=message]")
+    page.set_input_files(f"{WB} [data-wb=import]", str(bundle))
+    message.filter(has_text="already").wait_for()
+    assert f"take {t['n']}" in message.inner_text() and t["id"] not in message.inner_text(), message.inner_text()
+    wav = tmp_path / "reference.wav"
+    wav.write_bytes(tone(0.5))
+    page.set_input_files(f"{WB} [data-wb=import]", str(wav))
+    message.filter(has_text="reference.wav").wait_for()
+    said = message.inner_text()
+    assert "invalid zip data" not in said and "Load a recording as B" in said, said
