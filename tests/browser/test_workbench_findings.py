@@ -383,3 +383,45 @@ def test_a_bundle_imported_twice_or_a_wav_dropped_on_import_is_told_plainly(page
     message.filter(has_text="reference.wav").wait_for()
     said = message.inner_text()
     assert "invalid zip data" not in said and "Load a recording as B" in said, said
+
+
+# WCAG 2.1 contrast of an element's text as drawn: its colour (its alpha and the opacity of it and
+# of what holds it, through shadow roots, blended over) against the first opaque background behind it.
+DRAWN_CONTRAST = """el => {
+    const rgba = (s) => { const v = s.match(/[\\d.]+/g).map(Number); return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1]; };
+    const up = (e) => e.parentElement || (e.getRootNode() instanceof ShadowRoot ? e.getRootNode().host : null);
+    let bg = [255, 255, 255];
+    for (let e = el; e; e = up(e)) { const c = rgba(getComputedStyle(e).backgroundColor); if (c[3] === 1) { bg = c; break; } }
+    let [r, g, b, a] = rgba(getComputedStyle(el).color);
+    for (let e = el; e; e = up(e)) a *= Number(getComputedStyle(e).opacity);
+    const fg = [r, g, b].map((v, i) => a * v + (1 - a) * bg[i]);
+    const lum = (c) => { const [x, y, z] = c.slice(0, 3).map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+                         return 0.2126 * x + 0.7152 * y + 0.0722 * z; };
+    const [p, q] = [lum(fg), lum(bg)];
+    return (Math.max(p, q) + 0.05) / (Math.min(p, q) + 0.05);
+}"""
+
+
+def test_the_pause_hint_the_settings_help_and_the_timeline_read_at_aa_contrast(page):
+    take(page, "A take, for its timeline.")
+    hint = page.locator("#vox-text").get_by_text("A pause:")
+    assert hint.evaluate(DRAWN_CONTRAST) >= 4.5
+    page.get_by_text("Advanced settings").scroll_into_view_if_needed()
+    helps = page.locator(".gradio-container .info-text").all()
+    assert helps and min(h.evaluate(DRAWN_CONTRAST) for h in helps) >= 4.5
+    labels = page.locator(f"{WB} [data-wb=timeline] [part~=timeline-notch-secondary]").all()
+    assert labels and min(x.evaluate(DRAWN_CONTRAST) for x in labels) >= 4.5
+
+
+def test_on_a_phone_use_via_http_opens_at_the_end_of_the_page(page):
+    page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        page.wait_for_timeout(300)
+        page.evaluate("window.scrollTo(0, document.scrollingElement.scrollHeight)")
+        page.wait_for_timeout(300)
+        box = page.locator("#vox-http-api summary").bounding_box()
+        page.mouse.click(box["x"] + 20, box["y"] + box["height"] / 2)  # as a thumb taps it
+        assert page.locator("#vox-http-api").evaluate("d => d.open")
+        page.locator("#vox-http-api summary").click()
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 800})
