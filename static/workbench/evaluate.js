@@ -3,12 +3,16 @@
 // spoken, and for a cloning take the speaker similarity to its clip; per segment for a long text.
 // Misread, missing and inserted words are marked in the text and on the waveform at the times the
 // recognizer gave them; a click (or Enter) on one jumps there. The scores are kept with the take.
+// On the waveform a word is a coloured line and one sign (≠ − +), its words in a tooltip: whole
+// words as labels piled up in rows down over the waveform where errors came close together. In
+// the text the marked words are one Tab stop, the arrow keys moving between them.
 
 import { wavBlob } from '../player/pcm.js';
 import { route } from '../player/server.js';
 
 const COLORS = { misread: '#d97706', missing: '#dc2626', inserted: '#2563eb' };
 const SAYS = { misread: 'misread', missing: 'missing', inserted: 'inserted' };
+const SIGNS = { misread: '≠', missing: '−', inserted: '+' };
 
 const pct = (rate) => `${(rate * 100).toFixed(1)}%`;
 
@@ -36,6 +40,7 @@ export class Evaluation {
       this.el(name).addEventListener('click', jump);
       this.el(name).addEventListener('keydown', jump);
     }
+    this.el('eval-text').addEventListener('keydown', (e) => this.moveInWords(e));
   }
 
   say(text) {
@@ -108,9 +113,22 @@ export class Evaluation {
     const marks = [];
     const texts = result.segments.map((seg) => this.markedText(seg, marks));
     this.el('eval-text').replaceChildren(...texts);
-    marks.forEach((m, i) => view.mark({ id: `e-${i}`, sample: m.at * view.rate, color: COLORS[m.type],
-      label: m.type === 'misread' ? `≠ ${m.heard}` : m.type === 'missing' ? `− ${m.ref}` : `+ ${m.heard}` }));
+    const words = this.el('eval-text').querySelectorAll('button[data-at]');
+    words.forEach((w, i) => { w.tabIndex = i ? -1 : 0; });
+    marks.forEach((m, i) => view.mark({ id: `e-${i}`, sample: m.at * view.rate, color: COLORS[m.type], label: SIGNS[m.type],
+      title: m.type === 'misread' ? `“${m.ref}” heard as “${m.heard}”` : m.type === 'missing' ? `“${m.ref}” not heard` : `“${m.heard}” heard, not in the text` }));
     if (result.segments.length > 1) this.segmentTable(result.segments);
+  }
+
+  // Left and Right (Home, End) on a marked word: the focus, and the one Tab stop, to the next one.
+  moveInWords(e) {
+    const words = [...this.el('eval-text').querySelectorAll('button[data-at]')];
+    const i = words.indexOf(e.target);
+    const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: words.length - 1 }[e.key];
+    if (i < 0 || to === undefined || !words[to]) return;
+    e.preventDefault();
+    words.forEach((w, j) => { w.tabIndex = j === to ? 0 : -1; });
+    words[to].focus();
   }
 
   // A segment's text as spoken, its misread and missing words marked where they stand and the

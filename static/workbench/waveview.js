@@ -28,10 +28,12 @@ async function loadPcm(ws, pcm, rate) {
   return url;
 }
 
-// A mark's label: on one line beside its zero-width region (as plain text it wrapped a word a line).
-function tag(text) {
+// A mark's label: on one line beside its zero-width region (as plain text it wrapped a word a line);
+// `title`, where given, says more on hover.
+function tag(text, title) {
   const span = document.createElement('span');
   span.textContent = text;
+  if (title) Object.assign(span, { title }).style.pointerEvents = 'auto'; // its mark is not (mark()): the tooltip needs it
   Object.assign(span.style, { whiteSpace: 'nowrap', fontSize: '11px', background: 'rgba(255, 255, 255, 0.8)',
     padding: '0 2px', borderRadius: '3px', display: 'inline-block' });
   return span;
@@ -119,10 +121,10 @@ export class WaveView {
     this.shown = take.id; // the take the waveform holds, once drawn: a drag before it would be cleared
   }
 
-  mark({ id, sample, color, label }) {
+  mark({ id, sample, color, label, title }) {
     const t = sample / this.rate;
     const region = this.regions.addRegion({ id, start: t, end: t, color: color || COLORS.boundary, drag: false,
-      resize: false, content: label ? tag(label) : undefined });
+      resize: false, content: label ? tag(label, title) : undefined });
     // A mark is only drawn: a drag that starts on its line (one every 160 ms) must still select.
     if (region.element) region.element.style.pointerEvents = 'none';
     setTimeout(() => this.placeLabel(region), 0); // once the plugin has put it in the page (a task later)

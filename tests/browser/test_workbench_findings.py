@@ -425,3 +425,61 @@ def test_on_a_phone_use_via_http_opens_at_the_end_of_the_page(page):
         page.locator("#vox-http-api summary").click()
     finally:
         page.set_viewport_size({"width": 1280, "height": 800})
+
+
+def _scored_words(page, t: dict, bundle: Path, tmp: Path) -> str:
+    """The take's bundle, scored with six misread words close together (as a session that scored it
+    saved it), imported as a user does; returns the imported take's id."""
+    import json
+    import uuid
+
+    with zipfile.ZipFile(bundle) as z:
+        files = {name: z.read(name) for name in z.namelist()}
+    name = next(n for n in files if n.endswith(".json"))
+    report = json.loads(files[name])
+    report["id"] = str(uuid.uuid4())
+    text = report["settings"]["text_as_spoken"]
+    spans = [(m.start(), m.end()) for m in re.finditer(r"\w+", text)][:6]
+    words = [{"type": "misread", "ref": text[a:b], "heard": f"heard{i}", "span": [a, b], "start": 0.1 + 0.012 * i, "end": 0.11 + 0.012 * i}
+             for i, (a, b) in enumerate(spans)]
+    intelligibility = {"available": True, "metric": "wer", "rate": 0.75, "substitutions": 6, "deletions": 0, "insertions": 0,
+                       "reference_units": 8, "model": "whisper", "language": "en", "transcript": "…", "words": words}
+    report["evaluation"] = {"intelligibility": intelligibility, "similarity": None, "elapsed_s": 0.5,
+                            "segments": [{"index": 0, "text": text, "start_s": 0, "intelligibility": intelligibility, "similarity": None}]}
+    files[name] = json.dumps(report).encode()
+    out = tmp / "scored-words.zip"
+    with zipfile.ZipFile(out, "w") as z:
+        for n, data in files.items():
+            z.writestr(n, data)
+    page.set_input_files(f"{WB} [data-wb=import]", str(out))
+    page.wait_for_function("id => window.workbench.selected?.id === id", arg=report["id"])
+    return report["id"]
+
+
+LABEL_BOXES = """prefix => window.workbench.view.regions.getRegions().filter((r) => r.id.startsWith(prefix) && r.content)
+    .map((r) => { const b = r.content.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })"""
+
+
+def test_scored_words_neither_pile_up_on_the_waveform_nor_take_a_tab_stop_each(page, tmp_path):
+    t = take(page, "One two three four five six seven eight.")
+    scored = _scored_words(page, t, download(page, f"{WB} [data-wb=bundle]"), tmp_path)
+    assert scored
+    page.wait_for_timeout(300)
+    boxes = page.evaluate(LABEL_BOXES, "e-")
+    assert len(boxes) == 6
+    overlaps = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+                if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+    assert not overlaps, boxes
+    # One row of marks at the top of the waveform, not a pile of labels down over it.
+    wave = page.locator(f"{WB} [data-wb=wave-a]").bounding_box()
+    assert all(wave["y"] - 1 <= b[1] and b[3] <= wave["y"] + 20 for b in boxes), (boxes, wave)
+    # The marked words: one Tab stop; arrows move between them, Enter jumps the cursor to the word.
+    words = page.locator(f"{WB} [data-wb=eval-text] [data-at]")
+    assert words.count() == 6
+    assert page.evaluate("[...document.querySelectorAll('#vox-workbench [data-wb=eval-text] [data-at]')].filter((w) => w.tabIndex === 0).length") == 1
+    words.first.focus()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("document.activeElement.textContent") == words.nth(2).inner_text()
+    page.keyboard.press("Enter")
+    assert abs(page.evaluate("window.workbench.view.a.getCurrentTime()") - 0.124) < 0.002
