@@ -3,7 +3,8 @@
 // speech recognition model transcribes it and the transcript box is filled, marked as automatic by
 // the note below it until the user edits the text. Nothing waits for it: the page stays usable while
 // it runs, and an answer for a clip that is no longer the one in use is dropped. Text the user typed
-// (or an example put there) is never replaced: the automatic transcript is offered beside it instead.
+// (or an example put there) is never replaced: the automatic transcript is offered beside it instead,
+// unless the user asks for it again with the note's "Transcribe again" button.
 
 import { drawn, fieldValue, onInput, setTranscript } from '../page/gradio.js';
 import { errorText, route } from '../player/server.js';
@@ -18,6 +19,7 @@ class AutoTranscript {
     this.asked = 0; // the number of the latest request: the answers to older ones are dropped
     this.offered = null; // an automatic transcript not filled in, because the box held the user's text
     this.clipId = '';
+    this.source = null; // {body, what}: what was last transcribed, for "Transcribe again"
     this.voiceText = null; // a picked saved voice's own transcript, while the box holds it unedited
     this.before = null; // what the box held before that transcript replaced it: back once no voice is picked
   }
@@ -26,6 +28,7 @@ class AutoTranscript {
     onInput(FIELD, () => this.edited());
     drawn(NOTE).then((note) => note.addEventListener('click', (event) => {
       if (event.target.closest('button[data-action="use"]')) this.useOffered();
+      if (event.target.closest('button[data-action="again"]') && this.source) this.ask(this.source.body, this.source.what, true);
     }));
   }
 
@@ -69,6 +72,7 @@ class AutoTranscript {
   forget() {
     this.asked += 1;
     this.offered = null;
+    this.source = null;
     if (this.auto !== null && fieldValue(FIELD) === this.auto) {
       this.stale = this.auto;
       setTranscript('');
@@ -77,8 +81,10 @@ class AutoTranscript {
     this.note('', '');
   }
 
-  async ask(body, what) {
+  // replace: asked for by the user (Transcribe again), so the answer goes in the box whatever is there.
+  async ask(body, what, replace = false) {
     const ticket = ++this.asked;
+    this.source = { body, what };
     this.note('working', `Transcribing ${what} automatically…`);
     let response = null;
     try {
@@ -94,7 +100,8 @@ class AutoTranscript {
       const reason = why.split('\n')[0].trim().replace(/\.+$/, '');
       return this.note('error', `Automatic transcript not available: ${reason}. Type the transcript.`);
     }
-    this.fill(answer.text, answer.model);
+    if (replace) this.put(answer.text, answer.model);
+    else this.fill(answer.text, answer.model);
   }
 
   fill(text, model) {
@@ -131,6 +138,8 @@ class AutoTranscript {
     this.note('edited', 'Edited: your transcript is used.');
   }
 
+  // The note under the box; where a transcript was asked for, a button asks for it again (the
+  // model was still loading, or an edit went wrong).
   note(state, message, action = null) {
     const el = document.querySelector(NOTE);
     if (!el) return;
@@ -146,6 +155,11 @@ class AutoTranscript {
       const button = Object.assign(document.createElement('button'), { type: 'button', textContent: action });
       button.dataset.action = 'use';
       parts.push(button);
+    }
+    if (this.source && ['automatic', 'edited', 'offered', 'error'].includes(state)) {
+      const again = Object.assign(document.createElement('button'), { type: 'button', textContent: 'Transcribe again' });
+      again.dataset.action = 'again';
+      parts.push(again);
     }
     el.replaceChildren(...parts);
   }

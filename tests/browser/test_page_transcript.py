@@ -127,3 +127,20 @@ def test_picking_a_saved_voice_without_a_transcript_fills_the_box(app, page, whi
     assert "automatic" in note_state(page, "automatic")
     page.wait_for_function("([box, want]) => document.querySelector(box).value === want",
                            arg=[BOX, expected(whisper, flac)])
+
+
+def test_an_automatic_transcript_can_be_made_again_by_a_button(page, whisper):
+    """Once filled automatically (and edited since), a button in the note asks for it again and puts it
+    back in the box: there was no way to run it again but uploading the clip anew."""
+    want = expected(whisper, (ASSETS / "guide_en.wav").read_bytes())
+    upload(page, ASSETS / "guide_en.wav")
+    note_state(page, "automatic")
+    page.locator(BOX).press("End")
+    page.locator(BOX).type(" and more")
+    note_state(page, "edited")
+    asked = []
+    page.on("request", lambda r: r.url.endswith("/voxcpm/transcribe") and asked.append(r.url))
+    page.click(f"{NOTE} button[data-action='again']")
+    note_state(page, "automatic")
+    page.wait_for_function("([box, want]) => document.querySelector(box).value === want", arg=[BOX, want])
+    assert len(asked) == 1
