@@ -10,6 +10,7 @@ import RegionsPlugin from '../vendor/wavesurfer/regions.esm.js';
 import TimelinePlugin from '../vendor/wavesurfer/timeline.esm.js';
 import { toFloat32, wavBlob } from '../player/pcm.js';
 import SpectrogramPlugin from '../vendor/wavesurfer/spectrogram.esm.js';
+import { scrollOnVerticalSwipe } from './touch.js';
 
 const COLORS = { wave: '#4a5fc1', progress: '#1e2a78', boundary: 'rgba(90, 90, 90, 0.55)', flagged: '#c62828',
   underrun: '#b26a00', selection: 'rgba(250, 204, 21, 0.35)' };
@@ -96,6 +97,7 @@ export class WaveView {
     this.b.on('scroll', (start, end, left) => { if (Math.abs(this.a.getScroll() - left) > 1) this.a.setScroll(left); });
     this.a.on('redraw', () => this.follow(this.a.getScroll()));
     this.el('wave-a').addEventListener('keydown', (e) => this.onKey(e));
+    scrollOnVerticalSwipe(this.el('wave-a'));
     this.el('zoom').addEventListener('input', (e) => { this.zoomed = Number(e.target.value); this.fit(); });
     new ResizeObserver(() => this.fit()).observe(this.el('wave-a')); // the window's width: the axis's scale with it
     this.a.on('redraw', () => this.rescale());

@@ -14,7 +14,7 @@ import numpy as np
 import soundfile as sf
 
 from ..support.page_handles import click_generate
-from ..support.workbench_page import app, download, drag, page, ready, slowed, take  # noqa: F401 (fixtures)
+from ..support.workbench_page import app, download, drag, page, ready, settled, slowed, take  # noqa: F401 (fixtures)
 
 WB = "#vox-workbench"
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "voices"
@@ -483,3 +483,40 @@ def test_scored_words_neither_pile_up_on_the_waveform_nor_take_a_tab_stop_each(p
     assert page.evaluate("document.activeElement.textContent") == words.nth(2).inner_text()
     page.keyboard.press("Enter")
     assert abs(page.evaluate("window.workbench.view.a.getCurrentTime()") - 0.124) < 0.002
+
+
+def test_on_a_phone_a_vertical_swipe_on_the_waveform_scrolls_the_page_quietly(page, app):
+    context = page.context.browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True,
+                                               is_mobile=True, device_scale_factor=2)
+    phone = context.new_page()
+    try:
+        phone.goto(app.url + "/")
+        ready(phone)
+        take(phone)
+        wave = f"{WB} [data-wb=wave-a]"
+        phone.locator(wave).scroll_into_view_if_needed()
+        settled(phone)
+        cdp = context.new_cdp_session(phone)
+        said = []  # what devtools shows: console errors and the browser's interventions ("Ignored attempt to cancel a touchmove…")
+        cdp.send("Log.enable")
+        cdp.on("Log.entryAdded", lambda e: e["entry"]["level"] in ("error", "warning") and said.append(e["entry"]["text"]))
+        phone.on("console", lambda m: m.type == "error" and said.append(m.text))
+        for rest_ms in (0, 150):  # a quick flick, and a finger that rests a moment before it swipes up
+            phone.locator(wave).scroll_into_view_if_needed()
+            box = phone.locator(wave).bounding_box()
+            x, y = box["x"] + box["width"] * 0.5, box["y"] + box["height"] / 2
+            touch = lambda kind, dy=0: cdp.send("Input.dispatchTouchEvent", {  # noqa: E731
+                "type": kind, "touchPoints": [] if kind == "touchEnd" else [{"x": x + dy * 0.05, "y": y - dy}]})
+            before = phone.evaluate("scrollY")
+            touch("touchStart")
+            phone.wait_for_timeout(rest_ms)
+            for k in range(1, 16):
+                touch("touchMove", k * 12)
+                phone.wait_for_timeout(16)
+            touch("touchEnd")
+            phone.wait_for_timeout(300)
+            assert phone.evaluate("scrollY") > before + 50, rest_ms  # the page scrolled
+            assert phone.evaluate("window.workbench.view.selection") is None, rest_ms  # nothing selected
+        assert not said, said
+    finally:
+        context.close()
