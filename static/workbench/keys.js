@@ -1,0 +1,53 @@
+// The workbench's keyboard shortcuts (one table, read by the keys and shown by the help overlay,
+// so the two cannot disagree), and the help overlay that lists them (? opens it).
+
+import { KINDS } from './markers.js';
+
+// They act while a take is on screen and the focus is not in a field that takes text.
+const SHORTCUTS = [
+  ['k or Space', 'play / pause (Space: not on a button)', (wb) => wb.el('play').click()], // as the button does: ABX stops too
+  ['b', 'switch between A and B at the same position', (wb) => wb.el('switch').click()],
+  ['l', 'loop the selection on / off', (wb) => { const loop = wb.el('loop'); loop.checked = !loop.checked; }],
+  ['m', 'a marker at the cursor, of the kind picked beside "Marker at cursor"; the focus stays here', (wb) => wb.markers.add()],
+  ['1 / 2 / 3', 'a marker of the kind click / glitch / mispronunciation at the cursor', (wb, key) => wb.markers.add(KINDS[Number(key)])],
+  ['e', 'write the note of the last marker (Enter: back to the waveform)', (wb) => wb.markers.editLast()],
+  ['u', 'undo the last delete or marker removal', (wb) => wb.undo()],
+  ['n / p', 'next (older) / previous (newer) take; sorted otherwise, the next / previous in the list as shown', (wb, key) => wb.step(key === 'n' ? 1 : -1)],
+  ['w', 'focus the waveform', (wb) => wb.el('wave-a').focus()],
+  ['] / [', 'the next / previous flagged boundary or gap (red and amber marks)', (wb, key) => wb.landmarks.go(key === ']' ? 1 : -1)],
+  ['← / →', 'seek 100 ms, with the waveform in focus (Page Up/Down: 1 s, Home/End)', null],
+  ['Shift + ← / →', 'grow the selection, with the waveform in focus', null],
+  ['?', 'this help', (wb) => wb.el('help').showModal()],
+];
+
+// Key -> its line above, read off the help's own words ('k or Space', 'n / p', '1 / 2 / 3'), so the
+// help and the keys cannot disagree; the arrows act in the waveform's own handler (waveview.js).
+const KEYS = Object.fromEntries(SHORTCUTS.flatMap(([keys, , act], i) => (act ? keys.split(/ or | \/ /) : [])
+  .map((key) => [key === 'Space' ? ' ' : key, i])));
+
+// Fields that take text (or a choice from a list, where letters pick an option): a shortcut there
+// would eat the typing. A checkbox, radio, range or button leaves the letter keys free.
+const TYPING = /^(TEXTAREA|SELECT)$/;
+const TEXT_INPUTS = /^(text|search|number|email|url|tel|password|date|time|datetime-local|month|week)$/;
+
+export function wireKeys(wb) {
+  const help = wb.el('help');
+  help.querySelector('tbody').replaceChildren(...SHORTCUTS.map(([keys, what]) => {
+    const tr = document.createElement('tr');
+    tr.append(Object.assign(document.createElement('th'), { textContent: keys }),
+      Object.assign(document.createElement('td'), { textContent: what }));
+    return tr;
+  }));
+  wb.el('help-open').addEventListener('click', () => help.showModal());
+  document.addEventListener('keydown', (e) => {
+    const t = e.target;
+    if (e.ctrlKey || e.metaKey || e.altKey || !wb.selected || help.open) return;
+    if (TYPING.test(t.tagName) || (t.tagName === 'INPUT' && TEXT_INPUTS.test(t.type)) || t.isContentEditable) return;
+    // Space keeps its own meaning where it has one: press a button or tab, tick a box.
+    if (e.key === ' ' && t.closest('button, [role=tab], a, summary, input')) return;
+    const i = KEYS[e.key];
+    if (i === undefined) return;
+    e.preventDefault();
+    SHORTCUTS[i][2](wb, e.key);
+  });
+}
