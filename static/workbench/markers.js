@@ -44,7 +44,7 @@ export class Markers {
     const saved = this.wb.save(t, { markers }); // the take holds them at once: drawn before the store answers
     this.show();
     const i = markers.indexOf(marker);
-    this.wb.say(`${title(marker, i)} at ${ms.toFixed(1)} ms. Press e to write its note.`);
+    this.wb.say(`${title(marker, i)} at ${ms.toFixed(1)} ms.${focusNote ? '' : ' Press e to write its note.'}`);
     if (focusNote) this.note(i)?.focus();
     await saved;
   }
@@ -52,6 +52,7 @@ export class Markers {
   // The note field of the marker last made (else the last one), in focus: the e key.
   editLast() {
     const markers = this.take()?.markers || [];
+    if (!markers.length) return this.wb.say('No marker yet: m puts one at the cursor.');
     const i = markers.includes(this.last) ? markers.indexOf(this.last) : markers.length - 1;
     this.note(i)?.focus();
   }
