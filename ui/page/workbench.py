@@ -57,7 +57,8 @@ def _find() -> str:
     <details data-wb="find-more"><summary data-wb="find-summary">Outcome, rating, error rate, gaps; sort</summary>
     <div class="vox-wb-find-more" role="group" aria-label="Filter the takes by outcome, rating and figures, and sort them">
     <label>Outcome <select data-wb="find-outcome"><option value="">any</option><option value="finished">finished</option>
-      <option value="stopped">stopped</option><option value="failed">failed</option></select></label>
+      <option value="stopped">stopped</option><option value="cut">cut (at the most audio a request may have)</option>
+      <option value="failed">failed</option></select></label>
     <label>Rating <select data-wb="find-rating"><option value="">any</option><option value="5">★★★★★</option>
       <option value="4">★★★★ or more</option><option value="3">★★★ or more</option><option value="2">★★ or more</option>
       <option value="1">★ or more</option><option value="none">not rated</option></select></label>
