@@ -1,0 +1,148 @@
+"""The page's findings of issue 45 (item 3) that concern reading it, on a phone and at AA contrast,
+each done as the QA engineer did it in Chromium: the pause hint's contrast, "Use via HTTP" under the
+phone's fixed bar, scored words piled on the waveform (and a Tab stop each), and a vertical swipe on
+the waveform that logged touchmove errors instead of scrolling."""
+from __future__ import annotations
+
+import re
+import zipfile
+from pathlib import Path
+
+from ..support.workbench_page import app, download, page, ready, settled, take  # noqa: F401 (fixtures)
+
+WB = "#vox-workbench"
+
+
+DRAWN_CONTRAST = """el => {
+    const rgba = (s) => { const v = s.match(/[\\d.]+/g).map(Number); return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1]; };
+    const up = (e) => e.parentElement || (e.getRootNode() instanceof ShadowRoot ? e.getRootNode().host : null);
+    let bg = [255, 255, 255];
+    for (let e = el; e; e = up(e)) { const c = rgba(getComputedStyle(e).backgroundColor); if (c[3] === 1) { bg = c; break; } }
+    let [r, g, b, a] = rgba(getComputedStyle(el).color);
+    for (let e = el; e; e = up(e)) a *= Number(getComputedStyle(e).opacity);
+    const fg = [r, g, b].map((v, i) => a * v + (1 - a) * bg[i]);
+    const lum = (c) => { const [x, y, z] = c.slice(0, 3).map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+                         return 0.2126 * x + 0.7152 * y + 0.0722 * z; };
+    const [p, q] = [lum(fg), lum(bg)];
+    return (Math.max(p, q) + 0.05) / (Math.min(p, q) + 0.05);
+}"""
+
+
+def test_the_pause_hint_the_settings_help_and_the_timeline_read_at_aa_contrast(page):
+    take(page, "A take, for its timeline.")
+    hint = page.locator("#vox-text").get_by_text("A pause:")
+    assert hint.evaluate(DRAWN_CONTRAST) >= 4.5
+    page.get_by_text("Advanced settings").scroll_into_view_if_needed()
+    helps = page.locator(".gradio-container .info-text").all()
+    assert helps and min(h.evaluate(DRAWN_CONTRAST) for h in helps) >= 4.5
+    labels = page.locator(f"{WB} [data-wb=timeline] [part~=timeline-notch-secondary]").all()
+    assert labels and min(x.evaluate(DRAWN_CONTRAST) for x in labels) >= 4.5
+
+
+def test_on_a_phone_use_via_http_opens_at_the_end_of_the_page(page):
+    page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        page.wait_for_timeout(300)
+        page.evaluate("window.scrollTo(0, document.scrollingElement.scrollHeight)")
+        page.wait_for_timeout(300)
+        box = page.locator("#vox-http-api summary").bounding_box()
+        page.mouse.click(box["x"] + 20, box["y"] + box["height"] / 2)  # as a thumb taps it
+        assert page.locator("#vox-http-api").evaluate("d => d.open")
+        page.locator("#vox-http-api summary").click()
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 800})
+
+
+def _scored_words(page, t: dict, bundle: Path, tmp: Path) -> str:
+    """The take's bundle, scored with six misread words close together (as a session that scored it
+    saved it), imported as a user does; returns the imported take's id."""
+    import json
+    import uuid
+
+    with zipfile.ZipFile(bundle) as z:
+        files = {name: z.read(name) for name in z.namelist()}
+    name = next(n for n in files if n.endswith(".json"))
+    report = json.loads(files[name])
+    report["id"] = str(uuid.uuid4())
+    text = report["settings"]["text_as_spoken"]
+    spans = [(m.start(), m.end()) for m in re.finditer(r"\w+", text)][:6]
+    words = [{"type": "misread", "ref": text[a:b], "heard": f"heard{i}", "span": [a, b], "start": 0.1 + 0.012 * i, "end": 0.11 + 0.012 * i}
+             for i, (a, b) in enumerate(spans)]
+    intelligibility = {"available": True, "metric": "wer", "rate": 0.75, "substitutions": 6, "deletions": 0, "insertions": 0,
+                       "reference_units": 8, "model": "whisper", "language": "en", "transcript": "…", "words": words}
+    report["evaluation"] = {"intelligibility": intelligibility, "similarity": None, "elapsed_s": 0.5,
+                            "segments": [{"index": 0, "text": text, "start_s": 0, "intelligibility": intelligibility, "similarity": None}]}
+    files[name] = json.dumps(report).encode()
+    out = tmp / "scored-words.zip"
+    with zipfile.ZipFile(out, "w") as z:
+        for n, data in files.items():
+            z.writestr(n, data)
+    page.set_input_files(f"{WB} [data-wb=import]", str(out))
+    page.wait_for_function("id => window.workbench.selected?.id === id", arg=report["id"])
+    return report["id"]
+
+
+LABEL_BOXES = """prefix => window.workbench.view.regions.getRegions().filter((r) => r.id.startsWith(prefix) && r.content)
+    .map((r) => { const b = r.content.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })"""
+
+
+def test_scored_words_neither_pile_up_on_the_waveform_nor_take_a_tab_stop_each(page, tmp_path):
+    t = take(page, "One two three four five six seven eight.")
+    scored = _scored_words(page, t, download(page, f"{WB} [data-wb=bundle]"), tmp_path)
+    assert scored
+    page.wait_for_timeout(300)
+    boxes = page.evaluate(LABEL_BOXES, "e-")
+    assert len(boxes) == 6
+    overlaps = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+                if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+    assert not overlaps, boxes
+    # One row of marks at the top of the waveform, not a pile of labels down over it.
+    wave = page.locator(f"{WB} [data-wb=wave-a]").bounding_box()
+    assert all(wave["y"] - 1 <= b[1] and b[3] <= wave["y"] + 20 for b in boxes), (boxes, wave)
+    # The marked words: one Tab stop; arrows move between them, Enter jumps the cursor to the word.
+    words = page.locator(f"{WB} [data-wb=eval-text] [data-at]")
+    assert words.count() == 6
+    assert page.evaluate("[...document.querySelectorAll('#vox-workbench [data-wb=eval-text] [data-at]')].filter((w) => w.tabIndex === 0).length") == 1
+    words.first.focus()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("document.activeElement.textContent") == words.nth(2).inner_text()
+    page.keyboard.press("Enter")
+    assert abs(page.evaluate("window.workbench.view.a.getCurrentTime()") - 0.124) < 0.002
+
+
+def test_on_a_phone_a_vertical_swipe_on_the_waveform_scrolls_the_page_quietly(page, app):
+    context = page.context.browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True,
+                                               is_mobile=True, device_scale_factor=2)
+    phone = context.new_page()
+    try:
+        phone.goto(app.url + "/")
+        ready(phone)
+        take(phone)
+        wave = f"{WB} [data-wb=wave-a]"
+        phone.locator(wave).scroll_into_view_if_needed()
+        settled(phone)
+        cdp = context.new_cdp_session(phone)
+        said = []  # what devtools shows: console errors and the browser's interventions ("Ignored attempt to cancel a touchmove…")
+        cdp.send("Log.enable")
+        cdp.on("Log.entryAdded", lambda e: e["entry"]["level"] in ("error", "warning") and said.append(e["entry"]["text"]))
+        phone.on("console", lambda m: m.type == "error" and said.append(m.text))
+        for rest_ms in (0, 150):  # a quick flick, and a finger that rests a moment before it swipes up
+            phone.locator(wave).scroll_into_view_if_needed()
+            box = phone.locator(wave).bounding_box()
+            x, y = box["x"] + box["width"] * 0.5, box["y"] + box["height"] / 2
+            touch = lambda kind, dy=0: cdp.send("Input.dispatchTouchEvent", {  # noqa: E731
+                "type": kind, "touchPoints": [] if kind == "touchEnd" else [{"x": x + dy * 0.05, "y": y - dy}]})
+            before = phone.evaluate("scrollY")
+            touch("touchStart")
+            phone.wait_for_timeout(rest_ms)
+            for k in range(1, 16):
+                touch("touchMove", k * 12)
+                phone.wait_for_timeout(16)
+            touch("touchEnd")
+            phone.wait_for_timeout(300)
+            assert phone.evaluate("scrollY") > before + 50, rest_ms  # the page scrolled
+            assert phone.evaluate("window.workbench.view.selection") is None, rest_ms  # nothing selected
+        assert not said, said
+    finally:
+        context.close()
