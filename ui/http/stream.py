@@ -40,7 +40,7 @@ async def heard(output: Output, chunk) -> np.ndarray:
 async def sent_audio(job: Job, first):
     """The job's audio as its listener hears it, as it is made: (delivery, audio, samples sent so
     far) per patch, then (None, the stretch's tail, samples sent) once it ends (the tail is empty
-    at speed 1). The one reading of a job's chunks for every interface that streams it (bare PCM,
+    when nothing is stretched). The one reading of a job's chunks for every interface that streams it (bare PCM,
     frames, Gradio's /generate and /generate_stream), so they all send the same samples."""
     output = job.listener.output()
     try:

@@ -17,9 +17,9 @@ answers, and in its title the HTTP status and the parameter at fault. Gradio's r
 other (ui/guard/auth.py): a client sends it as a header.
 
 /generate_stream yields each patch as the framed stream's metadata frame with its samples as `pcm`
-(int16 little-endian mono at `sample_rate`, base64), then a last item with the speed stretch's
-tail (empty at speed 1) and the final `status`. Why base64 PCM rather than a file or a numpy tuple
-per patch: a file costs gradio_client a second HTTP request per 160 ms patch and leaves one more
+(int16 little-endian mono at `sample_rate`, base64), then a last item with the listener's
+stretch tail (empty when nothing is stretched) and the final `status`. Why base64 PCM rather than a
+file or a numpy tuple per patch: a file costs gradio_client a second HTTP request per 160 ms patch and leaves one more
 file in Gradio's cache, and a numpy tuple goes through Gradio's Audio component, which writes a
 file too; base64 arrives inside the event itself (4/3 of the bytes), and its bytes are exactly
 those POST /voxcpm/stream sends (both read the job through ui/http/stream.sent_audio).
