@@ -19,7 +19,8 @@ export class Compare {
     this.el = (name) => wb.el(name);
     this.offline = new Map(); // take id -> {pcm, wav} of its offline render, fetched on demand
     this.abx = new Abx();
-    this.last = null; // the last difference measured
+    this.last = null; // the difference of the B now shown; null while B changes or is none
+    this.turn = 0; // which show() is the latest: an older one, still fetching, must not draw over it
     this.diffView = new DiffView(wb.root, wb.view);
     this.recording = null; // {name, file, rate, pcm}: the one loaded from a file, kept until the next
   }
@@ -97,15 +98,20 @@ export class Compare {
   async show() {
     const a = this.wb.selected;
     const source = this.el('b-source').value;
+    const turn = ++this.turn;
+    const stale = () => turn !== this.turn;
+    this.last = null;
+    this.abx.load(null); // nothing compares against the B being replaced
     this.wb.showSettingsDiff(); // whatever set B (the picker, Compare as B, a file, another take shown)
     if (a && (a.b || '') !== source) this.wb.save(a, { b: source }); // shown with it again (ViewMemory)
     this.el('diff').dataset.ok = '';
     this.el('diff').dataset.line = '';
     if (!source) {
-      this.abx.load(null);
       this.showClips();
       await this.wb.view.showB(null);
+      if (stale()) return;
       await this.diffView.show(null);
+      if (stale()) return;
       this.el('diff').textContent = 'Pick B: the offline render (decoded on the server on demand) or another take.';
       return;
     }
@@ -119,15 +125,18 @@ export class Compare {
       }
       pcm = loaded ? loaded.pcm : other ? new Int16Array(other.pcm) : (await this.offlineOf(a)).pcm;
     } catch (err) {
-      this.abx.load(null);
+      if (stale()) return;
       await this.wb.view.showB(null);
       await this.diffView.show(null);
-      this.last = null;
+      if (stale()) return;
       this.el('diff').textContent = `No offline render: ${err.message}`;
       return;
     }
+    if (stale()) return;
     await this.wb.view.showB(pcm);
+    if (stale()) return;
     await this.diffView.show(new Int16Array(a.pcm), pcm, a.sampleRate);
+    if (stale()) return;
     this.abx.load(new Int16Array(a.pcm), pcm, a.sampleRate);
     this.showClips(); // a new B: what played before is gone
     const d = difference(new Int16Array(a.pcm), pcm);

@@ -354,6 +354,9 @@ def test_gap_positions_are_clickable_and_brackets_walk_the_flagged_boundaries_an
 def test_abx_says_no_score_while_trials_run_and_b_without_a_b_says_so(page):
     take(page, "A take to listen to blind.")
     page.select_option(f"{WB} [data-wb=b-source]", "")
+    # No B: no difference left over from the B before, and ABX has nothing to compare.
+    assert page.evaluate("window.workbench.lastDifference") is None
+    assert not page.evaluate("window.workbench.abx.ready()")
     page.focus(f"{WB} [data-wb=wave-a]")
     page.keyboard.press("b")  # no B yet: nothing to switch to, and the button does not claim B
     switch = page.locator(f"{WB} [data-wb=switch]")
