@@ -16,7 +16,10 @@ PAGE_SEED_LIMIT = 2**31  # random seeds shown in the page must survive JavaScrip
 @dataclass(frozen=True)
 class Setting:
     """A numeric request setting. `page_high` is where the page's slider stops when the accepted
-    range is far beyond any useful value (max_len: the official default, the model's own limit)."""
+    range is far beyond any useful value (max_len: the official default, the model's own limit).
+    `short` and `unit` are how a take's value reads in the workbench's lists ("speed 1.5×"); `audio`
+    marks a setting applied to the audio made rather than read by the model; `page` one the page's
+    form sets (the workbench records, compares and re-uses exactly those)."""
     name: str
     label: str
     low: float
@@ -26,6 +29,10 @@ class Setting:
     integer: bool
     help: str
     page_high: float | None = None
+    short: str = ""
+    unit: str = ""
+    audio: bool = False
+    page: bool = True
 
     def check(self, value) -> str | None:
         """None when `value` is in range, else the sentence that says what is accepted."""
@@ -39,19 +46,24 @@ class Setting:
 
 SETTINGS = {s.name: s for s in (
     Setting("cfg_value", "CFG (guidance strength)", 0.0, 10.0, 2.0, 0.1, False,
-            "How closely the voice follows the description, style or clip; 2 is the official default."),
+            "How closely the voice follows the description, style or clip; 2 is the official default.",
+            short="cfg"),
     Setting("inference_timesteps", "Timesteps (diffusion steps per patch)", 1, 100, 10, 1, True,
-            "Euler steps of the diffusion head per 0.16 s patch: more is slower and a little cleaner."),
+            "Euler steps of the diffusion head per 0.16 s patch: more is slower and a little cleaner.",
+            short="timesteps"),
     Setting("min_len", "Minimum length (patches)", 0, MAX_PATCHES, 2, 1, True,
-            "Patches before the stop head may end the utterance (API only, not on the page)."),
+            "Patches before the stop head may end the utterance (API only, not on the page).",
+            short="min length", page=False),
     Setting("max_len", "Maximum length (patches of 0.16 s)", 1, MAX_PATCHES, 4096, 1, True,
             "Generation stops here at the latest; the model's own cap (6 patches per text token + 10) "
-            "usually stops it sooner.", page_high=4096),
+            "usually stops it sooner.", page_high=4096, short="max length"),
     Setting("speed", "Speed", 0.25, 4.0, 1.0, 0.05, False,
             "Playback speed, pitch kept (time-stretched as it streams, as OpenAI's `speed`); 1 is the "
-            "model's own pace, untouched. Not a model setting: applied to the audio it makes."),
+            "model's own pace, untouched. Not a model setting: applied to the audio it makes.",
+            short="speed", unit="×", audio=True),
     Setting("seed", "Seed (used when random is off)", 0, MAX_SEED, None, 1, True,
-            "The same seed and settings give the same audio on every device; none draws one at random."),
+            "The same seed and settings give the same audio on every device; none draws one at random.",
+            short="seed"),
 )}
 
 

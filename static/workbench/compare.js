@@ -80,7 +80,7 @@ export class Compare {
 
   async offlineOf(take, quiet = false) {
     if (!this.offline.has(take.id)) {
-      // Made as the take was heard (its speed, its pauses): inference/request/listener.py.
+      // Made as the take was heard (its pace, its pauses): inference/request/listener.py.
       const response = await fetch(route(`jobs/${take.id}/offline.wav`), { cache: 'no-store' });
       if (!response.ok) {
         if (quiet) return null;

@@ -5,16 +5,18 @@
 import { rowScores } from './evaluate.js';
 import { describeMeasures, measure } from './measures.js';
 import { counted } from '../player/panel.js';
+import { audioSettings, saidSetting, tuned } from './takes.js';
 import { readWav } from '../player/pcm.js';
 import { strFromU8, unzipSync } from '../vendor/fflate/fflate.esm.js';
 
 const s = (name) => (t) => t.settings[name];
 const f = (name) => (t) => t.figures[name];
 const m = (name) => (t) => t.measures?.[name];
-export const CSV_COLUMNS = [
+// settings: the spec's; each numeric setting a take records is a column under its own name.
+export const csvColumns = (settings) => [
   ['take', (t) => t.n], ['name', (t) => t.name], ['id', (t) => t.id], ['created', (t) => t.created], ['mode', s('mode')],
-  ['text', s('text')], ['seed', s('seed')], ['cfg_value', s('cfg_value')], ['inference_timesteps', s('inference_timesteps')],
-  ['max_len', s('max_len')], ['speed', s('speed')], ['normalize', s('normalize')], ['trim_silence', s('trim_silence')],
+  ['text', s('text')], ['seed', s('seed')], ...tuned(settings).map((x) => [x.name, s(x.name)]),
+  ['normalize', s('normalize')], ['trim_silence', s('trim_silence')],
   ['random_seed', s('random_seed')], ['voice', s('voice')], ['outcome', (t) => t.outcome], ['rating', (t) => t.rating],
   ['tags', (t) => (t.tags || []).join('; ')], ['seconds', f('seconds')], ['first_sound_ms', f('first_sound_ms')],
   ['server_first_patch_ms', f('server_first_patch_ms')], ['server_rtf', f('server_rtf')], ['client_rtf', f('client_rtf')],
@@ -54,8 +56,9 @@ function table(rows) {
   return `${rows.map((r) => r.map(cell).join(',')).join('\r\n')}\r\n`;
 }
 
-export function csv(takes) {
-  return table([CSV_COLUMNS.map(([name]) => name), ...takes.map((t) => CSV_COLUMNS.map(([, get]) => get(t)))]);
+export function csv(takes, settings) {
+  const columns = csvColumns(settings);
+  return table([columns.map(([name]) => name), ...takes.map((t) => columns.map(([, get]) => get(t)))]);
 }
 
 // Every word of the query somewhere in the take's name, text, tags, mode, outcome, voice or notes.
@@ -97,7 +100,7 @@ export function wireListing(wb, on) {
   for (const name of ['find-outcome', 'find-rating', 'find-gaps', 'find-flagged', 'sort']) wb.el(name).addEventListener('change', () => wb.render());
   on('csv', async () => {
     for (const t of wb.takes) if (!t.measures) await wb.save(t, { measures: measure(new Int16Array(t.pcm), t.sampleRate) });
-    wb.download(new Blob([csv(wb.takes)], { type: 'text/csv' }), `voxcpm2-takes-${new Date().toISOString().slice(0, 10)}.csv`);
+    wb.download(new Blob([csv(wb.takes, wb.served?.settings)], { type: 'text/csv' }), `voxcpm2-takes-${new Date().toISOString().slice(0, 10)}.csv`);
   });
   on('notes-csv', async () => wb.download(new Blob([notesCsv(wb.takes)], { type: 'text/csv' }),
     `voxcpm2-markers-notes-${new Date().toISOString().slice(0, 10)}.csv`));
@@ -135,7 +138,7 @@ export class TakeFields {
 // The workbench's markup for takes: a row of the take list, and the facts above the waveform.
 // One tab stop for the whole list (the buttons of the row in focus; arrow keys move between rows),
 // so Tab goes past a list of any length to the take on screen.
-export function takeRow(t, selected, focusable = selected) {
+export function takeRow(t, settings, selected, focusable = selected) {
   const li = document.createElement('li');
   li.dataset.take = t.id;
   li.className = selected ? 'vox-take selected' : 'vox-take';
@@ -144,7 +147,7 @@ export function takeRow(t, selected, focusable = selected) {
   const label = document.createElement('span');
   const about = [t.name ? `“${t.name}”` : '', t.rating ? '★'.repeat(t.rating) : '', ...(t.tags || []).map((x) => `[${x}]`)];
   label.textContent = `#${t.n} ${about.filter(Boolean).map((x) => `${x} `).join('')}${t.settings.mode} · seed ${t.settings.seed} · cfg ${t.settings.cfg_value} · ` +
-    `${t.settings.inference_timesteps} steps${processing(t.settings).map((x) => ` · ${x}`).join('')} · ${f.seconds.toFixed(2)} s · ${state}` +
+    `${t.settings.inference_timesteps} steps${processing(t.settings, settings).map((x) => ` · ${x}`).join('')} · ${f.seconds.toFixed(2)} s · ${state}` +
     (f.flagged_boundaries ? ` · ${f.flagged_boundaries} flagged` : '') + rowScores(t);
   const buttons = [['select', 'Show'], ['as-b', 'Compare as B'], ['reuse', 'Re-use settings'], ['delete', 'Delete']]
     .map(([act, text]) => {
@@ -176,21 +179,21 @@ export function moveInList(event) {
 
 // What was done to the text and audio besides the model's settings, for a take's row: only what is
 // not the default, so a plain take's row stays as short as before.
-function processing(s) {
-  return [s.speed != null && s.speed !== 1 ? `${s.speed}×` : '', s.normalize ? 'normalized' : '',
+function processing(s, settings) {
+  const changed = tuned(settings).filter((x) => x.audio && s[x.name] != null && s[x.name] !== x.default);
+  return [...changed.map((x) => `${s[x.name]}${x.unit}`), s.normalize ? 'normalized' : '',
     s.trim_silence ? 'trimmed' : ''].filter(Boolean);
 }
 
-export function summary(t) {
+export function summary(t, settings) {
   const s = t.settings;
   const f = t.figures;
   const fmt = (v, d = 0, unit = '') => (v == null || !isFinite(v) ? '–' : `${v.toFixed(d)}${unit}`);
   const rows = [
     ['Take', `#${t.n}, ${t.created}, ${t.outcome}${t.status ? `: ${t.status}` : ''}`],
-    ['Settings', `${s.mode}, seed ${s.seed}${s.random_seed ? ' (drawn at random)' : ''}, cfg ${s.cfg_value}, ` +
-      `${s.inference_timesteps} timesteps, max ${counted(s.max_len, 'patch', 'patches')}, ` +
-      (s.speed == null ? 'speed, normalize and trim not recorded' : `speed ${s.speed}×, normalize ${s.normalize ? 'on' : 'off'}` +
-        (s.mode === 'design' ? '' : `, trim silence ${s.trim_silence ? 'on' : 'off'}`))],
+    ['Settings', [`${s.mode}, seed ${s.seed}${s.random_seed ? ' (drawn at random)' : ''}`,
+      ...tuned(settings).filter((x) => !x.audio).map((x) => saidSetting(x, s[x.name])),
+      ...audioSettings(s, settings, s.mode !== 'design')].join(', ')],
     ['Text as spoken', s.text_as_spoken],
     [s.mode === 'design' ? 'Description' : 'Style / transcript', s.control || s.prompt_text ||
       (s.voice && s.mode === 'ultimate' ? `the saved voice “${s.voice}”'s own transcript` : '–')],

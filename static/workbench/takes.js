@@ -90,17 +90,39 @@ export class TakeStore {
   }
 }
 
+// The numeric settings a take records, compares and re-uses: the spec's (GET /voxcpm/spec,
+// `settings`) that the page's form sets, in the spec's order; the seed is a take's own field.
+export function tuned(settings) {
+  return Object.values(settings || {}).filter((x) => x.page && x.name !== 'seed');
+}
+
+// How a recorded value reads: "cfg 2", "normalize on"; a take kept before the setting was
+// recorded says so.
+export function saidSetting(x, value) {
+  return value == null ? `${x.short} not recorded` : `${x.short} ${value}${x.unit}`;
+}
+
+// What was done to the audio besides the model's settings, as a take's lines say it: the spec's
+// audio settings, normalize, and trim where the mode has a clip.
+export function audioSettings(s, settings, clip) {
+  const on = (name, label) => (s[name] == null ? `${label} not recorded` : `${label} ${s[name] ? 'on' : 'off'}`);
+  return [...tuned(settings).filter((x) => x.audio).map((x) => saidSetting(x, s[x.name])), on('normalize', 'normalize'),
+    ...(clip ? [on('trim_silence', 'trim silence')] : [])];
+}
+
 // The settings that make a take what it is, in the order a QA engineer reads them, for the
 // A/B settings diff; the rest (model, build...) follow.
-const SAID = [['mode', 'mode'], ['text', 'text'], ['control', 'description / style'], ['prompt_text', 'transcript'],
-  ['voice', 'voice'], ['clip_name', 'clip'], ['seed', 'seed'], ['cfg_value', 'cfg'], ['inference_timesteps', 'timesteps'],
-  ['max_len', 'max length'], ['speed', 'speed'], ['normalize', 'normalize'], ['trim_silence', 'trim silence'],
-  ['model', 'model'], ['revision', 'revision'], ['lora', 'LoRA'], ['app_version', 'app']];
+function said(settings) {
+  return [['mode', 'mode'], ['text', 'text'], ['control', 'description / style'], ['prompt_text', 'transcript'],
+    ['voice', 'voice'], ['clip_name', 'clip'], ['seed', 'seed'], ...tuned(settings).map((x) => [x.name, x.short]),
+    ['normalize', 'normalize'], ['trim_silence', 'trim silence'],
+    ['model', 'model'], ['revision', 'revision'], ['lora', 'LoRA'], ['app_version', 'app']];
+}
 
 // What differs between two takes' settings: [label, A's value, B's value] for each setting that does.
-export function settingsDiff(a, b) {
+export function settingsDiff(a, b, settings) {
   const same = (x, y) => JSON.stringify(x ?? null) === JSON.stringify(y ?? null);
-  return SAID.filter(([key]) => !same(a.settings[key], b.settings[key]))
+  return said(settings).filter(([key]) => !same(a.settings[key], b.settings[key]))
     .map(([key, label]) => [label, a.settings[key] ?? null, b.settings[key] ?? null]);
 }
 
@@ -116,8 +138,9 @@ export function totalBytes(takes) {
 // A take: a finished, stopped or failed run as the workbench keeps it (TakeStore, above,
 // stores it), with its samples, what was asked and what was measured; and the form a take's
 // settings fill in again (Re-use settings).
-// server: the stream's status frame, or for a stopped stream (which has none) the job's status.
-export function takeOf(run, n, server) {
+// server: the stream's status frame, or for a stopped stream (which has none) the job's status;
+// settings: the spec's.
+export function takeOf(run, n, server, settings) {
   const pcm = new Int16Array(run.samples);
   let at = 0;
   for (const c of run.chunks) { pcm.set(c, at); at += c.length; }
@@ -125,7 +148,7 @@ export function takeOf(run, n, server) {
   return {
     id: run.id, n, created: new Date().toISOString(), sampleRate: run.sampleRate, pcm: pcm.buffer, body: run.body,
     outcome: run.state, status: run.error || '', notes: '', abx: [], boundaries: run.boundaries, scores,
-    settings: settingsOf(run, server || {}), figures: figuresOf(run, scores, server || {}), segments: segmentsOf(server),
+    settings: settingsOf(run, server || {}, settings), figures: figuresOf(run, scores, server || {}), segments: segmentsOf(server),
   };
 }
 
@@ -137,12 +160,12 @@ function segmentsOf(server) {
   return texts && (texts.length > 1 || pauses.length) ? { texts, ends: server.segment_ends || [], pauses } : null;
 }
 
-function settingsOf(run, final) {
+function settingsOf(run, final, settings) {
   const b = run.body;
   return { mode: b.mode, text: b.text, text_as_spoken: final.spoken_text ?? b.text, control: b.control ?? null,
     prompt_text: b.prompt_text ?? null, voice: b.voice ?? null, clip_name: b.voice ? null : run.clip ?? null, reference_id: b.reference_id ?? null,
-    seed: run.seed, random_seed: b.seed == null, cfg_value: b.cfg_value, inference_timesteps: b.inference_timesteps,
-    max_len: b.max_len, speed: b.speed ?? 1, normalize: Boolean(b.normalize), trim_silence: Boolean(b.trim_silence),
+    seed: run.seed, random_seed: b.seed == null, ...Object.fromEntries(tuned(settings).map((x) => [x.name, b[x.name] ?? x.default])),
+    normalize: Boolean(b.normalize), trim_silence: Boolean(b.trim_silence),
     model: final.model ?? null, revision: final.revision ?? null, lora: final.lora ?? null,
     app_version: final.app_version ?? null };
 }
@@ -166,12 +189,12 @@ function figuresOf(run, scores, final) {
 // its own (with one, the clip's box sets the id once the workbench puts the clip back), and
 // a saved voice by its name (the workbench sets the tab's picker: it is not a Gradio field). The
 // seed is fixed (Random seed off): the workbench turns Random seed back on after the next take
-// if it was on (Workbench.reuse). A take kept before speed, normalize and trim were recorded
-// leaves those fields as they are (null).
-export function formOfTake(take, mode) {
+// if it was on (Workbench.reuse). A setting the take did not record (kept before it was) leaves
+// its field as it is (null).
+export function formOfTake(take, mode, settings) {
   const s = take.settings;
-  const form = { mode: s.mode, text: s.text, cfg_value: s.cfg_value, inference_timesteps: s.inference_timesteps,
-    max_len: s.max_len, random_seed: false, seed: s.seed == null ? null : Number(s.seed), speed: s.speed ?? null,
+  const form = { mode: s.mode, text: s.text, random_seed: false, seed: s.seed == null ? null : Number(s.seed),
+    ...Object.fromEntries(tuned(settings).map((x) => [x.name, s[x.name] ?? null])),
     normalize: s.normalize ?? null, trim_silence: mode.clip ? s.trim_silence ?? null : null };
   if (mode.control) form[`${s.mode}_control`] = s.control ?? '';
   if (mode.clip) form[`${s.mode}_ref`] = take.clip ? null : s.reference_id;

@@ -16,7 +16,7 @@ import { Segments } from './segments.js';
 import { ViewMemory } from './memory.js';
 import { Landmarks } from './landmarks.js';
 import { bundle, curlCommand, fileName, report, wavWithInfo } from './export.js';
-import { TakeStore, formOfTake, settingsDiff, takeOf, totalBytes } from './takes.js';
+import { TakeStore, audioSettings, formOfTake, settingsDiff, takeOf, totalBytes } from './takes.js';
 import { WaveView } from './waveview.js';
 import { drawn, fieldValue, fillForm, showTab } from '../page/gradio.js';
 import { counted, pauseLabel, pauseSpans } from '../player/panel.js';
@@ -108,7 +108,7 @@ export class Workbench {
     await this.ready;
     if (!run.samples || !this.root) return;
     const server = run.final || (await this.jobStatus(run.id)); // a stopped stream ends with no status frame
-    const take = takeOf(run, (this.takes.at(-1)?.n ?? 0) + 1, server);
+    const take = takeOf(run, (this.takes.at(-1)?.n ?? 0) + 1, server, this.served?.settings);
     take.clip = await keepClip(run, this.takes);
     const evicted = await this.store.put(take);
     this.takes = this.takes.filter((t) => !evicted.includes(t.id)).concat(take);
@@ -188,7 +188,7 @@ export class Workbench {
     this.say(last ? await last.undo() : 'Nothing to undo.');
   }
 
-  // The take's settings back in the form (speed, normalize and trim included), its seed fixed for
+  // The take's settings back in the form (those applied to the audio included), its seed fixed for
   // the next take; and in a cloning tab its saved voice (or none) in the picker and its clip, where
   // the take kept it, back in the clip box. Where Random seed was on, it comes back on once that
   // take has arrived (add()): later takes do not share a seed. The picker is set first: picking
@@ -198,12 +198,12 @@ export class Workbench {
     const mode = (await spec()).modes[take.settings.mode];
     const s = take.settings;
     const voice = mode.clip ? await this.pickVoice(take) : '';
-    const before = await fillForm(formOfTake(take, mode));
+    const before = await fillForm(formOfTake(take, mode, this.served?.settings));
     this.reseed = before?.random_seed ? s.seed : null;
+    const audio = audioSettings(s, this.served?.settings, mode.clip);
     const said = `Take ${take.n}'s settings are in the form: seed ${s.seed} fixed for the next take` +
       (this.reseed != null ? ' (Random seed comes back on after it)' : '') +
-      (s.speed == null ? '; this take did not record speed, normalize or trim, so they are left as they were.'
-        : `, speed ${s.speed}×, normalize ${s.normalize ? 'on' : 'off'}${mode.clip ? `, trim silence ${s.trim_silence ? 'on' : 'off'}` : ''}.`);
+      `, ${audio.join(', ')}${audio.some((x) => x.endsWith('not recorded')) ? ' (left as they were)' : ''}.`;
     if (!mode.clip || voice) return this.say(said);
     if (voice === null) return this.say(`${said} The saved voice “${s.voice}” is no longer in the library.`);
     if (!take.clip) {
@@ -241,7 +241,7 @@ export class Workbench {
     const b = this.takes.find((t) => t.id === this.el('b-source').value);
     box.hidden = !a || !b;
     if (box.hidden) return box.replaceChildren();
-    const rows = settingsDiff(a, b);
+    const rows = settingsDiff(a, b, this.served?.settings);
     const shown = (v) => (v == null ? '–' : typeof v === 'boolean' ? (v ? 'on' : 'off') : String(v));
     const caption = Object.assign(document.createElement('caption'), { textContent: rows.length
       ? `Settings that differ between A (take ${a.n}) and B (take ${b.n})` : `A (take ${a.n}) and B (take ${b.n}) have the same settings` });
@@ -341,7 +341,7 @@ export class Workbench {
     const c = this.criteria();
     this.el('find-summary').textContent = `Outcome, rating, error rate, gaps; sort${narrowed({ ...c, query: '' }) || c.sort !== 'newest' ? ' (in use)' : ''}`;
     const focusable = shown.includes(this.selected) ? this.selected : shown[0];
-    list.replaceChildren(...shown.map((t) => takeRow(t, t === this.selected, t === focusable)));
+    list.replaceChildren(...shown.map((t) => takeRow(t, this.served?.settings, t === this.selected, t === focusable)));
     const mb = (totalBytes(this.takes) / 2 ** 20).toFixed(1);
     this.el('storage').textContent = `${narrowed(c) ? `${shown.length} of ` : ''}${this.takes.length} take${this.takes.length === 1 ? '' : 's'}, ${mb} MB of ` +
       `${this.store.limits ? this.store.limits.kept_mb : '?'} MB kept in this browser`;
@@ -353,7 +353,7 @@ export class Workbench {
     select.replaceChildren(new Option('nothing yet', ''), new Option('its offline render', 'offline'),
       ...this.takes.filter((t) => t !== this.selected).map((t) => new Option(`take ${t.n}`, t.id)), ...this.compare.options());
     select.value = [...select.options].some((o) => o.value === keep) ? keep : '';
-    if (this.selected) this.el('head').replaceChildren(...summary(this.selected));
+    if (this.selected) this.el('head').replaceChildren(...summary(this.selected, this.served?.settings));
   }
 }
 

@@ -111,6 +111,21 @@ def test_a_take_at_speed_records_reuses_and_exports_its_settings_and_matches_its
     page.uncheck("#vox-normalize input")
 
 
+def test_a_take_kept_before_its_audio_settings_were_recorded_says_so_and_leaves_the_form_as_it_was(page):
+    old = take(page, "An older take, kept before speed and normalize were recorded.")
+    page.evaluate("""id => { const t = window.workbench.takes.find((x) => x.id === id);
+        delete t.settings.speed; delete t.settings.normalize; window.workbench.render(); }""", old["id"])
+    head = page.locator(f"{WB} [data-wb=head]").inner_text()
+    assert "speed not recorded, normalize not recorded" in head, head
+    set_speed(page, 1.25)
+    page.click(f"{WB} [data-take='{old['id']}'] button[data-act=reuse]")
+    message = page.locator(f"{WB} [data-wb=message]")
+    message.filter(has_text=f"Take {old['n']}'s settings are in the form").wait_for()
+    assert "speed not recorded, normalize not recorded (left as they were)." in message.inner_text(), message.inner_text()
+    assert page.evaluate("document.querySelector('#vox-speed input[type=range]').value") == "1.25"
+    set_speed(page, 1)
+
+
 def test_the_waveform_loops_zooms_selects_and_takes_shortcuts_as_used(page):
     _watch_console(page)
     first = take(page)

@@ -70,6 +70,13 @@ def test_the_form_names_each_modes_inputs_as_the_request_builder_reads_them():
     assert set(SLIDERS) | {"seed"} <= set(FIELDS) & set(modes.SETTINGS)
 
 
+def test_the_form_sets_exactly_the_settings_the_spec_marks_for_the_page():
+    # The workbench records, compares, exports and re-uses the spec's `page` settings by their
+    # names (static/workbench/takes.js `tuned`): each must be a field of the form, and no other.
+    on_page = {name for name, s in modes.SETTINGS.items() if s.page}
+    assert on_page == set(FIELDS) & set(modes.SETTINGS) and "min_len" not in on_page
+
+
 def page_scripts() -> list[Path]:
     return sorted(p for p in STATIC.rglob("*.js") if "vendor" not in p.relative_to(STATIC).parts)
 
