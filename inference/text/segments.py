@@ -1,6 +1,6 @@
 """Long text into sentences, and sentences into segments the model reads one at a time.
 
-VoxCPM2 drifts (speeds up, buzzes, loses the voice) after a few hundred characters, so a long
+VoxCPM2 drifts (hurries, buzzes, loses the voice) after a few hundred characters, so a long
 text is generated segment by segment, each continuing from the tail of the one before
 (inference/request/continuation.py). Sentences come from `sentencex` (maintained, rule-based, about 300
 languages, CJK full stops included); consecutive sentences are grouped while the segment stays

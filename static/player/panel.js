@@ -53,8 +53,8 @@ export class Panel {
   clear() {
     for (const name of ['ttfb', 'ttfa', 'server_ttfp', 'server_rtf', 'client_rtf', 'chunks', 'audio',
       'buffer', 'underruns', 'seed', 'retries', 'segment_label', 'now_speaking', 'spoken_text']) this.set(name, dash);
-    this.speed('server', null);
-    this.speed('client', null);
+    this.pace('server', null);
+    this.pace('client', null);
     this.hideResult();
   }
 
@@ -77,8 +77,8 @@ export class Panel {
     this.set('underruns', run.underruns ? `${run.underruns} (${Math.round(run.gapMs())} ms of ${run.underruns === 1 ? 'gap' : 'gaps'})` : '0');
     this.set('seed', run.seed ?? dash);
     this.spoken(run.final || run.server || {}, run);
-    this.speed('server', run.serverRtf());
-    this.speed('client', run.clientRtf());
+    this.pace('server', run.serverRtf());
+    this.pace('client', run.clientRtf());
   }
 
   // The text as the model reads it (normalized, in segments, its pause tags where they fall) and the
@@ -98,26 +98,26 @@ export class Panel {
     this.set('retries', String((server.retries || []).length));
   }
 
-  // Speed on a log scale from 0.1x to 100x real time; the mark sits at 1x.
-  speed(source, rtf) {
-    const bar = this.field(`speed_${source}`);
+  // Times real time (1 / RTF) on a log scale from 0.1x to 100x; the mark sits at 1x.
+  pace(source, rtf) {
+    const bar = this.field(`pace_${source}`);
     if (!bar) return;
     const fill = bar.firstElementChild;
     if (rtf == null || !isFinite(rtf) || rtf <= 0) {
       fill.style.width = '0%';
       bar.setAttribute('aria-valuenow', '-1');
       bar.setAttribute('aria-valuetext', 'not measured yet');
-      this.set(`speedlabel_${source}`, dash);
+      this.set(`pacelabel_${source}`, dash);
       return;
     }
-    const speed = 1 / rtf;
-    const pos = Math.min(1, Math.max(0, (Math.log10(speed) + 1) / 3));
+    const times = 1 / rtf;
+    const pos = Math.min(1, Math.max(0, (Math.log10(times) + 1) / 3));
     fill.style.width = `${(pos * 100).toFixed(1)}%`;
-    fill.dataset.slow = speed < 1 ? 'true' : 'false';
-    const text = `${speed.toFixed(1)}× real time`;
-    bar.setAttribute('aria-valuenow', Math.log10(speed).toFixed(2));
+    fill.dataset.slow = times < 1 ? 'true' : 'false';
+    const text = `${times.toFixed(1)}× real time`;
+    bar.setAttribute('aria-valuenow', Math.log10(times).toFixed(2));
     bar.setAttribute('aria-valuetext', text);
-    this.set(`speedlabel_${source}`, text);
+    this.set(`pacelabel_${source}`, text);
   }
 
   showResult(url, filename, note) {

@@ -4,6 +4,9 @@ bound on a request's audio and the job's status all read. At speed 4 a listener 
 four times as fast, and admission now knows it (it assumed the model's seconds before)."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from inference import SynthesisRequest
@@ -72,3 +75,13 @@ def _tone(n: int):
 def _zeros(n: int):
     import numpy as np
     return np.zeros(n, np.float32)
+
+
+def test_speed_is_named_by_the_spec_the_request_the_listener_and_the_pages_slider_only():
+    # Everything else (routes, Gradio API, the workbench's records) takes the spec's settings by name.
+    root = Path(__file__).resolve().parents[2]
+    product = [root / "app.py", *(root / "inference").rglob("*.py"), *(root / "ui").rglob("*.py"),
+               *(p for p in (root / "static").rglob("*") if p.suffix in (".js", ".css", ".html") and "vendor" not in p.parts)]
+    naming = sorted(str(p.relative_to(root)) for p in product if re.search(r"\bspeeds?\b", p.read_text(), re.I))
+    assert naming == ["inference/request/listener.py", "inference/request/modes.py", "inference/request/request.py",
+                      "ui/page/layout.py"], naming

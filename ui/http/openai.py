@@ -17,9 +17,9 @@ error under /v1, an unknown path or method included):
   formats at the model's 48 kHz. X-Sample-Rate (and pcm's content type) say the rate sent.
 - `stream_format`: "audio" (the file, sent as it is encoded) or "sse" (events
   `speech.audio.delta` with base64 audio, then `speech.audio.done` with usage).
-- `speed`: 0.25 to 4.0, speech time-stretched, pitch kept, as the audio streams; pauses as written
-  (the stream's listener, inference/request/listener.py).
-- Extensions: seed, cfg_value, inference_timesteps, max_len, normalize, trim_silence, sample_rate.
+- OpenAI's pace field and the extensions (seed, normalize, trim_silence, sample_rate and the spec's
+  other settings) are the spec's (inference/request/modes.py): the pace is applied as the audio
+  streams, pitch kept, pauses as written (the stream's listener, inference/request/listener.py).
 """
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ class OpenAIFields(BaseModel):
     sample_rate: int | None = None  # None: 24 kHz for pcm (OpenAI's), the model's for the other formats
 
 
-# The spec's numeric settings this route takes (OpenAI's `speed` among them; min_len not), each
+# The spec's numeric settings this route takes (OpenAI's pace field among them; min_len not), each
 # None (or absent) for its default: checked against its range once, by the engine's request.
 TUNING = tuple(name for name in modes.TUNING if name != "min_len")
 SpeechBody = create_model("SpeechBody", __base__=OpenAIFields,

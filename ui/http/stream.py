@@ -31,7 +31,7 @@ stream_router = APIRouter()
 
 async def heard(output: Output, chunk) -> np.ndarray:
     """A chunk as its listener gets it: off the event loop when the output has work to do (a few
-    ms per patch at low speeds)."""
+    ms per patch when stretched slower)."""
     if output.works:
         return await anyio.to_thread.run_sync(output.feed, chunk.audio, chunk.pause)
     return output.feed(chunk.audio, chunk.pause)

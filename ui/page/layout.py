@@ -226,7 +226,7 @@ def _advanced() -> dict:
             random_seed = gr.Checkbox(True, label="Random seed", elem_id="vox-random-seed")
             seed = _seed()
             max_len = _slider("max_len", "vox-max-len")
-        speed = _slider("speed", "vox-speed")  # time-stretched as it streams (ui/services/audio.py)
+        speed = _slider("speed", "vox-speed")  # applied as it streams (inference/request/listener.py)
         # Off by default: a clean clip needs nothing, and editing the user's audio should be asked for.
         trim = gr.Checkbox(False, label="Cloning: trim the silence at the clip's ends (voice activity detection)",
                            elem_id="vox-trim-silence")

@@ -1,6 +1,6 @@
 """Markup of the page's two panels; nothing here runs.
 
-The player panel: status, live metrics (each saying what it includes), speed bar, and the WAV offered
+The player panel: status, live metrics (each saying what it includes), real-time meters, and the WAV offered
 after the stream; static/player/panel.js fills it in. The voice library: save the current clip or
 the last take under a name, and the list of saved voices (play, rename, delete); static/voices/voices.js
 fills it in and drives it, and gives the cloning tabs a saved-voice picker (VOICE_PICKER)."""
@@ -42,8 +42,8 @@ def panel_html(sample_rate: int, prebuffer_ms: float) -> str:
     return f"""
 <div id="vox-panel">
   <div class="vox-status" data-field="status" data-kind="info" role="status" aria-live="polite">Ready.</div>
-  {_speed_bar("server", "Server speed")}
-  {_speed_bar("client", "Delivery to this browser")}
+  {_pace_meter("server", "Generation on the server")}
+  {_pace_meter("client", "Delivery to this browser")}
   <div class="vox-metrics">{rows}</div>
   <div class="vox-spoken">
     <div><span class="vox-name">Now speaking</span> <span data-field="segment_label"></span></div>
@@ -60,13 +60,13 @@ def panel_html(sample_rate: int, prebuffer_ms: float) -> str:
 </div>"""
 
 
-def _speed_bar(source: str, label: str) -> str:
-    # A meter with its own name: screen readers announce "Server speed, 12.5x real time".
-    return f"""<div class="vox-speed-row"><span class="vox-speed-name">{label}</span>
-  <div class="vox-speed" role="meter" aria-label="{label}" aria-valuemin="-1" aria-valuemax="2" aria-valuenow="-1"
-       data-field="speed_{source}" title="speed on a log scale from 0.1x to 100x real time; the line marks 1x">
-    <div class="vox-speed-fill"></div><div class="vox-speed-mark"></div></div>
-  <span class="vox-speed-label" data-field="speedlabel_{source}">–</span></div>"""
+def _pace_meter(source: str, label: str) -> str:
+    # A meter with its own name: screen readers announce "Generation on the server, 12.5x real time".
+    return f"""<div class="vox-pace-row"><span class="vox-pace-name">{label}</span>
+  <div class="vox-pace" role="meter" aria-label="{label}" aria-valuemin="-1" aria-valuemax="2" aria-valuenow="-1"
+       data-field="pace_{source}" title="times real time on a log scale from 0.1x to 100x; the line marks 1x">
+    <div class="vox-pace-fill"></div><div class="vox-pace-mark"></div></div>
+  <span class="vox-pace-label" data-field="pacelabel_{source}">–</span></div>"""
 
 
 def voice_panel_html() -> str:

@@ -8,8 +8,8 @@ import html
 
 # (method, path, what it does): the page's own HTTP API, for the "Use via HTTP" list. Extend here.
 HTTP_ROUTES = [
-    ("POST", "/voxcpm/stream", "JSON {text, mode, control, voice or reference_id, prompt_text, cfg_value, "
-                               "inference_timesteps, max_len, seed, speed, normalize, trim_silence} → speech as it is "
+    ("POST", "/voxcpm/stream", "JSON {text, mode, control, voice or reference_id, prompt_text, the spec's settings, "
+                               "normalize, trim_silence} → speech as it is "
                                "generated: bare int16 PCM at 48 kHz, or typed frames with ?format=frames (docs/api.md)"),
     ("POST", "/voxcpm/upload", "a reference clip (WAV, FLAC, OGG or MP3) → an id for reference_id"),
     ("POST", "/voxcpm/transcribe", "JSON {reference_id} or {voice, save}, or a multipart file → the clip's automatic "
