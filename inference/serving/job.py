@@ -46,6 +46,10 @@ class Line(Protocol):
     def withdraw(self, job: Job) -> None:
         """Takes a cancelled job out of the line, if it is still there, and ends it."""
 
+    def prepare_more(self, job: Job, before: list[str], text: str):
+        """A live request's next clause made ready for its feed (the engine's prepare_more), on the
+        caller's thread; raises InputError."""
+
 
 @dataclass
 class JobMetrics:
@@ -157,6 +161,21 @@ class Job:
         """Stop at the next patch boundary (or leave the line at once) and free the slot."""
         self._cancel.set()
         self._line.withdraw(self)
+
+    def add_text(self, before: list[str], text: str):
+        """A live request's next clause (SynthesisRequest.feed): made ready on the caller's thread,
+        never the worker's (InputError when it cannot be spoken), then fed to its stream. `before`:
+        the clauses it follows, as sent."""
+        request = self._request
+        if request is None or request.feed is None:
+            raise RuntimeError("only a live request that is still running takes more text")
+        request.feed.add(self._line.prepare_more(self, before, text))
+
+    def end_text(self):
+        """A live request's text is complete: its stream ends once it has spoken it."""
+        request = self._request
+        if request is not None and request.feed is not None:
+            request.feed.close()
 
     def discard(self):
         """The consumer has gone: stop the job if it is live, and drop audio it will never read

@@ -71,6 +71,14 @@ class SpokenText:
         lead, body, trail = _EDGE_SPACE.match(raw).groups()
         return lead + tn.normalize(body, self.lang) + trail if body else raw
 
+    def extend(self, more: "SpokenText"):
+        """A later clause of a live text after this one: its segments follow, and a pause it opens
+        with joins the one this text ends with."""
+        start = len(self._segments)
+        self._segments += more._segments
+        for k, pause in more._pauses.items():
+            self._pauses[start + k] = self._pauses[start + k] + pause if start + k in self._pauses else pause
+
     def segment(self, k: int) -> str:
         """Segment k as spoken."""
         return self._segments[k]
