@@ -18,8 +18,8 @@ docs/serving/speech_api.md, where Mistral's realtime TTS names only some of its 
                                                  {"type": "error", "message": "..."}
 
 session.config takes the body of POST /v1/audio/speech (ui/http/speech_body.py) without `input`:
-`voice` (a saved voice, a built-in name, or "design" with `instructions`), `instructions`, `speed`,
-`seed`, `sample_rate` and the other settings; `response_format` is "pcm" (16-bit mono, 24 kHz by
+`voice` (a saved voice, a built-in name, or "design" with `instructions`), `instructions`, `seed`,
+`sample_rate` and the spec's other settings; `response_format` is "pcm" (16-bit mono, 24 kHz by
 default). One extension: {"type": "input.interrupt"} stops the utterance being spoken within one
 patch (barge-in) and drops the text not yet spoken; session.done then says "interrupted": true.
 
