@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from websockets.exceptions import ConnectionClosed
@@ -226,3 +227,15 @@ def test_with_a_token_a_socket_needs_it_as_a_header_or_in_the_url(private):
             ws.send(json.dumps({"type": "input.text", "text": "Let me in with the token, please."}))
             ws.send(json.dumps({"type": "input.done"}))
             assert utterance(ws)["audio"]
+
+
+def test_the_client_in_the_docs_speaks_as_it_says(app, tmp_path, monkeypatch):
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    section = docs[docs.index("## Live text over a WebSocket"):]
+    example = section[section.index("```python") + len("```python"):]
+    example = example[:example.index("```")]
+    assert "ws://127.0.0.1:7860/v1/audio/speech/stream" in example
+    monkeypatch.chdir(tmp_path)
+    exec(example.replace("ws://127.0.0.1:7860", app.url.replace("http://", "ws://")), {})  # noqa: S102 - our own docs
+    audio = (tmp_path / "live.pcm").read_bytes()
+    assert len(audio) >= 2 * 3840 and len(audio) % 2 == 0
