@@ -16,6 +16,8 @@ WHEELS=(
   soundfile==0.14.0 cffi pycparser soxr==1.1.0 wetext==0.1.8 kaldifst==1.8.3 contractions textsearch anyascii
   pyahocorasick inflect==7.6.0 jaraco.functools more-itertools typeguard sentencex==1.0.32
   silero-vad==6.2.3 audiotsm==0.1.2
+  # WS /v1/audio/speech/stream: uvicorn serves WebSockets through it, and bench/live_text.py is its client
+  websockets==17.4
   # the analysis process's scores (the take evaluation's WER): jiwer and the edit distance it uses
   jiwer==4.0.0 rapidfuzz==3.14.6
   # the parity reference bench/bench.py compares against (its unused imports stubbed in bench/official.py);

@@ -11,6 +11,7 @@
 #   SWEEP_ARGS="--ahead-sizes 0 32" bash bench/gpu_session.sh sweep   # the big loads again, admission ahead off, in 32s
 #   bash bench/gpu_session.sh serve                   # the whole app over HTTP (bench/serve.py)
 #   bash bench/gpu_session.sh serve:4                 # the same, its loads sent from 4 client processes
+#   bash bench/gpu_session.sh live                    # text spoken as it arrives, over the WebSocket (bench/live_text.py)
 #   bash bench/gpu_session.sh beside                  # 64 live streams while another client scores and transcribes
 #
 # Results go to $OUT (default /tmp/voxcpm-gpu-session); SERVE_ARGS adds bench/serve.py options
@@ -46,6 +47,7 @@ for phase in "$@"; do
     precision) python3 -m bench.bench --checkpoint "$CKPT" --precision 2>&1 | grep -v "^20..-" | tee "$OUT/precision.md" ;;
     vae) python3 -m bench.lab.vae_decode --config bench/voxcpm2_config.json ${VAE_ARGS:-} 2>&1 | tee "$OUT/vae.txt" | tail -80 ;;
     dit) python3 -m bench.lab.dit_rate ${DIT_ARGS:-} 2>&1 | tee "$OUT/dit.txt" | tail -60 ;;
+    live) python3 -m bench.live_text --checkpoint "$CKPT" --out "$OUT/live" ${LIVE_ARGS:-} 2>&1 | tee "$OUT/live.txt" | tail -20 ;;
     serve|serve:*) clients=${phase#serve}; clients=${clients#:}
              python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/serve${clients:+-c$clients}" \
                --app-args "${APP_ARGS:-}" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;

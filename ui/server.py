@@ -42,6 +42,7 @@ from .guard.limits import RequestLimits
 from .http.clips import clips_router
 from .http.evaluate import evaluate_router
 from .http.openai import openai_router
+from .http.live import live_router
 from .http.status import status_router
 from .http.stream import stream_router
 from .http.voices import voice_lookup, voice_router
@@ -55,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "static"
 ASSETS = ROOT / "assets"
 ROUTERS = ((stream_router, "/voxcpm"), (clips_router, "/voxcpm"), (evaluate_router, "/voxcpm"), (voice_router, "/voxcpm/voices"),
-           (openai_router, "/v1"), (status_router, ""))
+           (live_router, "/v1"), (openai_router, "/v1"), (status_router, ""))
 
 
 def _asset_version() -> str:

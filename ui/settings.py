@@ -96,6 +96,15 @@ class EvaluationSettings:
 
 
 @dataclass(frozen=True)
+class LiveTextSettings:
+    """WS /v1/audio/speech/stream (ui/http/live.py): text spoken as it arrives."""
+    min_clause_chars: int = 12  # a clause shorter than this waits for the next: a word or two alone sounds wrong
+    commit_after_s: float = 0.5  # pieces that stop this long: what is buffered is spoken up to its last word
+    session_idle_s: float = 30.0  # a session that sends nothing this long is closed (it may hold a row)
+    max_pieces_per_s: int = 200  # a client sending faster is closed: an LLM streams tens of tokens a second
+
+
+@dataclass(frozen=True)
 class BuildSettings:
     """What each take records as its model (app.py describes it)."""
     model_id: str = "tiny random model"
@@ -115,6 +124,7 @@ class Settings:
     library: LibrarySettings = LibrarySettings()
     renders: RenderSettings = RenderSettings()
     evaluation: EvaluationSettings = EvaluationSettings()
+    live: LiveTextSettings = LiveTextSettings()
     build: BuildSettings = BuildSettings()
     warm_up: bool = False  # warm the engine on its worker thread (when from_pretrained did not)
 
@@ -153,4 +163,4 @@ def _sections() -> dict[str, str]:
 DEFAULTS = Settings()
 _SECTION_OF = _sections()
 __all__ = ["AccessSettings", "BuildSettings", "ClipSettings", "DEFAULTS", "EvaluationSettings", "HttpSettings",
-           "LibrarySettings", "PageSettings", "RenderSettings", "Settings", "WorkbenchSettings"]
+           "LibrarySettings", "LiveTextSettings", "PageSettings", "RenderSettings", "Settings", "WorkbenchSettings"]

@@ -53,14 +53,32 @@ class Tokens:
     the control prefix), and after each tail it may carry. `__call__` is voice_prompt's tokenize."""
 
     def __init__(self, tokenize, segments: list[str], control: str, transcript: str):
-        texts = {control + segments[0], transcript + control + segments[0]}
-        for k in range(1, len(segments)):
-            texts.update((segments[k], transcript + segments[k]))
-            texts.update(transcript + segments[j] + segments[k] for j in range(max(0, k - TAIL_REACH), k))
+        texts = {control + segments[0], transcript + control + segments[0]} | self.texts(segments, 1, transcript)
         self.ids = {text: list(tokenize(text)) for text in texts}
 
     def __call__(self, text: str) -> list[int]:
         return self.ids[text]
+
+    @classmethod
+    def of(cls, ids: dict[str, list[int]]) -> "Tokens":
+        """Tokens already made (RequestPreparer.prepare_more)."""
+        tokens = cls.__new__(cls)
+        tokens.ids = dict(ids)
+        return tokens
+
+    def update(self, ids: dict[str, list[int]]):
+        """The texts a live request's later clause may read (RequestPreparer.prepare_more)."""
+        self.ids.update(ids)
+
+    @staticmethod
+    def texts(segments: list[str], first: int, transcript: str) -> set[str]:
+        """The texts segments[first:] may read after the first segment: each alone, after the
+        voice's transcript, and after a tail from up to TAIL_REACH segments back."""
+        texts = set()
+        for k in range(max(1, first), len(segments)):
+            texts.update((segments[k], transcript + segments[k]))
+            texts.update(transcript + segments[j] + segments[k] for j in range(max(0, k - TAIL_REACH), k))
+        return texts
 
     def __contains__(self, text: str) -> bool:
         return text in self.ids
@@ -72,6 +90,11 @@ class DecoderStart(enum.Enum):
     FRESH = "fresh"  # a new stream: reset, warmed on the prompt's last patches in ultimate cloning
     CARRY = "carry"  # the next segment: the state after the last one's final patch, kept as its start
     REWIND = "rewind"  # another attempt at a segment: the state kept at its start
+
+
+# What add() returns when a live request's stream has spoken all the text it has: the scheduler
+# parks it (row and voice kept) until resume() has more, or ends it when the feed closes.
+PARK = "park"
 
 
 @dataclass(frozen=True)
@@ -129,6 +152,7 @@ class Continuation:
         self.released_samples = 0  # their audio, silence included
         self.opened = False  # whether the first patch (and a leading pause before it) went out
         self.report = Report(segment_count=len(spoken), pauses=spoken.pauses)
+        self.feed = req.feed  # a live request's later clauses (inference/request/feed.py); None: the text is whole
         self.start = self._first()
 
     # -- segment starts -----------------------------------------------------------------------
@@ -170,7 +194,8 @@ class Continuation:
         """One collected patch of the current attempt: its float32 audio and its latents [D, P].
         `ended`: the stop head fired or the cap was reached. Returns the chunks released now, and
         None while the segment goes on, a SegmentStart when the row must be re-prefilled (a retry
-        or the next segment), or True when the stream is over."""
+        or the next segment), PARK when a live request waits for more text, or True when the
+        stream is over."""
         if not self.opened:
             self.opened = True
             self._pause(0)
@@ -206,9 +231,35 @@ class Continuation:
         else:  # a runaway's tail would lead the next segment astray: the last good one stays
             self.tail = (self.spoken.segment(self.segment), torch.from_numpy(np.stack(self.latents)).transpose(1, 2))
         self.segment, self.attempt = self.segment + 1, 0
-        if self.segment >= len(self.spoken):
+        if self.segment < len(self.spoken):
+            return self._again(DecoderStart.CARRY)
+        return self.resume() or PARK
+
+    def resume(self) -> SegmentStart | bool | None:
+        """A live request's stream has spoken all its text: the next segment's start when more has
+        arrived, True when the feed is closed and nothing follows, None while it waits (the
+        scheduler parks it, its decoder state kept at the segment's end as for any next segment).
+        Chunks made meanwhile (a pause the new clause opens with) are returned by `resumed()`."""
+        if self.feed is None:
             return True
+        arrived, closed = self.feed.take()
+        if not arrived:
+            return True if closed else None
+        for more in arrived:
+            lead = more.spoken.pause_ms(0)
+            self.tokenize.update(more.ids)
+            self.spoken.extend(more.spoken)
+            if lead:  # the silence the new clause opens with, after what went out (joined with any before it)
+                rate, piece = self.output
+                for audio in silence(lead, rate, piece):
+                    self._emit(audio, None, max(0, self.segment - 1), pause=True)
+        self.report.segment_count = len(self.spoken)
+        self.report.pauses = self.spoken.pauses
         return self._again(DecoderStart.CARRY)
+
+    def resumed(self) -> list[AudioChunk]:
+        """The chunks resume() released (a pause's silence)."""
+        return self._released()
 
     @property
     def holding(self) -> bool:

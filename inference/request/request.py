@@ -36,10 +36,13 @@ class SynthesisRequest:
     normalize: bool = False
     # Cut the silence at both ends of the reference and prompt clips (inference/request/vad.py); off by default.
     trim_silence: bool = False
-    # The playback speed the listener gets (time-stretched by the HTTP layer, not the model): the
-    # engine bounds the audio a request may produce after it (Limits.max_output_seconds), and the
-    # serving layer reads its consumer's clock by it (inference/serving/delivery.py).
+    # The playback speed the listener gets (applied to the audio by its Listener, not the model):
+    # the engine bounds the audio a request may produce after it (Limits.max_output_seconds), and
+    # the serving layer reads its consumer's clock by it (inference/serving/delivery.py).
     speed: float = default("speed")
+    # A live request's later clauses (inference/request/feed.py: a TextFeed); `text` is its first.
+    # None: the text is whole.
+    feed: Any = None
 
     def __post_init__(self):
         _check(isinstance(self.text, str) and has_content(self.text),

@@ -31,9 +31,8 @@ from .compiled import PLAIN, StepFunctions
 @dataclass(frozen=True)
 class Join:
     """A stream entering `row`: its prompt, starting noise [n, P, D], sampler settings, and how
-    the row's VAE decoder starts (DecoderStart). overrun: a patch launched after the segment's
-    last collected one has already run through the decoder (the runner keeps one patch in
-    flight); carried into the next segment, its decoding is undone."""
+    the row's VAE decoder starts (DecoderStart; a carried or rewound state is the one kept by
+    `keep_end`)."""
 
     row: int
     prompt: Prompt
@@ -41,7 +40,6 @@ class Join:
     steps: int
     cfg_value: float
     decoder: DecoderStart = DecoderStart.FRESH
-    overrun: bool = False
 
 
 def patches_to_frames(patches: torch.Tensor) -> torch.Tensor:
@@ -147,7 +145,7 @@ class DecodeStep:
             self.decoder.reset(rows if len(fresh) == len(joins) else self.upload_rows(fresh))
         for j in joins:
             if j.decoder is not DecoderStart.FRESH:
-                self._carry_decoder(j.row, j.decoder, j.overrun)
+                self.decoder.flat[j.row].copy_(self.decoder_at_segment[j.row])
             elif len(j.prompt.decode_context):
                 context = self.upload(j.prompt.decode_context).to(self.device, non_blocking=True)
                 self._decode_context(j.row, context.to(self.dtype).to(self.vae_dtype))
@@ -164,16 +162,14 @@ class DecodeStep:
         """Run the row's VAE decoder over patches [C, P, D] (VAE dtype, on the device), output unused."""
         self.vae.decode_chunk(patches_to_frames(patches.unsqueeze(0)), self.decoder.row(row))
 
-    def _carry_decoder(self, row: int, how: DecoderStart, overrun: bool):
-        live = self.decoder.flat[row]
-        if how is DecoderStart.REWIND:
-            live.copy_(self.decoder_at_segment[row])
-            return
-        if overrun:
-            # The patch launched after the segment's last one has already run through the decoder:
-            # the state before it is the segment's end.
-            live.copy_(self.decoder_before[row])
-        self.decoder_at_segment[row].copy_(live)
+    def keep_end(self, row: int, overrun: bool):
+        """The row's decoder state at the end of the segment just collected, kept as the next
+        segment's start (and its retries'): the row runs on with every batch until it is
+        re-prefilled, which may be steps later (admission paced by the listeners' slack, or a live
+        request waiting for text). overrun: the patch launched after the segment's last one has
+        already run through the decoder (the runner keeps one in flight), so the state before it
+        is the segment's end. Queued behind that patch, so it reads what the patch left."""
+        self.decoder_at_segment[row].copy_(self.decoder_before[row] if overrun else self.decoder.flat[row])
 
     def upload_rows(self, rows: list[int]) -> torch.Tensor:
         """Row indices on the device (a list indexing a CUDA tensor would copy from pageable memory,

@@ -20,6 +20,7 @@ from ..errors import InputError
 from ..model.loader import LoadedModel
 from ..request.audio_input import load_audio, pad_to_multiple
 from ..request.continuation import Continuation, Tokens
+from ..request.feed import MoreText
 from ..request.prompt import Prompt, Voice, control_prefix
 from ..request.reference import Key, ReferenceClip, encoder_identity
 from ..request.request import SynthesisRequest
@@ -95,6 +96,22 @@ class RequestPreparer:
         self.check_room(prepared)
         return prepared
 
+    def prepare_more(self, prepared: Prepared, before: list[str], text: str) -> MoreText:
+        """A live request's next clause made ready off the engine's thread, as prepare() makes a
+        text: cut into segments, every text its prompts may read tokenized (after the segments
+        `before` it, as spoken, for the tails), each segment's prompt checked against the cache.
+        Raises InputError at once; thread-safe."""
+        req = prepared.request
+        if len(text) > self.max_text_chars:
+            raise InputError(f"the text is {len(text)} characters long; the limit is {self.max_text_chars}", "text")
+        spoken = SpokenText(text, req.normalize, self.segment_weight)
+        segments = list(before) + spoken.segments
+        texts = Tokens.texts(segments, len(before), prepared.transcript)
+        ids = {t: list(self.tokenizer.encode(t)) for t in texts}
+        self.check_room(Prepared(req, spoken, Tokens.of(ids), prepared.transcript, prepared.reference,
+                                 prepared.prompt), first=False)
+        return MoreText(spoken, ids)
+
     def check_silence(self, spoken: SpokenText):
         """Refuses a text whose pauses alone (as long as written, whoever listens) last longer than a
         request's audio may."""
@@ -104,13 +121,14 @@ class RequestPreparer:
                              f"at most {self.max_output_seconds:g} s of audio, speech and pauses together: use "
                              f"fewer or shorter pauses, or split the text", "text")
 
-    def check_room(self, p: Prepared):
+    def check_room(self, p: Prepared, first: bool = True):
         """Every segment's shortest prompt (the voice, without the tail a continuation drops when
-        it does not fit) leaves the cache room for speech; checked before any audio is made."""
+        it does not fit) leaves the cache room for speech; checked before any audio is made.
+        first: the text's first segment is the request's first (a live request's later clause's is not)."""
         voice = (p.reference.length + 2 if p.reference else 0) + (p.prompt.length if p.prompt else 0) + 1
         segments = p.spoken.segments
         for k, segment in enumerate(segments):
-            text = p.transcript + (control_prefix(p.request) if k == 0 else "") + segment
+            text = p.transcript + (control_prefix(p.request) if k == 0 and first else "") + segment
             length = voice + len(p.tokens(text))
             if length < self.capacity:
                 continue

@@ -24,6 +24,10 @@ prefilled and when held audio goes out:
 - Admission ahead: while no stream plays and no patch is in flight, a burst's newcomers are
   prefilled in groups of ADMIT_AHEAD as they are started, before the step that launches their
   first patch, so the device works through the prefills while the host prepares the rest.
+- Parking: a live request (inference/request/feed.py) that has spoken all the text it has keeps
+  its row among the parked, out of the batch, until more text comes (Continuation.resume, read at
+  the start of each step) or its feed closes. Its decoder state is kept at the segment's end, as
+  for any next segment (DecodeStep.keep_end), since its row runs on with the batch meanwhile.
 - Segment hold: a later segment's audio is held until the segment ends (the runaway guard,
   inference/request/continuation.py), but never until the listener runs dry: once a holding
   stream's slack is within two steps, what it holds goes out and the attempt streams on (it can
@@ -38,7 +42,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..request.continuation import Continuation, SegmentStart
+from ..request.continuation import PARK, Continuation, DecoderStart, SegmentStart
 from ..request.request import AudioChunk
 from .pacing import StepCosts
 from .decode_step import Join
@@ -76,6 +80,7 @@ class Scheduler:
         self.free = list(range(rows))  # a heap: the lowest free row first keeps buckets small
         self.joining: list[Stream] = []
         self.live: list[Stream] = []
+        self.parked: list[Stream] = []  # live requests that have spoken all their text so far (row kept)
         self.launched: collections.deque[Launched] = collections.deque()
         # What the step under way released or ended, by stream: step() returns it. None between
         # steps (a stream stopped then is its stopper's to know about).
@@ -83,8 +88,13 @@ class Scheduler:
 
     @property
     def active(self) -> int:
-        """Streams holding a row (joining or live)."""
-        return len(self.joining) + len(self.live)
+        """Streams holding a row (joining, live or parked)."""
+        return len(self.joining) + len(self.live) + len(self.parked)
+
+    @property
+    def working(self) -> bool:
+        """Whether a step would do anything: a stream joins or runs, or a patch is in flight."""
+        return bool(self.joining or self.live or self.launched)
 
     def add(self, stream: Stream, plan: Continuation):
         """Gives the stream a row; it joins the batch at the next step (or, when running listeners
@@ -103,14 +113,29 @@ class Scheduler:
         """No patch in flight and no listener playing: a prefill now delays nobody's audio."""
         return not self.launched and not any(s.listener.playing for s in self.live)
 
-    def enter(self, stream: Stream, start: SegmentStart, overrun: bool = False):
-        """Into the joining streams, to be (re-)prefilled with `start` at the next step. overrun:
-        the row's decoder has already decoded a patch launched past the last one collected."""
+    def enter(self, stream: Stream, start: SegmentStart):
+        """Into the joining streams, to be (re-)prefilled with `start` at the next step."""
         stream.restart(len(start.prompt), start.cap)
         req = stream.plan.req
         stream.join = Join(stream.row, start.prompt, start.noise, req.inference_timesteps, float(req.cfg_value),
-                           start.decoder, overrun)
+                           start.decoder)
         self.joining.append(stream)
+
+    def resume_parked(self):
+        """Parked streams whose text has come (or whose feed has closed) go on (or end)."""
+        for stream in list(self.parked):
+            after, chunks = stream.plan.resume(), stream.plan.resumed()
+            if chunks:  # a pause the new clause opens with
+                self.produced.setdefault(stream, []).extend(chunks)
+                listener = stream.listener
+                listener.release(sum(listener.lasts(len(c.audio), c.pause) for c in chunks), self.clock())
+            if after is None:
+                continue
+            self.parked.remove(stream)
+            if after is True:
+                self.retire(stream)
+            else:
+                self.enter(stream, after)
 
     # -- the batch loop -----------------------------------------------------------------------------
     def step(self) -> list[tuple[Stream, list[AudioChunk]]]:
@@ -121,8 +146,10 @@ class Scheduler:
         (Stream.error); the scheduler goes on."""
         self.produced = {}
         started = self.clock()
-        for stream in [s for s in self.joining + self.live if s.cancelled]:
+        for stream in [s for s in self.joining + self.live + self.parked if s.cancelled]:
             self.retire(stream)
+        if self.parked:
+            self.resume_parked()
         admitted = self.admit(self.admissible(started)) if self.joining else 0
         try:
             batch = self.schedule()
@@ -212,8 +239,13 @@ class Scheduler:
                 self.retire(stream)
             elif after is not None:
                 self.live.remove(stream)
-                # Read before enter() restarts the count: was a patch launched after this one?
-                self.enter(stream, after, overrun=stream.launched > index + 1)
+                if after is PARK or after.decoder is DecoderStart.CARRY:  # a segment ended: its state kept
+                    self.runner.step.keep_end(row, overrun=stream.launched > index + 1)
+                if after is PARK:
+                    stream.park()
+                    self.parked.append(stream)
+                else:
+                    self.enter(stream, after)
 
     def running_dry(self, stream: Stream, now: float) -> bool:
         """Whether its listener's buffer may run dry before the next step's patch is collected."""
@@ -228,7 +260,7 @@ class Scheduler:
             self.produced.setdefault(stream, [])
         if stream.plan is not None:
             stream.plan.close()
-        for group in (self.joining, self.live):
+        for group in (self.joining, self.live, self.parked):
             if stream in group:
                 group.remove(stream)
         heapq.heappush(self.free, stream.row)

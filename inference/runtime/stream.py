@@ -36,6 +36,10 @@ class Stream:
         self.prompt_len, self.cap, self.launched = prompt_len, cap, 0
         self.generation += 1
 
+    def park(self):
+        """It waits for text (a live request): a patch launched before is not its next segment's."""
+        self.generation += 1
+
     @property
     def position(self) -> int:
         """Cache position the next launched patch writes at."""

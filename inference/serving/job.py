@@ -46,6 +46,10 @@ class Line(Protocol):
     def withdraw(self, job: Job) -> None:
         """Takes a cancelled job out of the line, if it is still there, and ends it."""
 
+    def prepare_more(self, job: Job, before: list[str], text: str):
+        """A live request's next clause made ready for its feed (the engine's prepare_more), on the
+        caller's thread; raises InputError."""
+
 
 @dataclass
 class JobMetrics:
@@ -96,6 +100,8 @@ class Job:
         self._ended = False
         self._text_report: Report | None = None
         self._segment_ends: list[int] = []  # the listener's samples sent when each segment ended
+        # A live request's clauses (its first text, then each add_text): the segments each was cut into.
+        self.clause_segments: list[int] = []
         self._taken = 0  # the model's samples the consumer took from the channel (its thread writes)
         # Called by the worker's thread after each event it puts; replaced whole, never changed in
         # place, so the worker iterates a consistent tuple while a consumer adds or removes one.
@@ -157,6 +163,23 @@ class Job:
         """Stop at the next patch boundary (or leave the line at once) and free the slot."""
         self._cancel.set()
         self._line.withdraw(self)
+
+    def add_text(self, before: list[str], text: str):
+        """A live request's next clause (SynthesisRequest.feed): made ready on the caller's thread,
+        never the worker's (InputError when it cannot be spoken), then fed to its stream. `before`:
+        the clauses it follows, as sent."""
+        request = self._request
+        if request is None or request.feed is None:
+            raise RuntimeError("only a live request that is still running takes more text")
+        more = self._line.prepare_more(self, before, text)
+        self.clause_segments = self.clause_segments + [len(more.spoken)]  # known before its audio can come
+        request.feed.add(more)
+
+    def end_text(self):
+        """A live request's text is complete: its stream ends once it has spoken it."""
+        request = self._request
+        if request is not None and request.feed is not None:
+            request.feed.close()
 
     def discard(self):
         """The consumer has gone: stop the job if it is live, and drop audio it will never read
@@ -244,6 +267,8 @@ class Job:
         self.mode, self.text_chars, self.seed = request.mode, len(request.text), request.seed
         self.listener = Listener.of(request, self._sample_rate)
         self._request, self._prepared = request, prepared
+        if request.feed is not None:  # its first clause's segments, before the engine can add any
+            self.clause_segments = [len(prepared.spoken)]
         self.metrics.queued_at = time.perf_counter()
         self._state = "queued"
 

@@ -42,6 +42,9 @@ from .latent_store import LatentStore
 log = logging.getLogger("voxcpm.worker")
 COST_WEIGHT = 0.3  # of the newest call in its kind's running average
 IDLE_WAIT_S = 0.01  # how long the loop sleeps when a call is held back and nothing else runs
+# How long the loop sleeps at most while every running stream waits for text (a live request): new
+# text, a cancel or a new job wakes it at once (nudge).
+PARKED_WAIT_S = 0.1
 
 __all__ = ["EngineCalls", "EngineWorker", "QueueFullError", "run_calls"]
 
@@ -116,6 +119,8 @@ class EngineWorker:
                 self._leave_line(job)
                 self._finish(job, "cancelled", SHUTTING_DOWN)
                 return
+            if req.feed is not None:
+                req.feed.on_more = self.nudge
             job.accept(req, prepared)
             self._lock.notify()
 
@@ -160,6 +165,18 @@ class EngineWorker:
             self._lock.notify()
         return future
 
+    def prepare_more(self, job: Job, before: list[str], text: str):
+        """A live job's next clause made ready on the caller's thread (Engine.prepare_more)."""
+        prepared = job.prepared
+        if prepared is None:
+            raise RuntimeError("the job has ended: it takes no more text")
+        return self.engine.prepare_more(prepared, before, text)
+
+    def nudge(self):
+        """Wakes the loop: a live request's text came (or ended) while every stream waited for some."""
+        with self._lock:
+            self._lock.notify()
+
     def position(self, job: Job) -> int:
         with self._lock:
             try:
@@ -174,6 +191,7 @@ class EngineWorker:
             if job in self._waiting:
                 self._waiting.remove(job)
                 self._finish(job, "cancelled")
+            self._lock.notify()  # a running job's stream may be waiting for text: the loop stops it now
 
     def _leave_line(self, job: Job):
         if job in self._waiting:  # the lock held
@@ -275,8 +293,15 @@ class EngineWorker:
                     self._start(job)
                 if self._running:
                     self._deliver(self.engine.step())
+                    if not self.engine.working:  # every stream waits for text: until some comes
+                        self._wait_for_text()
             except Exception as exc:  # a bug in the loop itself: fail what it held, keep serving
                 self._fail_held(joining, exc)
+
+    def _wait_for_text(self):
+        with self._lock:
+            if self._running and not self._ready() and not self._calls and not self._closed:
+                self._lock.wait(PARKED_WAIT_S)
 
     def _prepare(self):
         """On this thread, before any job: its CUDA device, and the engine's warm-up if asked."""

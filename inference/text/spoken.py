@@ -71,6 +71,18 @@ class SpokenText:
         lead, body, trail = _EDGE_SPACE.match(raw).groups()
         return lead + tn.normalize(body, self.lang) + trail if body else raw
 
+    def extend(self, more: "SpokenText"):
+        """A later clause of a live text after this one: its segments follow, and a pause it opens
+        with joins the one this text ends with."""
+        start = len(self._segments)
+        self._segments += more.segments
+        for k, pause in more.pause_marks().items():
+            self._pauses[start + k] = self._pauses[start + k] + pause if start + k in self._pauses else pause
+
+    def pause_marks(self) -> dict[int, Pause]:
+        """Each pause by the segment it comes before (len(self): after the last)."""
+        return dict(self._pauses)
+
     def segment(self, k: int) -> str:
         """Segment k as spoken."""
         return self._segments[k]

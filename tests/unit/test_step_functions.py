@@ -103,6 +103,8 @@ def test_a_compiled_bundle_raises_the_recompile_limit_only_in_its_scope_and_thre
 def test_the_next_segment_carries_the_decoder_and_the_scheduler_says_what_ran_past_its_end(engine, monkeypatch):
     joins, real = [], engine.runner.admit
     monkeypatch.setattr(engine.runner, "admit", lambda batch: joins.extend(batch) or real(batch))
+    kept, keep = [], engine.runner.step.keep_end
+    monkeypatch.setattr(engine.runner.step, "keep_end", lambda row, overrun: kept.append(overrun) or keep(row, overrun))
     monkeypatch.setattr(engine.preparer, "segment_weight", 40)
     text = "The quick brown fox jumps over the dog. It was a sunny day in May. Then the rain came down hard."
     stream = engine.start(SynthesisRequest(text=text, seed=3))
@@ -113,7 +115,8 @@ def test_the_next_segment_carries_the_decoder_and_the_scheduler_says_what_ran_pa
             starts.append(stream.plan.start)
     assert stream.error is None and len(joins) == len(starts) == 3
     assert [j.decoder for j in joins] == [s.decoder for s in starts] == [DecoderStart.FRESH] + [DecoderStart.CARRY] * 2
-    # Each segment here ends on the stop head while the row's next patch is already in flight.
-    assert [j.overrun for j in joins] == [False, True, True]
+    # Each segment here ends on the stop head while the row's next patch is already in flight: the
+    # state kept for the next segment is the one before that patch.
+    assert kept == [True, True]
     with pytest.raises(dataclasses.FrozenInstanceError):
         starts[-1].decoder = DecoderStart.REWIND

@@ -46,7 +46,9 @@ class TokenGate:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         if scope["type"] == "http" and self._matches(query.get("token", "")):
             return await self._login(scope, query, send)
-        if scope["type"] == "websocket":
+        if scope["type"] == "websocket":  # a browser cannot set a socket's headers: ?token= is how it sends one
+            if self._matches(query.get("token", "")):
+                return await self.app(scope, receive, send)
             return await send({"type": "websocket.close", "code": 1008})
         await self._refuse(scope, send)
 

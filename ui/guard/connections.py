@@ -46,6 +46,13 @@ class GuardedH11Protocol(H11Protocol):
             self._idle.cancel()  # a request's header is in: the route takes it from here
             self._idle = None
 
+    def handle_websocket_upgrade(self, event):
+        # The socket is the WebSocket protocol's from here (ui/http/live.py times its own idle session).
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        super().handle_websocket_upgrade(event)
+
     def on_response_complete(self):
         super().on_response_complete()
         if not self.transport.is_closing():  # the next request's header must come in time too

@@ -181,7 +181,8 @@ async def submit(request: Request, state, parse=parse_body, build=None, describe
     return await admit(state, lambda: read_json(request), parse, build, describe, request)
 
 
-async def admit(state, read, parse=parse_body, build=None, describe=page_asked, request: Request | None = None):
+async def admit(state, read, parse=parse_body, build=None, describe=page_asked, request: Request | None = None,
+                submitted=None):
     """The one intake of every streaming interface (the HTTP routes, Gradio's API): the body read
     (`await read()` -> JSON) and parsed (JSON types and shape: parse(json) -> the route's body,
     default the page's StreamBody), handed to serving's intake (EngineWorker.submit: admitted at
@@ -189,7 +190,8 @@ async def admit(state, read, parse=parse_body, build=None, describe=page_asked, 
     page's to_request, checked and prepared on its own threads), and its first Delivery awaited.
     Returns (job, the route's body, its first Delivery). A refusal, here or by serving's checks,
     is raised before any audio, logged and counted: describe(json, body or None) -> Asked, what the
-    body asked for. `request`: the HTTP request, whose closed connection cancels the job."""
+    body asked for. `request`: the HTTP request, whose closed connection cancels the job.
+    `submitted(job)`: told the job as soon as serving has it (a live session feeds it more text)."""
     data = body = job = None
     build = build or (lambda page: to_request(page, state.clips, state.voice_lookup))
 
@@ -200,6 +202,8 @@ async def admit(state, read, parse=parse_body, build=None, describe=page_asked, 
         data = await read()
         body = parse(data)
         job = state.worker.submit(lambda: build(body), job_id=body.request_id)
+        if submitted is not None:
+            submitted(job)
         try:
             return job, body, await first_audio(job, state, request)
         except asyncio.CancelledError:  # the caller's task was cancelled (a Gradio client left): nobody reads it

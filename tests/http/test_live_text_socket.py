@@ -1,0 +1,241 @@
+"""WS /v1/audio/speech/stream (issue 46, ui/http/live.py) through a real WebSocket client (the
+`websockets` package) against the app on loopback: text sent in pieces of any size is spoken as
+when sent whole, clause by clause in one voice; an interrupt stops the audio within a patch and
+the next text starts afresh; every bad input gets an error event naming what is accepted, and
+the session goes on where it can."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from ..support.workbench_page import slowed
+
+TEXT = ("Good evening, and welcome to the late news. Here are tonight's top stories, "
+        "read slowly and clearly for everyone listening at home.")
+CONFIG = {"type": "session.config", "voice": "design", "instructions": "A calm voice", "seed": 7, "max_len": 40}
+PATCH_BYTES = 3840 * 2  # one 160 ms patch of 16-bit PCM at 24 kHz
+
+
+@pytest.fixture(scope="module")
+def app(serve_app):
+    return serve_app(min_clause_chars=12, commit_after_s=5.0)  # no commit by a pause in these tests' sending
+
+
+def socket(app, **kw):
+    return connect(app.url.replace("http://", "ws://") + "/v1/audio/speech/stream", open_timeout=30, **kw)
+
+
+def utterance(ws, timeout: float = 120.0) -> dict:
+    """Everything the server sends until session.done: the events, the audio and the errors."""
+    got = {"events": [], "audio": b"", "errors": []}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        message = ws.recv(timeout=deadline - time.monotonic())
+        if isinstance(message, bytes):
+            got["audio"] += message
+            continue
+        event = json.loads(message)
+        got["events"].append(event)
+        if event["type"] == "error":
+            got["errors"].append(event["message"])
+        if event["type"] == "session.done":
+            return got
+    raise AssertionError(f"no session.done within {timeout} s: {got['events']}")
+
+
+def speak_in_pieces(app, size: int, config=CONFIG) -> dict:
+    with socket(app) as ws:
+        ws.send(json.dumps(config))
+        for at in range(0, len(TEXT), size):
+            ws.send(json.dumps({"type": "input.text", "text": TEXT[at:at + size]}))
+        ws.send(json.dumps({"type": "input.done"}))
+        return utterance(ws)
+
+
+def test_pieces_of_any_size_are_spoken_as_the_whole_text_clause_by_clause(app):
+    whole = speak_in_pieces(app, len(TEXT))
+    assert not whole["errors"] and whole["audio"]
+    starts = [e for e in whole["events"] if e["type"] == "audio.start"]
+    # Clauses as committed: each ends at punctuation and holds at least 12 characters.
+    assert [e["sentence_text"] for e in starts] == ["Good evening,", " and welcome to the late news.",
+                                                    " Here are tonight's top stories,",
+                                                    " read slowly and clearly for everyone listening at home."]
+    assert all(e["format"] == "pcm" and e["sample_rate"] == 24000 for e in starts)
+    done = [e for e in whole["events"] if e["type"] == "audio.done"]
+    assert [e["sentence_index"] for e in done] == [0, 1, 2, 3] and not any(e["error"] for e in done)
+    assert sum(e["total_bytes"] for e in done) == len(whole["audio"])
+    assert whole["events"][-1] == {"type": "session.done", "utterance_index": 0, "total_sentences": 4}
+    for size in (1, 7, 40):
+        pieces = speak_in_pieces(app, size)
+        assert pieces["audio"] == whole["audio"], size
+        assert [e["sentence_text"] for e in pieces["events"] if e["type"] == "audio.start"] == \
+            [e["sentence_text"] for e in starts]
+
+
+def test_stream_audio_sends_each_piece_as_it_is_made_and_the_same_samples(app):
+    one = speak_in_pieces(app, 9)
+    with socket(app) as ws:
+        ws.send(json.dumps(CONFIG | {"stream_audio": True}))
+        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
+        ws.send(json.dumps({"type": "input.done"}))
+        frames = []
+        while True:
+            message = ws.recv(timeout=120)
+            if isinstance(message, bytes):
+                frames.append(message)
+            elif json.loads(message)["type"] == "session.done":
+                break
+    assert len(frames) > 3 and b"".join(frames) == one["audio"]
+
+
+def test_an_interrupt_stops_the_audio_within_a_patch_and_the_next_text_starts_afresh(app):
+    long = CONFIG | {"stream_audio": True, "max_len": 400}
+    # Slower than real time, so the server is not patches ahead of what it has sent.
+    with slowed(app, 0.2), socket(app) as ws:
+        ws.send(json.dumps(long))
+        ws.send(json.dumps({"type": "input.text", "text": TEXT * 3}))
+        while not isinstance(ws.recv(timeout=60), bytes):  # the first audio
+            pass
+        ws.send(json.dumps({"type": "input.interrupt"}))
+        after, events = 0, []
+        while True:
+            message = ws.recv(timeout=60)
+            if isinstance(message, bytes):
+                after += len(message)
+                continue
+            events.append(json.loads(message))
+            if events[-1]["type"] == "session.done":
+                break
+        # What was already on its way when the interrupt landed: the patch in flight and the one being sent.
+        assert after <= 3 * PATCH_BYTES, after
+        assert events[-1]["interrupted"] is True and events[-1]["utterance_index"] == 0
+        ws.send(json.dumps({"type": "input.text", "text": "A fresh start after the interruption."}))
+        ws.send(json.dumps({"type": "input.done"}))
+        again = utterance(ws)
+        assert again["audio"] and not again["errors"]
+        assert again["events"][0]["sentence_text"] == "A fresh start after the interruption."
+        assert again["events"][-1]["utterance_index"] == 1
+
+
+def test_a_session_speaks_several_utterances_and_a_flush_with_nothing_says_so(app):
+    with socket(app) as ws:
+        ws.send(json.dumps(CONFIG))
+        ws.send(json.dumps({"type": "input.done"}))
+        assert utterance(ws)["events"] == [{"type": "session.done", "utterance_index": 0, "total_sentences": 0}]
+        for index in (1, 2):
+            ws.send(json.dumps({"type": "input.text", "text": "One more short utterance, spoken whole."}))
+            ws.send(json.dumps({"type": "input.done"}))
+            got = utterance(ws)
+            assert got["audio"] and got["events"][-1]["utterance_index"] == index
+
+
+@pytest.mark.parametrize("send, said", [
+    (b"\x00\x01", "binary frames are not accepted"),
+    ("{not json", "not JSON"),
+    (json.dumps({"type": "input.speak"}), "unknown message type 'input.speak'"),
+    (json.dumps({"type": "input.text", "text": 5}), "needs `text`, a string"),
+    (json.dumps(CONFIG | {"voice": "nobody-by-this-name"}), "no voice named"),
+    (json.dumps(CONFIG | {"response_format": "mp3"}), "raw 16-bit PCM"),
+    (json.dumps(CONFIG | {"speed": 9}), "speed"),
+])
+def test_bad_input_is_an_error_event_naming_what_is_accepted_and_the_session_goes_on(app, send, said):
+    with socket(app) as ws:
+        ws.send(send)
+        error = json.loads(ws.recv(timeout=30))
+        assert error["type"] == "error" and said in error["message"], error
+        ws.send(json.dumps(CONFIG))
+        ws.send(json.dumps({"type": "input.text", "text": "Still here after the error, and speaking."}))
+        ws.send(json.dumps({"type": "input.done"}))
+        got = utterance(ws)
+        assert got["audio"] and not got["errors"]
+
+
+def test_text_before_a_config_is_refused_and_a_config_is_refused_while_text_is_open(app):
+    with socket(app) as ws:
+        ws.send(json.dumps({"type": "input.text", "text": "Too early."}))
+        assert "send session.config first" in json.loads(ws.recv(timeout=30))["message"]
+        ws.send(json.dumps(CONFIG))
+        ws.send(json.dumps({"type": "input.text", "text": "Half a clause"}))
+        ws.send(json.dumps(CONFIG | {"seed": 8}))
+        assert "refused while an utterance is open" in json.loads(ws.recv(timeout=30))["message"]
+        ws.send(json.dumps({"type": "input.done"}))
+        got = utterance(ws)
+        assert got["events"][0]["sentence_text"] == "Half a clause" and not got["errors"]
+
+
+@pytest.fixture(scope="module")
+def strict(serve_app):
+    return serve_app(max_text_chars=60, max_pieces_per_s=5, session_idle_s=1.0, commit_after_s=0.3)
+
+
+def test_text_past_the_sessions_limit_is_refused_and_what_fits_is_spoken(strict):
+    with socket(strict) as ws:
+        ws.send(json.dumps(CONFIG))
+        ws.send(json.dumps({"type": "input.text", "text": "A first clause that fits, "}))
+        ws.send(json.dumps({"type": "input.text", "text": "x" * 40}))
+        ws.send(json.dumps({"type": "input.done"}))
+        got = utterance(ws)
+        assert any("would pass 60 characters" in e for e in got["errors"]) and got["audio"]
+
+
+def test_pieces_faster_than_the_bound_close_the_session_with_the_reason(strict):
+    with socket(strict) as ws:
+        ws.send(json.dumps(CONFIG))
+        for _ in range(8):
+            ws.send(json.dumps({"type": "input.text", "text": "a "}))
+        messages = []
+        with pytest.raises(ConnectionClosed):
+            while True:
+                messages.append(ws.recv(timeout=30))
+        assert any("more than 5 input.text messages in a second" in m for m in messages if isinstance(m, str))
+
+
+def test_an_idle_session_is_closed_with_the_reason_and_words_left_waiting_are_spoken(strict):
+    with socket(strict) as ws:
+        ws.send(json.dumps(CONFIG))
+        ws.send(json.dumps({"type": "input.text", "text": "words that stop coming"}))  # no clause end
+        events = []
+        with pytest.raises(ConnectionClosed):
+            while True:
+                message = ws.recv(timeout=30)
+                if isinstance(message, str):
+                    events.append(json.loads(message))
+        starts = [e for e in events if e["type"] == "audio.start"]
+        assert starts and starts[0]["sentence_text"] == "words that stop"  # up to the last whole word
+        assert any(e["type"] == "error" and "sent nothing for 1 s" in e["message"] for e in events)
+
+
+@pytest.fixture(scope="module")
+def private(serve_app):
+    return serve_app(token="live-text-token-1")
+
+
+def test_with_a_token_a_socket_needs_it_as_a_header_or_in_the_url(private):
+    with pytest.raises(Exception):
+        with socket(private) as ws:
+            ws.recv(timeout=10)
+    for kw, suffix in (({"additional_headers": {"Authorization": "Bearer live-text-token-1"}}, ""),
+                       ({}, "?token=live-text-token-1")):
+        url = private.url.replace("http://", "ws://") + "/v1/audio/speech/stream" + suffix
+        with connect(url, open_timeout=30, **kw) as ws:
+            ws.send(json.dumps(CONFIG))
+            ws.send(json.dumps({"type": "input.text", "text": "Let me in with the token, please."}))
+            ws.send(json.dumps({"type": "input.done"}))
+            assert utterance(ws)["audio"]
+
+
+def test_the_client_in_the_docs_speaks_as_it_says(app, tmp_path, monkeypatch):
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    section = docs[docs.index("## Live text over a WebSocket"):]
+    example = section[section.index("```python") + len("```python"):]
+    example = example[:example.index("```")]
+    assert "ws://127.0.0.1:7860/v1/audio/speech/stream" in example
+    monkeypatch.chdir(tmp_path)
+    exec(example.replace("ws://127.0.0.1:7860", app.url.replace("http://", "ws://")), {})  # noqa: S102 - our own docs
+    audio = (tmp_path / "live.pcm").read_bytes()
+    assert len(audio) >= 2 * 3840 and len(audio) % 2 == 0
