@@ -239,3 +239,18 @@ def test_the_client_in_the_docs_speaks_as_it_says(app, tmp_path, monkeypatch):
     exec(example.replace("ws://127.0.0.1:7860", app.url.replace("http://", "ws://")), {})  # noqa: S102 - our own docs
     audio = (tmp_path / "live.pcm").read_bytes()
     assert len(audio) >= 2 * 3840 and len(audio) % 2 == 0
+
+
+def test_a_client_that_leaves_mid_utterance_frees_its_row_and_leaves_no_job_behind(app):
+    from ..support.app_helpers import wait_until
+
+    with slowed(app, 0.1):
+        ws = socket(app)
+        ws.send(json.dumps(CONFIG | {"stream_audio": True, "max_len": 400}))
+        ws.send(json.dumps({"type": "input.text", "text": TEXT}))  # no input.done: the stream would wait for more
+        while not isinstance(ws.recv(timeout=60), bytes):
+            pass
+        assert app.worker.held == 1
+        ws.close()
+        wait_until(lambda: app.worker.held == 0, timeout=30)
+    assert app.worker.running == 0
