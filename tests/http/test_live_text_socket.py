@@ -254,3 +254,21 @@ def test_a_client_that_leaves_mid_utterance_frees_its_row_and_leaves_no_job_behi
         ws.close()
         wait_until(lambda: app.worker.held == 0, timeout=30)
     assert app.worker.running == 0
+
+
+def test_an_utterance_sent_while_the_one_before_plays_is_heard_after_it_and_an_interrupt_stops_both(app):
+    with slowed(app, 0.2), socket(app) as ws:
+        ws.send(json.dumps(CONFIG | {"stream_audio": True, "max_len": 400}))
+        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
+        ws.send(json.dumps({"type": "input.done"}))
+        ws.send(json.dumps({"type": "input.text", "text": "A second utterance, queued behind the first."}))
+        ws.send(json.dumps({"type": "input.done"}))
+        while not isinstance(ws.recv(timeout=60), bytes):  # the first one's audio: the socket still reads messages
+            pass
+        ws.send(json.dumps({"type": "input.interrupt"}))
+        done = []
+        while len(done) < 2:
+            message = ws.recv(timeout=60)
+            if isinstance(message, str) and json.loads(message)["type"] == "session.done":
+                done.append(json.loads(message))
+        assert [d["utterance_index"] for d in done] == [0, 1] and all(d.get("interrupted") for d in done), done
