@@ -5,6 +5,7 @@
 // No module is imported for its side effects, and none puts anything on window.
 
 import { handle } from './page/gradio.js';
+import { liveText } from './player/live.js';
 import { player } from './player/player.js';
 import { transcripts } from './voices/transcript.js';
 import { pickedVoice, voices } from './voices/voices.js';
@@ -24,6 +25,7 @@ handle({
 });
 voices.onPick = (mode, voice) => mode === 'ultimate' && transcripts.voicePicked(voice);
 player.start(config());
+liveText.start(player);
 workbench.start();
 voices.start();
 transcripts.start();

@@ -20,6 +20,7 @@ let handlers = {}; // generate(form), stop(), clipChanged(), clipStored(mode, id
 let pendingFill = null; // { values: field -> value, done(previous) }, until the fill hook hands them to Gradio
 let pendingTranscript = null; // the same for the transcript's own fill button
 let pendingClip = null; // Gradio's value of a clip, until a clip box's fill button hands it over (setClip)
+let pendingRead = null; // readForm's resolve, until the hidden read button's hook hands it the form
 
 export function handle(fns) {
   handlers = fns;
@@ -47,6 +48,14 @@ function fileName(value) {
 
 export function generate(names, values) {
   handlers.generate?.(formOf(names, values));
+  return [];
+}
+
+// The hidden read button's hook: the form for readForm().
+export function read(names, values) {
+  const done = pendingRead;
+  pendingRead = null;
+  done?.(formOf(names, values));
   return [];
 }
 
@@ -105,6 +114,13 @@ export async function fillForm(values) {
   await showTab(values.mode);
   (await drawn('#vox-fill')).click();
   return previous;
+}
+
+// The form as Gradio holds it now, closed accordions included (live text reads it this way).
+export async function readForm() {
+  const form = new Promise((resolve) => { pendingRead = resolve; });
+  (await drawn('#vox-read')).click();
+  return form;
 }
 
 // Ctrl+Enter (Cmd+Enter on a Mac) anywhere on the page generates, as the Generate button does:

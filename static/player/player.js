@@ -186,6 +186,45 @@ export class Player {
     if (!run.final) throw new Error('the stream ended without its status frame');
   }
 
+  // A run that another module drives (live text, static/player/live.js): it plays through this
+  // player and panel, and ends in the workbench like any other. False when the player cannot start.
+  async adopt(run) {
+    const before = this.run;
+    if (this.abort('replaced') || before?.state === 'received') this.replaced(before);
+    this.run = run;
+    this.panel.clear();
+    try {
+      await this.output.open(...(await this.playback()));
+    } catch (err) {
+      this.fail(run, `The audio player could not start: ${err.message || err}`);
+      return false;
+    }
+    this.output.reset(run.id);
+    return true;
+  }
+
+  // Samples of an adopted run, as they arrive.
+  hear(run, pcm) {
+    if (this.run !== run || run.state === 'stopped') return;
+    const now = performance.now();
+    run.firstByteAt ??= now;
+    run.lastByteAt = now;
+    run.reads += 1;
+    run.state = 'streaming';
+    run.boundaries.push({ index: run.chunks.length, offset: run.samples, samples: pcm.length, client_ms: now - run.t0 });
+    run.take({ kind: 'audio', pcm }, now);
+    this.output.push(toFloat32(pcm));
+    this.panel.update(run);
+  }
+
+  // An adopted run's audio is all in: `final` as a status frame would say it.
+  ended(run, final) {
+    if (this.run !== run || run.state === 'stopped') return;
+    this.output.end();
+    run.final = final;
+    this.received(run);
+  }
+
   // The status frame says how it ended: a failure after the first patch ends the body too.
   received(run) {
     run.server = run.final;
@@ -274,7 +313,8 @@ export class Player {
     if (live) {
       run.state = 'stopped';
       run.controller.abort(reason);
-      fetch(route(`jobs/${run.id}/cancel`), { method: 'POST', keepalive: true }).catch(() => {});
+      if (run.onStop) run.onStop(); // live text: its socket says so (there is no job of that id)
+      else fetch(route(`jobs/${run.id}/cancel`), { method: 'POST', keepalive: true }).catch(() => {});
     }
     this.output.reset(null);
     this.panel.hideResult(); // its audio lets go of the WAV before the URL is revoked (else it re-requests it)

@@ -239,3 +239,36 @@ def test_the_client_in_the_docs_speaks_as_it_says(app, tmp_path, monkeypatch):
     exec(example.replace("ws://127.0.0.1:7860", app.url.replace("http://", "ws://")), {})  # noqa: S102 - our own docs
     audio = (tmp_path / "live.pcm").read_bytes()
     assert len(audio) >= 2 * 3840 and len(audio) % 2 == 0
+
+
+def test_a_client_that_leaves_mid_utterance_frees_its_row_and_leaves_no_job_behind(app):
+    from ..support.app_helpers import wait_until
+
+    with slowed(app, 0.1):
+        ws = socket(app)
+        ws.send(json.dumps(CONFIG | {"stream_audio": True, "max_len": 400}))
+        ws.send(json.dumps({"type": "input.text", "text": TEXT}))  # no input.done: the stream would wait for more
+        while not isinstance(ws.recv(timeout=60), bytes):
+            pass
+        assert app.worker.held == 1
+        ws.close()
+        wait_until(lambda: app.worker.held == 0, timeout=30)
+    assert app.worker.running == 0
+
+
+def test_an_utterance_sent_while_the_one_before_plays_is_heard_after_it_and_an_interrupt_stops_both(app):
+    with slowed(app, 0.2), socket(app) as ws:
+        ws.send(json.dumps(CONFIG | {"stream_audio": True, "max_len": 400}))
+        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
+        ws.send(json.dumps({"type": "input.done"}))
+        ws.send(json.dumps({"type": "input.text", "text": "A second utterance, queued behind the first."}))
+        ws.send(json.dumps({"type": "input.done"}))
+        while not isinstance(ws.recv(timeout=60), bytes):  # the first one's audio: the socket still reads messages
+            pass
+        ws.send(json.dumps({"type": "input.interrupt"}))
+        done = []
+        while len(done) < 2:
+            message = ws.recv(timeout=60)
+            if isinstance(message, str) and json.loads(message)["type"] == "session.done":
+                done.append(json.loads(message))
+        assert [d["utterance_index"] for d in done] == [0, 1] and all(d.get("interrupted") for d in done), done

@@ -107,8 +107,9 @@ class Utterance:
     """The text between two input.done, spoken as one request: its clauses go to the job as they
     are committed (the first one starts it), its audio goes out as it is made."""
 
-    def __init__(self, session: Session, index: int):
-        self.session, self.index = session, index
+    def __init__(self, session: Session, index: int, after: Utterance | None = None):
+        """after: the utterance before, whose audio goes out first (utterances are heard in turn)."""
+        self.session, self.index, self.after = session, index, after
         self.job: Job | None = None
         self.clauses: list[str] = []  # as committed
         self.fed = 0  # clauses the job has
@@ -136,6 +137,12 @@ class Utterance:
     async def speak(self):
         """The job started with the first clause, fed the others as they come, and its audio sent."""
         s = self.session
+        if self.after is not None and self.after.task is not None:
+            await asyncio.gather(self.after.task, return_exceptions=True)
+            self.after = None
+        if self.interrupted:
+            return await s.send({"type": "session.done", "utterance_index": self.index, "total_sentences": 0,
+                                 "interrupted": True})
         first = None
         try:
             config = dict(s.config, input=self.clauses[0])
@@ -309,7 +316,7 @@ class Session:
             speaking = self.utterance is not None and self.utterance.task is not None and not self.utterance.task.done()
             if speaking:
                 if not finish or self.ws.client_state != WebSocketState.CONNECTED:
-                    self.utterance.interrupt()  # nobody hears it any more, or the session broke a rule
+                    self.interrupt_all()  # nobody hears it any more, or the session broke a rule
                 await asyncio.gather(self.utterance.task, return_exceptions=True)
         if self.ws.application_state == WebSocketState.CONNECTED and self.ws.client_state == WebSocketState.CONNECTED:
             await self.ws.close(code)
@@ -368,10 +375,8 @@ class Session:
             await self.commit(clause)
 
     async def commit(self, clause: str):
-        if self.utterance is None or self.utterance.ended:
-            if self.utterance is not None and self.utterance.task is not None:
-                await asyncio.gather(self.utterance.task, return_exceptions=True)  # utterances go out in turn
-            self.utterance = Utterance(self, self.utterances)
+        if self.utterance is None or self.utterance.ended:  # a new one, heard after the one before
+            self.utterance = Utterance(self, self.utterances, after=self.utterance)
             self.utterances += 1
         self.utterance.add(clause)
 
@@ -386,8 +391,15 @@ class Session:
 
     async def on_input_interrupt(self, _message: dict):
         self.clauses.rest()  # the text not yet spoken is dropped with the audio
-        if self.utterance is not None and not self.utterance.interrupted:
-            self.utterance.interrupt()
+        self.interrupt_all()
+
+    def interrupt_all(self):
+        """The utterance being heard, and any after it waiting for its turn, stop."""
+        utterance = self.utterance
+        while utterance is not None:
+            if not utterance.interrupted and (utterance.task is None or not utterance.task.done()):
+                utterance.interrupt()
+            utterance = utterance.after
 
     async def on_session_close(self, message: dict):
         await self.on_input_done(message)

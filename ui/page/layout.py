@@ -24,7 +24,7 @@ from inference.request import modes
 
 from .api import add_endpoints
 from .examples import cloning_examples, design_examples, example_clip, ultimate_examples
-from .panel import VOICE_PICKER, panel_html, voice_panel_html
+from .panel import LIVE_TEXT, VOICE_PICKER, panel_html, voice_panel_html
 from .workbench import http_routes_html, workbench_html
 from ..context import AppContext
 from ..library.uploads import UploadStore, client_key, read_uploaded_file
@@ -76,6 +76,8 @@ def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, n
         with gr.Row(equal_height=False):
             with gr.Column(scale=3):
                 form = _form(clips, max_text_chars)
+                with gr.Accordion("Live text: speak while it is being written", open=False, elem_id="vox-live-text"):
+                    gr.HTML(LIVE_TEXT, js_on_load=None, elem_id="vox-live-box")
             with gr.Column(scale=2, min_width=360):
                 with gr.Row(elem_id="vox-actions"):  # beside the panel: the buttons and what they do stay in view
                     generate = gr.Button("Generate", variant="primary", elem_id="vox-generate")
@@ -103,6 +105,10 @@ def _hooks(form: dict, generate: gr.Button, stop: gr.Button):
     stop.click(None, js=hook("stop()"))
     # Re-use settings (the workbench) puts a take's settings back through this hidden button's hook,
     # so Gradio sets them even in a closed accordion or a tab not drawn yet.
+    # Live text (static/player/live.js) reads the form as Gradio holds it through this one's hook.
+    read = gr.Button("Read the form", visible="hidden", elem_id="vox-read")
+    read.click(None, inputs=[form[name] for name in FIELDS], outputs=None,
+               js=hook(f"read({json.dumps(FIELDS)}, values)", "...values"))
     fill = gr.Button("Fill the form", visible="hidden", elem_id="vox-fill")
     filled = [form[name] for name in FILLED]
     fill.click(None, inputs=filled, outputs=filled, js=hook(f"filled({json.dumps(FILLED)}, values)", "...values"))

@@ -34,6 +34,24 @@ METRICS = [
 ]
 
 
+LIVE_TEXT = """
+<div id="vox-live" class="vox-live">
+  <p class="vox-note">Text spoken while it is still being written, as when a language model streams it
+  (<code>WS /v1/audio/speech/stream</code>): each clause is spoken as soon as it is complete, in the voice
+  the form above describes (a description, or a saved voice). Type below after Start, or paste a text and
+  replay it at a rate of tokens like a model's.</p>
+  <textarea data-live="text" rows="3" aria-label="Live text" placeholder="Type or paste the text to speak"></textarea>
+  <div class="vox-live-row">
+    <button type="button" data-live="start">Start: speak as I type</button>
+    <button type="button" data-live="replay">Replay the text</button>
+    <label>at <input type="number" data-live="rate" min="1" max="200" step="1" value="20" aria-label="Tokens per second">
+      tokens/s</label>
+    <button type="button" data-live="finish">Finish</button>
+  </div>
+  <div class="vox-live-status" data-live="status" role="status" aria-live="polite">Not started.</div>
+</div>"""
+
+
 def panel_html(sample_rate: int, prebuffer_ms: float) -> str:
     rows = "\n".join(
         f'<div class="vox-metric" title="{html.escape(note)}"><span class="vox-name">{html.escape(label)}</span>'

@@ -1,0 +1,74 @@
+"""The page's Live text box (issue 46 item 3; static/player/live.js): text typed after Start, or a
+pasted text replayed at a rate of tokens, is spoken clause by clause as it is written, through the
+page's player, with the live figures in the box's status line, and kept in the workbench like any
+take; a saved voice is needed in a cloning tab, and Stop interrupts."""
+from __future__ import annotations
+
+import re
+
+from ..support.workbench_page import app, page  # noqa: F401 (fixtures)
+
+TEXT = "Good evening, and welcome to the late news. Here are tonight's top stories, read slowly."
+STATUS = "#vox-live [data-live=status]"
+
+
+def open_box(page):
+    if not page.locator("#vox-live").is_visible():
+        page.get_by_text("Live text: speak while it is being written").click()
+    page.locator("#vox-live").wait_for()
+
+
+def kept(page) -> dict:
+    page.wait_for_function("window.player.run && ['finished', 'failed', 'stopped'].includes(window.player.run.state)"
+                           " && window.workbench.selected && window.workbench.selected.id === window.player.run.id",
+                           timeout=60_000)
+    return page.evaluate("({ ...window.workbench.selected, pcm: null })")
+
+
+def test_a_pasted_text_replayed_like_a_model_is_spoken_clause_by_clause_and_kept_as_a_take(page):
+    open_box(page)
+    page.fill("#vox-live [data-live=text]", TEXT)
+    page.fill("#vox-live [data-live=rate]", "60")
+    page.click("#vox-live [data-live=replay]")
+    take = kept(page)
+    run = page.evaluate("window.player.snapshot()")
+    assert run["state"] == "finished" and run["samples"] > 0 and run["body"]["live"] is True
+    assert take["settings"]["text"] == TEXT and take["settings"]["mode"] == "design"
+    assert take["settings"]["seed"] is not None
+    status = page.locator(STATUS).inner_text()
+    assert re.search(r"First clause complete → its first audio: \d+ ms · clauses spoken: 4 · underruns: \d+", status), status
+    assert run["live"]["clauses"] == 4 and run["live"]["clauseToAudioMs"] > 0
+
+
+def test_text_typed_after_start_is_spoken_as_it_is_typed(page):
+    open_box(page)
+    page.fill("#vox-live [data-live=text]", "")
+    page.click("#vox-live [data-live=start]")
+    page.locator(STATUS).filter(has_text="Listening to what you type").wait_for()
+    page.locator("#vox-live [data-live=text]").press_sequentially("Typed by hand, one key at a time. ", delay=5)
+    page.wait_for_function("window.player.run && window.player.run.samples > 0", timeout=60_000)  # before Finish
+    page.click("#vox-live [data-live=finish]")
+    take = kept(page)
+    assert take["settings"]["text"] == "Typed by hand, one key at a time. "
+    assert page.evaluate("window.player.run.state") == "finished"
+
+
+def test_a_cloning_tab_without_a_saved_voice_says_what_live_text_needs(page):
+    open_box(page)
+    page.get_by_role("tab", name="Controllable cloning").click()
+    page.fill("#vox-live [data-live=text]", TEXT)
+    page.click("#vox-live [data-live=replay]")
+    page.locator(STATUS).filter(has_text="saved voice").wait_for()
+    page.get_by_role("tab", name="Voice design").click()
+
+
+def test_stop_interrupts_live_text_and_keeps_what_was_heard(page):
+    open_box(page)
+    page.fill("#vox-live [data-live=text]", TEXT * 3)
+    page.fill("#vox-live [data-live=rate]", "20")
+    page.click("#vox-live [data-live=replay]")
+    page.wait_for_function("window.player.run && window.player.run.samples > 0", timeout=60_000)
+    page.click("#vox-stop")
+    take = kept(page)
+    assert take["outcome"] == "stopped" and take["figures"]["samples"] > 0
+    assert page.errors == []
