@@ -272,3 +272,50 @@ def test_an_utterance_sent_while_the_one_before_plays_is_heard_after_it_and_an_i
             if isinstance(message, str) and json.loads(message)["type"] == "session.done":
                 done.append(json.loads(message))
         assert [d["utterance_index"] for d in done] == [0, 1] and all(d.get("interrupted") for d in done), done
+
+
+@pytest.fixture(scope="module")
+def budget(serve_app):
+    from inference.config import Limits
+
+    return serve_app(limits=Limits(max_backlog_s=3.0, max_unread_s=4.0), send_buffer_bytes=16 * 1024,
+                     stall_timeout_s=1.0)
+
+
+def test_a_client_that_stops_reading_is_closed_its_audio_dropped_and_its_row_freed(budget, caplog):
+    from ..support.app_helpers import wait_until
+    from .test_idle_connections_cannot_pin_memory import unread_seconds
+
+    caplog.set_level("INFO", logger="voxcpm")
+
+    # A raw socket that upgrades and then never reads: the server's frames fill its buffers.
+    import base64
+    import os
+    import socket as sockets
+
+    host, port = budget.url.removeprefix("http://").split(":")
+    raw = sockets.socket()
+    raw.setsockopt(sockets.SOL_SOCKET, sockets.SO_RCVBUF, 4096)
+    raw.connect((host, int(port)))
+    key = base64.b64encode(os.urandom(16)).decode()
+    raw.sendall(("GET /v1/audio/speech/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                 f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+
+    def frame(message: dict) -> bytes:  # a masked text frame, as a client must send
+        data, mask = json.dumps(message).encode(), os.urandom(4)
+        head = bytes([0x81]) + (bytes([0x80 | len(data)]) if len(data) < 126 else bytes([0x80 | 126]) + len(data).to_bytes(2, "big"))
+        return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+    try:
+        raw.sendall(frame(CONFIG | {"stream_audio": True, "max_len": 400}))
+        raw.sendall(frame({"type": "input.text", "text": TEXT * 3}))
+        raw.sendall(frame({"type": "input.done"}))
+        wait_until(lambda: budget.worker.held == 1, timeout=30)
+        wait_until(lambda: budget.worker.held == 0, timeout=120)  # stopped, or spoken to nobody
+        wait_until(lambda: "read none of its audio for 1 s" in caplog.text, timeout=30)
+        raw.settimeout(30)
+        while raw.recv(65536):  # what the buffers held, then the server closes the connection
+            pass
+        # Nothing waits for it any more: the unread-audio count of every job is back to zero.
+        wait_until(lambda: unread_seconds(budget) == 0, timeout=30)
+    finally:
+        raw.close()

@@ -103,6 +103,13 @@ class Closed(Exception):
         self.code, self.finish = code, finish
 
 
+class Stalled(Closed):
+    """The client read none of its audio for the stall timeout: what waits for it is dropped."""
+
+    def __init__(self):
+        super().__init__(1008)
+
+
 class Utterance:
     """The text between two input.done, spoken as one request: its clauses go to the job as they
     are committed (the first one starts it), its audio goes out as it is made."""
@@ -156,6 +163,8 @@ class Utterance:
         feeding = asyncio.create_task(self.feed(job))
         try:
             await self.send_audio(job, first)
+        except Stalled:  # the session is closing; the job's audio goes with it (below)
+            pass
         finally:
             feeding.cancel()
             job.discard()
@@ -259,6 +268,9 @@ class Session:
         self.chars = 0  # text received in this session
         self.pieces: list[float] = []  # when the pieces of the last second came
         self.send_lock = asyncio.Lock()
+        self.stall_s = self.state.settings.http.stall_timeout_s
+        self.stalled = False
+        self.reading = anyio.CancelScope()  # the reader's wait for the client, cancelled when it stalls
 
     def build(self, body):
         request = to_request(body, self.state.voices, self.state.voice_lookup)
@@ -267,14 +279,34 @@ class Session:
 
     # -- out ----------------------------------------------------------------------------------------
     async def send(self, message: dict):
-        async with self.send_lock:
-            if self.ws.application_state == WebSocketState.CONNECTED:
-                await self.ws.send_text(json.dumps(message, ensure_ascii=False))
+        await self._send(self.ws.send_text, json.dumps(message, ensure_ascii=False))
 
     async def send_bytes(self, data: bytes):
+        await self._send(self.ws.send_bytes, data)
+
+    async def _send(self, send, payload):
+        """One message out, within the stall timeout: a client that reads nothing for that long (its
+        buffers full) is closed, and the audio waiting for it dropped, as an HTTP stream's is
+        (ui/guard/connections.py)."""
+        if self.stalled:
+            raise Stalled()
         async with self.send_lock:
-            if self.ws.application_state == WebSocketState.CONNECTED:
-                await self.ws.send_bytes(data)
+            if self.ws.application_state != WebSocketState.CONNECTED:
+                return
+            try:
+                with anyio.fail_after(self.stall_s):
+                    await send(payload)
+            except TimeoutError:
+                self.stall()
+                raise Stalled() from None
+
+    def stall(self):
+        if self.stalled:
+            return
+        self.stalled = True
+        log.warning("closed a live-text session: it read none of its audio for %g s", self.stall_s)
+        self.interrupt_all()
+        self.reading.cancel()  # the reader waits for the client's next message: it ends now
 
     async def error(self, message: str):
         await self.send({"type": "error", "message": message})
@@ -287,28 +319,9 @@ class Session:
     async def run(self):
         last, finish, code = time.monotonic(), False, 1011  # 1011: the server failed, unless a way out below says
         try:
-            while True:
-                waiting = self.clauses.buffer.strip() != ""
-                timeout = self.settings.commit_after_s if waiting else self.settings.session_idle_s
-                message = None
-                with anyio.move_on_after(timeout):
-                    message = await self.ws.receive()
-                if message is None:
-                    if waiting:  # the pieces stopped: speak what is there, up to its last word
-                        if (text := self.clauses.idle()) is not None:
-                            await self.commit(text)
-                    if time.monotonic() - last >= self.settings.session_idle_s:
-                        await self.fatal(f"the session sent nothing for {self.settings.session_idle_s:g} s and is "
-                                         f"closed: send input.text, input.done or session.close within that", 1000)
-                    continue
-                last = time.monotonic()
-                if message["type"] == "websocket.disconnect":
-                    raise Closed(1000)
-                if message.get("bytes") is not None:
-                    await self.error("binary frames are not accepted: send JSON text messages, each with a "
-                                     f"`type` of {', '.join(MESSAGES)}")
-                    continue
-                await self.handle(message.get("text") or "")
+            with self.reading:
+                await self.read(last)
+            raise Stalled()  # only a stall ends the reading without a way out of its own
         except (Closed, WebSocketDisconnect) as closing:
             finish = isinstance(closing, Closed) and closing.finish
             code = closing.code if isinstance(closing, Closed) else 1000
@@ -319,7 +332,33 @@ class Session:
                     self.interrupt_all()  # nobody hears it any more, or the session broke a rule
                 await asyncio.gather(self.utterance.task, return_exceptions=True)
         if self.ws.application_state == WebSocketState.CONNECTED and self.ws.client_state == WebSocketState.CONNECTED:
-            await self.ws.close(code)
+            with anyio.move_on_after(1.0):  # a stalled client's buffers may not take even the close frame
+                await self.ws.close(code)
+
+    async def read(self, last: float):
+        """The client's messages, until a way out (Closed) or a stall cancels the wait."""
+        while True:
+            waiting = self.clauses.buffer.strip() != ""
+            timeout = self.settings.commit_after_s if waiting else self.settings.session_idle_s
+            message = None
+            with anyio.move_on_after(timeout):
+                message = await self.ws.receive()
+            if message is None:
+                if waiting:  # the pieces stopped: speak what is there, up to its last word
+                    if (text := self.clauses.idle()) is not None:
+                        await self.commit(text)
+                if time.monotonic() - last >= self.settings.session_idle_s:
+                    await self.fatal(f"the session sent nothing for {self.settings.session_idle_s:g} s and is "
+                                     f"closed: send input.text, input.done or session.close within that", 1000)
+                continue
+            last = time.monotonic()
+            if message["type"] == "websocket.disconnect":
+                raise Closed(1000)
+            if message.get("bytes") is not None:
+                await self.error("binary frames are not accepted: send JSON text messages, each with a "
+                                 f"`type` of {', '.join(MESSAGES)}")
+                continue
+            await self.handle(message.get("text") or "")
 
     async def handle(self, raw: str):
         try:
