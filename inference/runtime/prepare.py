@@ -104,7 +104,7 @@ class RequestPreparer:
         req = prepared.request
         if len(text) > self.max_text_chars:
             raise InputError(f"the text is {len(text)} characters long; the limit is {self.max_text_chars}", "text")
-        spoken = SpokenText(text, req.normalize, self.segment_weight)
+        spoken = SpokenText(text, req.normalize, self.segment_weight, follows=True)
         segments = list(before) + spoken.segments
         texts = Tokens.texts(segments, len(before), prepared.transcript)
         ids = {t: list(self.tokenizer.encode(t)) for t in texts}

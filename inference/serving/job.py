@@ -100,8 +100,10 @@ class Job:
         self._ended = False
         self._text_report: Report | None = None
         self._segment_ends: list[int] = []  # the listener's samples sent when each segment ended
-        # A live request's clauses (its first text, then each add_text): the segments each was cut into.
+        # A live request's clauses (its first text, then each add_text): the segments each was cut into,
+        # and all their segments as spoken (a later clause's prompts may read the last ones as tails).
         self.clause_segments: list[int] = []
+        self._spoken: list[str] = []
         self._taken = 0  # the model's samples the consumer took from the channel (its thread writes)
         # Called by the worker's thread after each event it puts; replaced whole, never changed in
         # place, so the worker iterates a consistent tuple while a consumer adds or removes one.
@@ -164,14 +166,15 @@ class Job:
         self._cancel.set()
         self._line.withdraw(self)
 
-    def add_text(self, before: list[str], text: str):
+    def add_text(self, text: str):
         """A live request's next clause (SynthesisRequest.feed): made ready on the caller's thread,
-        never the worker's (InputError when it cannot be spoken), then fed to its stream. `before`:
-        the clauses it follows, as sent."""
+        never the worker's (InputError when it cannot be spoken), then fed to its stream. One
+        caller at a time (the clauses of a request come in order)."""
         request = self._request
         if request is None or request.feed is None:
             raise RuntimeError("only a live request that is still running takes more text")
-        more = self._line.prepare_more(self, before, text)
+        more = self._line.prepare_more(self, list(self._spoken), text)
+        self._spoken = self._spoken + more.spoken.segments
         self.clause_segments = self.clause_segments + [len(more.spoken)]  # known before its audio can come
         request.feed.add(more)
 
@@ -268,7 +271,7 @@ class Job:
         self.listener = Listener.of(request, self._sample_rate)
         self._request, self._prepared = request, prepared
         if request.feed is not None:  # its first clause's segments, before the engine can add any
-            self.clause_segments = [len(prepared.spoken)]
+            self.clause_segments, self._spoken = [len(prepared.spoken)], prepared.spoken.segments
         self.metrics.queued_at = time.perf_counter()
         self._state = "queued"
 

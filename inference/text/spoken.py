@@ -32,12 +32,15 @@ _EDGE_SPACE = re.compile(r"^(\s*)(.*?)(\s*)$", re.DOTALL)
 
 
 class SpokenText:
-    def __init__(self, text: str, normalize: bool = False, segment_weight: int = SEGMENT_WEIGHT):
+    def __init__(self, text: str, normalize: bool = False, segment_weight: int = SEGMENT_WEIGHT,
+                 follows: bool = False):
+        """follows: the text continues one spoken before it (a live request's later clause), so the
+        whitespace it starts with is kept, as between two segments of one text."""
         parts = split_pauses(normalize_text(text))
         if not any(has_content(p) for p in parts if isinstance(p, str)):
             raise InputError("the text holds only pause tags: give words to speak around them", "text")
         if normalize:  # the official clean-up runs on the whole piece: markdown can span sentences
-            parts = [_cleaned(p, first=i == 0) if isinstance(p, str) else p for i, p in enumerate(parts)]
+            parts = [_cleaned(p, first=i == 0 and not follows) if isinstance(p, str) else p for i, p in enumerate(parts)]
         pieces = [p for p in parts if isinstance(p, str)]
         if not any(has_content(p) for p in pieces):
             raise InputError("after markdown and emoji are removed, the text holds nothing to speak: "

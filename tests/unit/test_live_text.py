@@ -126,7 +126,7 @@ def test_through_the_worker_a_live_job_waits_for_text_without_spinning_and_ends_
         before = counting.steps
         time.sleep(0.5)
         assert counting.steps - before <= 10, "the worker stepped an engine with nothing to do"
-        job.add_text([CLAUSES[0]], CLAUSES[1])
+        job.add_text(CLAUSES[1])
         job.end_text()
         samples += list(job)
         assert job.state == "done" and job.status()["segment_count"] == 2
@@ -146,10 +146,29 @@ def test_text_that_cannot_be_spoken_is_refused_at_once_and_the_stream_goes_on(en
         job = worker.submit(SynthesisRequest(text=CLAUSES[0], seed=5, feed=TextFeed()))
         assert job.next_event(timeout=60)[0] == "chunk"
         with pytest.raises(InputError, match="limit"):
-            job.add_text([CLAUSES[0]], "x" * (engine.max_text_chars + 1))
-        job.add_text([CLAUSES[0]], CLAUSES[1])
+            job.add_text("x" * (engine.max_text_chars + 1))
+        job.add_text(CLAUSES[1])
         job.end_text()
         list(job)
         assert job.state == "done" and job.status()["segment_count"] == 2
+    finally:
+        worker.close()
+
+
+def test_a_later_clause_reads_the_last_one_as_spoken_so_normalized_text_continues_as_the_whole_does(engine):
+    # The tail a clause's prompt continues from is the clause before as spoken ("three", not "3"):
+    # fed the text as sent, its prompt would fall back to the voice alone and sound otherwise.
+    from inference.serving.worker import EngineWorker
+
+    first, second = "I have 3 apples and 12 pears.", " They cost $5 in all, on May 2."
+    worker = EngineWorker(engine)
+    try:
+        job = worker.submit(SynthesisRequest(text=first, seed=5, normalize=True, feed=TextFeed()))
+        wait_until(lambda: job.state in ("queued", "running"))
+        job.add_text(second)
+        job.end_text()
+        live = np.concatenate(list(job))
+        whole = engine.synthesize(SynthesisRequest(text=first + second, seed=5, normalize=True))
+        assert job.status()["segment_count"] == 2 and np.array_equal(live, whole)
     finally:
         worker.close()

@@ -178,7 +178,7 @@ class Utterance:
             while self.fed < len(self.clauses) and not self.interrupted:
                 clause = self.clauses[self.fed]
                 try:
-                    await anyio.to_thread.run_sync(job.add_text, self.clauses[:self.fed], clause)
+                    await anyio.to_thread.run_sync(job.add_text, clause)
                 except InputError as exc:  # this clause cannot be spoken: said, and the rest goes on
                     await self.session.error(f"{openai_message(exc)} (not spoken: {clause.strip()[:40]!r})")
                     del self.clauses[self.fed]
