@@ -18,10 +18,21 @@ def open_box(page):
     page.locator("#vox-live").wait_for()
 
 
-def kept(page) -> dict:
-    page.wait_for_function("window.player.run && ['finished', 'failed', 'stopped'].includes(window.player.run.state)"
+def last_run(page) -> str | None:
+    return page.evaluate("window.player.run && window.player.run.id")
+
+
+def hearing(page, before: str | None):
+    """Until the session's own run (not the run before it) has audio."""
+    page.wait_for_function("before => window.player.run && window.player.run.id !== before"
+                           " && window.player.run.samples > 0", arg=before, timeout=60_000)
+
+
+def kept(page, before: str | None) -> dict:
+    page.wait_for_function("before => window.player.run && window.player.run.id !== before"
+                           " && ['finished', 'failed', 'stopped'].includes(window.player.run.state)"
                            " && window.workbench.selected && window.workbench.selected.id === window.player.run.id",
-                           timeout=60_000)
+                           arg=before, timeout=60_000)
     return page.evaluate("({ ...window.workbench.selected, pcm: null })")
 
 
@@ -29,8 +40,9 @@ def test_a_pasted_text_replayed_like_a_model_is_spoken_clause_by_clause_and_kept
     open_box(page)
     page.fill("#vox-live [data-live=text]", TEXT)
     page.fill("#vox-live [data-live=rate]", "60")
+    before = last_run(page)
     page.click("#vox-live [data-live=replay]")
-    take = kept(page)
+    take = kept(page, before)
     run = page.evaluate("window.player.snapshot()")
     assert run["state"] == "finished" and run["samples"] > 0 and run["body"]["live"] is True
     assert take["settings"]["text"] == TEXT and take["settings"]["mode"] == "design"
@@ -43,12 +55,13 @@ def test_a_pasted_text_replayed_like_a_model_is_spoken_clause_by_clause_and_kept
 def test_text_typed_after_start_is_spoken_as_it_is_typed(page):
     open_box(page)
     page.fill("#vox-live [data-live=text]", "")
+    before = last_run(page)
     page.click("#vox-live [data-live=start]")
     page.locator(STATUS).filter(has_text="Listening to what you type").wait_for()
     page.locator("#vox-live [data-live=text]").press_sequentially("Typed by hand, one key at a time. ", delay=5)
-    page.wait_for_function("window.player.run && window.player.run.samples > 0", timeout=60_000)  # before Finish
+    hearing(page, before)  # before Finish: spoken as it was typed
     page.click("#vox-live [data-live=finish]")
-    take = kept(page)
+    take = kept(page, before)
     assert take["settings"]["text"] == "Typed by hand, one key at a time. "
     assert page.evaluate("window.player.run.state") == "finished"
 
@@ -66,9 +79,10 @@ def test_stop_interrupts_live_text_and_keeps_what_was_heard(page):
     open_box(page)
     page.fill("#vox-live [data-live=text]", TEXT * 3)
     page.fill("#vox-live [data-live=rate]", "20")
+    before = last_run(page)
     page.click("#vox-live [data-live=replay]")
-    page.wait_for_function("window.player.run && window.player.run.samples > 0", timeout=60_000)
+    hearing(page, before)
     page.click("#vox-stop")
-    take = kept(page)
+    take = kept(page, before)
     assert take["outcome"] == "stopped" and take["figures"]["samples"] > 0
     assert page.errors == []

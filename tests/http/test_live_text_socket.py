@@ -300,6 +300,10 @@ def test_a_client_that_stops_reading_is_closed_its_audio_dropped_and_its_row_fre
     key = base64.b64encode(os.urandom(16)).decode()
     raw.sendall(("GET /v1/audio/speech/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
                  f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    answer = b""
+    while b"\r\n\r\n" not in answer:  # the upgrade first: frames sent with the request would be the HTTP parser's
+        answer += raw.recv(1)
+    assert answer.startswith(b"HTTP/1.1 101"), answer
 
     def frame(message: dict) -> bytes:  # a masked text frame, as a client must send
         data, mask = json.dumps(message).encode(), os.urandom(4)

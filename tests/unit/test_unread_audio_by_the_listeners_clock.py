@@ -61,7 +61,9 @@ def test_a_consumer_is_behind_only_by_what_its_listener_could_have_played(engine
         # the audio held.
         took = job.metrics.finished_at - job.metrics.first_chunk_at
         assert job.unread_samples() == job.metrics.samples
-        assert job.listener.behind() <= took + 1e-6
+        # The listener's clock starts when the scheduler releases the first chunk, a few microseconds
+        # before the worker hands it over (first_chunk_at): 5 ms of slack, against seconds held.
+        assert job.listener.behind() <= took + 0.005
         assert job.listener.behind() < job.listener.lasts(job.unread_samples()) / 4
         list(job)
         assert job.unread_samples() == 0 and job.listener.behind() == 0

@@ -24,6 +24,8 @@ HTTP_ROUTES = [
     ("GET", "/ready", "200 only when every engine is warm and serving, else 503"),
     ("GET", "/metrics", "Prometheus metrics: requests, TTFP and RTF, rows per GPU, refusals, underruns"),
     ("POST", "/v1/audio/speech", "OpenAI's speech API (model tts-1 or voxcpm2, voice alloy… or a saved voice)"),
+    ("WS", "/v1/audio/speech/stream", "text in pieces as an LLM writes it → each clause's PCM as it is made "
+                                      "(vLLM-Omni's messages; docs/api.md, Live text)"),
 ]
 
 
