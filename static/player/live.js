@@ -1,7 +1,7 @@
 // Live text: the page's client of WS /v1/audio/speech/stream (ui/http/live.py, docs/api.md). The
 // text typed in the Live text box after Start, or a pasted text replayed at a rate of tokens like a
 // language model's, goes to the server as it is written; each clause comes back as audio as soon as
-// it is complete, in the voice the form describes (a description, or a saved voice). The audio
+// it is complete, in the voice the form gives (a description, a saved voice, or the tab's clip). The audio
 // plays through the page's player and panel (Player.adopt) and ends in the workbench like any take;
 // the box's status line gives what live text adds: from the first clause's completion to its first
 // audio, and the underruns at a seam between clauses.
@@ -24,12 +24,13 @@ export function sessionConfig(form, modes, seed) {
   for (const setting of Object.values(modes.settings)) {
     if (setting.page && setting.name !== 'seed' && body[setting.name] != null) config[setting.name] = body[setting.name];
   }
+  const style = body.control ? { instructions: body.control } : {};
   if (form.mode === 'design') return { ...config, voice: 'design', instructions: body.control || '' };
-  if (!body.voice) {
-    throw new Error('live text speaks in a described voice or a saved one: pick a saved voice in this tab '
-      + '(save the clip in the voice library first), or use Voice design');
-  }
-  return { ...config, voice: body.voice, ...(body.control ? { instructions: body.control } : {}) };
+  if (body.voice) return { ...config, voice: body.voice, ...style };
+  if (!body.reference_id) throw new Error('this tab has no clip: upload or record one, or pick a saved voice');
+  // The clip this tab uploaded, with its transcript in ultimate cloning, else the style.
+  return { ...config, reference_id: body.reference_id,
+    ...(modes.modes[form.mode].transcript ? { ref_text: body.prompt_text || '' } : style) };
 }
 
 class LiveText {

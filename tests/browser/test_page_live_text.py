@@ -1,7 +1,7 @@
 """The page's Live text box (issue 46 item 3; static/player/live.js): text typed after Start, or a
 pasted text replayed at a rate of tokens, is spoken clause by clause as it is written, through the
 page's player, with the live figures in the box's status line, and kept in the workbench like any
-take; a saved voice is needed in a cloning tab, and Stop interrupts."""
+take; a cloning tab needs its clip or a saved voice, and Stop interrupts."""
 from __future__ import annotations
 
 import re
@@ -66,12 +66,30 @@ def test_text_typed_after_start_is_spoken_as_it_is_typed(page):
     assert page.evaluate("window.player.run.state") == "finished"
 
 
-def test_a_cloning_tab_without_a_saved_voice_says_what_live_text_needs(page):
+def test_a_cloning_tab_without_a_clip_says_what_live_text_needs(page):
     open_box(page)
     page.get_by_role("tab", name="Controllable cloning").click()
     page.fill("#vox-live [data-live=text]", TEXT)
     page.click("#vox-live [data-live=replay]")
-    page.locator(STATUS).filter(has_text="saved voice").wait_for()
+    page.locator(STATUS).filter(has_text="this tab has no clip: upload or record one, or pick a saved voice").wait_for()
+    page.get_by_role("tab", name="Voice design").click()
+
+
+def test_a_cloning_tab_speaks_live_text_in_its_uploaded_clip_with_its_style(page):
+    from pathlib import Path
+
+    clip = Path(__file__).resolve().parents[2] / "assets" / "voices" / "guide_en.wav"
+    open_box(page)
+    page.get_by_role("tab", name="Controllable cloning").click()
+    page.set_input_files("#vox-clone-audio input[type=file]", str(clip))
+    page.locator("#vox-clone-note").filter(has_text="Reference ready").wait_for(timeout=30_000)
+    page.fill("#vox-live [data-live=text]", "Spoken in the uploaded clip's voice, as it arrives.")
+    page.fill("#vox-live [data-live=rate]", "60")
+    before = last_run(page)
+    page.click("#vox-live [data-live=replay]")
+    take = kept(page, before)
+    assert take["settings"]["mode"] == "cloning" and take["figures"]["samples"] > 0
+    assert "The server said" not in page.locator(STATUS).inner_text()
     page.get_by_role("tab", name="Voice design").click()
 
 

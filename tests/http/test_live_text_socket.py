@@ -323,3 +323,58 @@ def test_a_client_that_stops_reading_is_closed_its_audio_dropped_and_its_row_fre
         wait_until(lambda: unread_seconds(budget) == 0, timeout=30)
     finally:
         raw.close()
+
+
+def wav_tone(seconds: float = 1.0, rate: int = 16000) -> bytes:
+    import io
+
+    import numpy as np
+    import soundfile as sf
+
+    out = io.BytesIO()
+    sf.write(out, 0.2 * np.sin(2 * np.pi * 440 * np.arange(int(seconds * rate)) / rate), rate, format="WAV")
+    return out.getvalue()
+
+
+def clip_data_url() -> str:
+    import base64
+
+    return "data:audio/wav;base64," + base64.b64encode(wav_tone()).decode()
+
+
+def test_a_clip_and_its_transcript_clone_the_voice_and_an_uploaded_clip_takes_a_style(app):
+    import httpx
+
+    base = {k: v for k, v in CONFIG.items() if k not in ("voice", "instructions")}
+    with socket(app) as ws:
+        ws.send(json.dumps(base | {"ref_audio": clip_data_url(), "ref_text": "A short tone for the voice."}))
+        ws.send(json.dumps({"type": "input.text", "text": "Spoken in the clip's voice, continued from it."}))
+        ws.send(json.dumps({"type": "input.done"}))
+        got = utterance(ws)
+        assert got["audio"] and not got["errors"], got["errors"]
+    reference_id = httpx.post(app.url + "/voxcpm/upload", content=wav_tone(), timeout=60,
+                              headers={"Content-Type": "application/octet-stream"}).json()["id"]
+    with socket(app) as ws:
+        ws.send(json.dumps(base | {"reference_id": reference_id, "instructions": "Whispering"}))
+        ws.send(json.dumps({"type": "input.text", "text": "Cloned from the uploaded clip, in a style."}))
+        ws.send(json.dumps({"type": "input.done"}))
+        got = utterance(ws)
+        assert got["audio"] and not got["errors"], got["errors"]
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"ref_audio": "https://example.com/clip.wav"}, "fetches no URLs"),
+    ({"ref_audio": "data:audio/wav;base64,@@@"}, "not valid base64"),
+    ({"ref_audio": "CLIP", "voice": "alloy"}, "not both"),
+    ({"ref_text": "a transcript without its clip"}, "give the clip once"),
+    ({"ref_audio": "CLIP", "min_len": 3}, "unknown setting 'min_len'"),
+    ({"reference_id": "no-such-clip"}, "expired or was never uploaded"),
+])
+def test_a_bad_clip_in_the_config_is_an_error_naming_what_is_accepted(app, change, said):
+    config = {k: v for k, v in CONFIG.items() if k not in ("voice", "instructions")} | change
+    if config.get("ref_audio") == "CLIP":
+        config["ref_audio"] = clip_data_url()
+    with socket(app) as ws:
+        ws.send(json.dumps(config))
+        error = json.loads(ws.recv(timeout=30))
+        assert error["type"] == "error" and said in error["message"], error

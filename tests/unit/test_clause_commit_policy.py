@@ -1,11 +1,11 @@
-"""When text arriving in pieces goes to the model (ui/http/live.py Clauses): at the end of a clause
+"""When text arriving in pieces goes to the model (inference/text/clauses.py): at the end of a clause
 as soon as the clause is complete and long enough, whatever the pieces' sizes; never inside a
 number or a word; up to the last whole word when the pieces stop; all of it at the end."""
 from __future__ import annotations
 
 import pytest
 
-from ui.http.live import Clauses
+from inference.text.clauses import Clauses
 
 TEXT = 'He paid 3.5 dollars, "twice," she said. Then: nothing at all; silence… The end.'
 

@@ -19,12 +19,14 @@ docs/serving/speech_api.md, where Mistral's realtime TTS names only some of its 
 
 session.config takes the body of POST /v1/audio/speech (ui/http/speech_body.py) without `input`:
 `voice` (a saved voice, a built-in name, or "design" with `instructions`), `instructions`, `seed`,
-`sample_rate` and the spec's other settings; `response_format` is "pcm" (16-bit mono, 24 kHz by
+`sample_rate` and the spec's other settings; or, instead of `voice`, a clip as vLLM-Omni takes one
+(`ref_audio`, a data: URL of base64 audio, and `ref_text`, its transcript, for ultimate cloning;
+our `reference_id` names a clip uploaded to POST /voxcpm/upload); `response_format` is "pcm" (16-bit mono, 24 kHz by
 default). One extension: {"type": "input.interrupt"} stops the utterance being spoken within one
 patch (barge-in) and drops the text not yet spoken; session.done then says "interrupted": true.
 
 Where vLLM-Omni speaks each sentence as its own request, here a "sentence" is a clause committed to
-the model (Clauses, below): the clauses of one utterance are one request (one job, one row), each
+the model (inference/text/clauses.py): the clauses of one utterance are one request (one job, one row), each
 continuing the voice of the one before as a long text's segments do (inference/request/feed.py),
 so the seam has no gap while text runs ahead of the audio and is silence, not garbage, when it
 falls behind. An utterance counts against the same rows and line as every other request.
@@ -32,9 +34,9 @@ falls behind. An utterance counts against the same rows and line as every other 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
-import re
 import time
 
 import anyio
@@ -42,56 +44,25 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.websockets import WebSocketState
 
 from inference.errors import InputError
+from inference.request import modes
 from inference.request.feed import TextFeed
 from inference.serving.job import Job
+from inference.text.clauses import Clauses
 
-from .common import admit, next_event
-from .speech_body import openai_asked, openai_message, parse_speech, to_request
+from .common import admit, next_event, page_asked
+from .schema import parse_body
+from .schema import to_request as page_request
+from .speech_body import check_rate, openai_asked, openai_message, parse_speech, to_request
 from ..context import app_context
+from ..library.uploads import client_key
 from ..services.audio import Encoder, sent_rate
 
 log = logging.getLogger("voxcpm.live")
 live_router = APIRouter()
 
-# A clause ends at punctuation followed by a space (so "3.5" and "e.g" mid-word do not end one), or
-# at CJK punctuation, which needs none; closing quotes and brackets stay with it.
-CLAUSE_END = re.compile(r"[.!?;:,…]+[\"'”’)\]]*(?=\s)|[。！？；：，、…]+[”’」』）]*")
-CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+# What session.config may set beside a clip (the page's body's settings; as OpenAI's body, no min_len).
+CLIP_SETTINGS = {"seed", "normalize", "trim_silence"} | {name for name in modes.TUNING if name != "min_len"}
 MESSAGES = ("session.config", "input.text", "input.done", "input.interrupt", "session.close")
-
-
-class Clauses:
-    """The commit policy: text comes in pieces of any size; a clause goes to the model as soon as
-    it is complete and at least `min_chars` long (a shorter one waits for the next, so that no
-    word or two is spoken alone); when the pieces stop, `idle()` gives what is there up to its last
-    word; at the end of an utterance, `rest()` gives all of it. Whitespace after a clause stays
-    with the next one, which reads it as the space between them."""
-
-    def __init__(self, min_chars: int):
-        self.min_chars, self.buffer = min_chars, ""
-
-    def add(self, text: str) -> list[str]:
-        self.buffer += text
-        out, start = [], 0
-        for end in CLAUSE_END.finditer(self.buffer):
-            if len(self.buffer[start:end.end()].strip()) >= self.min_chars:
-                out.append(self.buffer[start:end.end()])
-                start = end.end()
-        self.buffer = self.buffer[start:]
-        return out
-
-    def idle(self) -> str | None:
-        cut = max(self.buffer.rfind(" "), self.buffer.rfind("\n"))
-        if CJK.search(self.buffer[-1:]):  # no spaces between words there: all of it is words
-            cut = len(self.buffer)
-        if cut <= 0 or not self.buffer[:cut].strip():
-            return None
-        text, self.buffer = self.buffer[:cut], self.buffer[cut:]
-        return text
-
-    def rest(self) -> str | None:
-        text, self.buffer = self.buffer, ""
-        return text if text.strip() else None
 
 
 class Closed(Exception):
@@ -152,10 +123,10 @@ class Utterance:
                                  "interrupted": True})
         first = None
         try:
-            config = dict(s.config, input=self.clauses[0])
+            body = s.body_of(self.clauses[0])
             self.fed = 1
-            job, _, first = await admit(s.state, lambda: _ready(config), parse_live, build=s.build,
-                                        describe=openai_asked, submitted=lambda job: setattr(self, "job", job))
+            job, _, first = await admit(s.state, lambda: _ready(body), s.parse, build=s.build, describe=s.describe,
+                                        submitted=lambda job: setattr(self, "job", job))
         except InputError as exc:
             await s.error(openai_message(exc))
             await s.send({"type": "session.done", "utterance_index": self.index, "total_sentences": 0})
@@ -259,7 +230,8 @@ class Session:
     def __init__(self, ws: WebSocket):
         self.ws, self.state = ws, app_context(ws)
         self.settings = self.state.settings.live
-        self.config: dict | None = None
+        self.config: dict | None = None  # the body of each utterance's request, but its text
+        self.clip = False  # the voice is a clip (ref_audio or reference_id): the page's body, not OpenAI's
         self.stream_audio = False
         self.rate = 0
         self.clauses = Clauses(self.settings.min_clause_chars)
@@ -272,10 +244,64 @@ class Session:
         self.stalled = False
         self.reading = anyio.CancelScope()  # the reader's wait for the client, cancelled when it stalls
 
+    # The request an utterance makes: OpenAI's body (a designed, built-in or saved voice), or with a clip the
+    # page's (ui/http/schema.py), each read and checked as its own route reads and checks it.
+    def body_of(self, text: str) -> dict:
+        return dict(self.config, **{"text" if self.clip else "input": text})
+
+    def parse(self, raw):
+        return parse_body(raw) if self.clip else parse_live(raw)
+
+    def describe(self, data, body=None):
+        return page_asked(data, body) if self.clip else openai_asked(data, body)
+
     def build(self, body):
-        request = to_request(body, self.state.voices, self.state.voice_lookup)
+        if self.clip:
+            request = page_request(body, self.state.clips, self.state.voice_lookup)
+        else:
+            request = to_request(body, self.state.voices, self.state.voice_lookup)
         request.feed = TextFeed()
         return request
+
+    def clip_config(self, config: dict) -> dict:
+        """session.config with a clip (vLLM-Omni's `ref_audio`, a data: URL of base64 audio, or an id of
+        POST /voxcpm/upload as `reference_id`; `ref_text` its transcript for ultimate cloning) as the
+        page's body; blocking (a clip is decoded and stored): call it off the event loop."""
+        if config.pop("voice", None) is not None:
+            raise InputError("give either `voice` or a clip (`ref_audio` or `reference_id`), not both", "voice")
+        audio, reference_id = config.pop("ref_audio", None), config.pop("reference_id", None)
+        if (audio is None) == (reference_id is None):
+            raise InputError("give the clip once: `ref_audio` (a data: URL of base64 audio) or `reference_id` "
+                             "(from POST /voxcpm/upload)", "ref_audio")
+        if audio is not None:
+            reference_id = self.store_clip(audio)
+        transcript = config.pop("ref_text", None)
+        instructions = config.pop("instructions", None)
+        for name in ("model", "response_format", "sample_rate"):
+            config.pop(name, None)
+        unknown = sorted(set(config) - CLIP_SETTINGS)
+        if unknown:
+            raise InputError(f"unknown setting {unknown[0]!r} with a clip: use ref_text, instructions, sample_rate, "
+                             f"{', '.join(sorted(CLIP_SETTINGS))}")
+        return {**config, "mode": "ultimate" if transcript else "cloning", "reference_id": reference_id,
+                "prompt_text": transcript, "control": instructions}
+
+    def store_clip(self, audio) -> str:
+        if not isinstance(audio, str) or not audio.startswith("data:") or ";base64," not in audio[:100]:
+            raise InputError("ref_audio must be a data: URL of base64 audio (data:audio/wav;base64,...): this "
+                             "server fetches no URLs; or upload the clip (POST /voxcpm/upload) and send its "
+                             "reference_id", "ref_audio")
+        limit = self.state.clips.max_bytes
+        encoded = audio.split(";base64,", 1)[1]
+        if len(encoded) * 3 // 4 > limit:
+            raise InputError(f"ref_audio holds more than {limit // 2**20} MiB of audio", "ref_audio")
+        try:
+            data = base64.b64decode(encoded, validate=True)
+        except ValueError:
+            raise InputError("ref_audio is not valid base64", "ref_audio") from None
+        client = self.ws.client.host if self.ws.client else None
+        clip_id, _ = self.state.clips.add_bytes(data, client_key(client))
+        return clip_id
 
     # -- out ----------------------------------------------------------------------------------------
     async def send(self, message: dict):
@@ -386,13 +412,22 @@ class Session:
         if config["response_format"] != "pcm":
             return await self.error(f"response_format {str(config['response_format'])[:20]!r} is not offered here: "
                                     f"this socket sends raw 16-bit PCM (\"pcm\")")
+        rate = config.get("sample_rate")
+        clip = any(name in config for name in ("ref_audio", "reference_id", "ref_text"))
+        before = self.config, self.clip
         try:  # checked now, as the route checks a body, so that a bad voice is said before any text
-            body = parse_live(dict(config, input="."))
+            if clip:
+                config = await anyio.to_thread.run_sync(self.clip_config, dict(config))
+            self.config, self.clip = config, clip
+            body = self.parse(self.body_of("."))
             await anyio.to_thread.run_sync(self.build, body)
+            if clip:
+                check_rate(rate, "pcm")
         except InputError as exc:
+            self.config, self.clip = before
             return await self.error(openai_message(exc))
-        self.config, self.stream_audio = config, stream_audio
-        self.rate = sent_rate("pcm", body.sample_rate, self.state.worker.sample_rate)
+        self.stream_audio = stream_audio
+        self.rate = sent_rate("pcm", rate, self.state.worker.sample_rate)
 
     async def on_input_text(self, message: dict):
         text = message.get("text")

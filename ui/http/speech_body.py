@@ -108,7 +108,7 @@ def parse_speech(raw) -> SpeechBody:
     _choice("response_format", speech.response_format, [f for f in FORMATS if f not in missing_formats()],
             NOT_OFFERED)
     _choice("stream_format", speech.stream_format, ["audio", "sse"])
-    _check_rate(speech.sample_rate, speech.response_format)
+    check_rate(speech.sample_rate, speech.response_format)
     if speech.max_len is not None and (problem := MAX_LEN.check(speech.max_len)) is not None:
         raise ParamError("max_len", f"{problem} (a request here makes at least {MAX_LEN.low:g} patches before it "
                                     f"may stop)")
@@ -207,7 +207,7 @@ def _choice(field: str, value: str, accepted: list[str], why: dict[str, str] | N
                                 + (f" ({reason})" if reason else ""))
 
 
-def _check_rate(rate: int | None, fmt: str):
+def check_rate(rate: int | None, fmt: str):
     """A sample_rate from the list, and one the format can carry (Opus has no 22.05 or 44.1 kHz)."""
     if rate is None:
         return

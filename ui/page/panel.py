@@ -38,7 +38,7 @@ LIVE_TEXT = """
 <div id="vox-live" class="vox-live">
   <p class="vox-note">Text spoken while it is still being written, as when a language model streams it
   (<code>WS /v1/audio/speech/stream</code>): each clause is spoken as soon as it is complete, in the voice
-  the form above describes (a description, or a saved voice). Type below after Start, or paste a text and
+  the form above gives (a description, a saved voice, or the tab's clip). Type below after Start, or paste a text and
   replay it at a rate of tokens like a model's.</p>
   <textarea data-live="text" rows="3" aria-label="Live text" placeholder="Type or paste the text to speak"></textarea>
   <div class="vox-live-row">
