@@ -5,10 +5,9 @@ the waveform that logged touchmove errors instead of scrolling."""
 from __future__ import annotations
 
 import re
-import zipfile
 from pathlib import Path
 
-from ..support.workbench_page import app, download, page, ready, settled, take  # noqa: F401 (fixtures)
+from ..support.workbench_page import app, download, import_edited, page, phone, settled, take  # noqa: F401 (fixtures)
 
 WB = "#vox-workbench"
 
@@ -56,30 +55,16 @@ def test_on_a_phone_use_via_http_opens_at_the_end_of_the_page(page):
 def _scored_words(page, t: dict, bundle: Path, tmp: Path) -> str:
     """The take's bundle, scored with six misread words close together (as a session that scored it
     saved it), imported as a user does; returns the imported take's id."""
-    import json
-    import uuid
-
-    with zipfile.ZipFile(bundle) as z:
-        files = {name: z.read(name) for name in z.namelist()}
-    name = next(n for n in files if n.endswith(".json"))
-    report = json.loads(files[name])
-    report["id"] = str(uuid.uuid4())
-    text = report["settings"]["text_as_spoken"]
-    spans = [(m.start(), m.end()) for m in re.finditer(r"\w+", text)][:6]
-    words = [{"type": "misread", "ref": text[a:b], "heard": f"heard{i}", "span": [a, b], "start": 0.1 + 0.012 * i, "end": 0.11 + 0.012 * i}
-             for i, (a, b) in enumerate(spans)]
-    intelligibility = {"available": True, "metric": "wer", "rate": 0.75, "substitutions": 6, "deletions": 0, "insertions": 0,
-                       "reference_units": 8, "model": "whisper", "language": "en", "transcript": "…", "words": words}
-    report["evaluation"] = {"intelligibility": intelligibility, "similarity": None, "elapsed_s": 0.5,
-                            "segments": [{"index": 0, "text": text, "start_s": 0, "intelligibility": intelligibility, "similarity": None}]}
-    files[name] = json.dumps(report).encode()
-    out = tmp / "scored-words.zip"
-    with zipfile.ZipFile(out, "w") as z:
-        for n, data in files.items():
-            z.writestr(n, data)
-    page.set_input_files(f"{WB} [data-wb=import]", str(out))
-    page.wait_for_function("id => window.workbench.selected?.id === id", arg=report["id"])
-    return report["id"]
+    def scored(report):
+        text = report["settings"]["text_as_spoken"]
+        spans = [(m.start(), m.end()) for m in re.finditer(r"\w+", text)][:6]
+        words = [{"type": "misread", "ref": text[a:b], "heard": f"heard{i}", "span": [a, b], "start": 0.1 + 0.012 * i, "end": 0.11 + 0.012 * i}
+                 for i, (a, b) in enumerate(spans)]
+        intelligibility = {"available": True, "metric": "wer", "rate": 0.75, "substitutions": 6, "deletions": 0, "insertions": 0,
+                           "reference_units": 8, "model": "whisper", "language": "en", "transcript": "…", "words": words}
+        report["evaluation"] = {"intelligibility": intelligibility, "similarity": None, "elapsed_s": 0.5,
+                                "segments": [{"index": 0, "text": text, "start_s": 0, "intelligibility": intelligibility, "similarity": None}]}
+    return import_edited(page, bundle, tmp / "scored-words.zip", scored)
 
 
 LABEL_BOXES = """prefix => window.workbench.view.regions.getRegions().filter((r) => r.id.startsWith(prefix) && r.content)
@@ -112,37 +97,30 @@ def test_scored_words_neither_pile_up_on_the_waveform_nor_take_a_tab_stop_each(p
 
 
 def test_on_a_phone_a_vertical_swipe_on_the_waveform_scrolls_the_page_quietly(page, app):
-    context = page.context.browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True,
-                                               is_mobile=True, device_scale_factor=2)
-    phone = context.new_page()
-    try:
-        phone.goto(app.url + "/")
-        ready(phone)
-        take(phone)
+    with phone(page, app) as small:
+        take(small)
         wave = f"{WB} [data-wb=wave-a]"
-        phone.locator(wave).scroll_into_view_if_needed()
-        settled(phone)
-        cdp = context.new_cdp_session(phone)
+        small.locator(wave).scroll_into_view_if_needed()
+        settled(small)
+        cdp = small.context.new_cdp_session(small)
         said = []  # what devtools shows: console errors and the browser's interventions ("Ignored attempt to cancel a touchmove…")
         cdp.send("Log.enable")
         cdp.on("Log.entryAdded", lambda e: e["entry"]["level"] in ("error", "warning") and said.append(e["entry"]["text"]))
-        phone.on("console", lambda m: m.type == "error" and said.append(m.text))
+        small.on("console", lambda m: m.type == "error" and said.append(m.text))
         for rest_ms in (0, 150):  # a quick flick, and a finger that rests a moment before it swipes up
-            phone.locator(wave).scroll_into_view_if_needed()
-            box = phone.locator(wave).bounding_box()
+            small.locator(wave).scroll_into_view_if_needed()
+            box = small.locator(wave).bounding_box()
             x, y = box["x"] + box["width"] * 0.5, box["y"] + box["height"] / 2
             touch = lambda kind, dy=0: cdp.send("Input.dispatchTouchEvent", {  # noqa: E731
                 "type": kind, "touchPoints": [] if kind == "touchEnd" else [{"x": x + dy * 0.05, "y": y - dy}]})
-            before = phone.evaluate("scrollY")
+            before = small.evaluate("scrollY")
             touch("touchStart")
-            phone.wait_for_timeout(rest_ms)
+            small.wait_for_timeout(rest_ms)
             for k in range(1, 16):
                 touch("touchMove", k * 12)
-                phone.wait_for_timeout(16)
+                small.wait_for_timeout(16)
             touch("touchEnd")
-            phone.wait_for_timeout(300)
-            assert phone.evaluate("scrollY") > before + 50, rest_ms  # the page scrolled
-            assert phone.evaluate("window.workbench.view.selection") is None, rest_ms  # nothing selected
+            small.wait_for_timeout(300)
+            assert small.evaluate("scrollY") > before + 50, rest_ms  # the page scrolled
+            assert small.evaluate("window.workbench.view.selection") is None, rest_ms  # nothing selected
         assert not said, said
-    finally:
-        context.close()

@@ -16,7 +16,7 @@ import numpy as np
 import soundfile as sf
 
 from ..support.page_handles import click_generate
-from ..support.workbench_page import app, download, drag, page, ready, settled, slowed, take  # noqa: F401 (fixtures)
+from ..support.workbench_page import app, download, drag, import_edited, page, ready, settled, slowed, take  # noqa: F401 (fixtures)
 
 WB = "#vox-workbench"
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "voices"
@@ -231,26 +231,12 @@ def _rate(page, take_id: str, stars: int):
 
 def _import_scored(page, bundle: Path, error_rate: float, tmp: Path) -> str:
     """The take of a bundle, scored (as a take scored in another session is), imported as a user does."""
-    import json
-    import uuid
-
-    with zipfile.ZipFile(bundle) as z:
-        files = {name: z.read(name) for name in z.namelist()}
-    name = next(n for n in files if n.endswith(".json"))
-    report = json.loads(files[name])
-    report["id"] = str(uuid.uuid4())
-    report["evaluation"] = {"intelligibility": {"available": True, "metric": "wer", "rate": error_rate, "substitutions": 1,
-                                                "deletions": 0, "insertions": 0, "reference_units": 8, "model": "whisper",
-                                                "language": "en", "transcript": "…"},
-                            "similarity": None, "segments": [], "elapsed_s": 0.5}
-    files[name] = json.dumps(report).encode()
-    out = tmp / f"scored-{error_rate}.zip"
-    with zipfile.ZipFile(out, "w") as z:
-        for n, data in files.items():
-            z.writestr(n, data)
-    page.set_input_files(f"{WB} [data-wb=import]", str(out))
-    page.wait_for_function("id => window.workbench.selected?.id === id", arg=report["id"])
-    return report["id"]
+    def scored(report):
+        report["evaluation"] = {"intelligibility": {"available": True, "metric": "wer", "rate": error_rate, "substitutions": 1,
+                                                    "deletions": 0, "insertions": 0, "reference_units": 8, "model": "whisper",
+                                                    "language": "en", "transcript": "…"},
+                                "similarity": None, "segments": [], "elapsed_s": 0.5}
+    return import_edited(page, bundle, tmp / f"scored-{error_rate}.zip", scored)
 
 
 LISTED = "[...document.querySelectorAll('#vox-workbench [data-wb=list] [data-take]')].map((li) => li.dataset.take)"

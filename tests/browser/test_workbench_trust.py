@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from ..support.workbench_page import app, download, drag, page, ready, settled, take  # noqa: F401 (fixtures)
+from ..support.workbench_page import app, download, drag, page, phone, settled, take  # noqa: F401 (fixtures)
 from .test_page_speed import set_speed
 
 WB = "#vox-workbench"
@@ -235,37 +235,30 @@ def test_the_waveform_loops_zooms_selects_and_takes_shortcuts_as_used(page):
 
 
 def test_on_a_phone_a_touch_drag_selects_and_the_status_sits_by_the_buttons(page, app):
-    context = page.context.browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True,
-                                               is_mobile=True, device_scale_factor=2)
-    phone = context.new_page()
-    try:
-        phone.goto(app.url + "/")
-        ready(phone)
-        t = take(phone)
+    with phone(page, app) as small:
+        t = take(small)
         wave = f"{WB} [data-wb=wave-a]"
-        phone.locator(wave).scroll_into_view_if_needed()
-        settled(phone)
-        _shot(phone, "workbench-phone.png")
-        box = phone.locator(wave).bounding_box()
+        small.locator(wave).scroll_into_view_if_needed()
+        settled(small)
+        _shot(small, "workbench-small.png")
+        box = small.locator(wave).bounding_box()
         y = box["y"] + box["height"] / 2
-        cdp = context.new_cdp_session(phone)
+        cdp = small.context.new_cdp_session(small)
         touch = lambda kind, x, dy=0: cdp.send("Input.dispatchTouchEvent", {  # noqa: E731
             "type": kind, "touchPoints": [] if kind == "touchEnd" else [{"x": x, "y": y + dy}]})
         touch("touchStart", box["x"] + box["width"] * 0.2)
         for k in range(1, 16):  # a finger's sideways swipe, drifting a little down as fingers do
             touch("touchMove", box["x"] + box["width"] * (0.2 + 0.4 * k / 15), k * 0.5)
-            phone.wait_for_timeout(16)
+            small.wait_for_timeout(16)
         touch("touchEnd", 0)
-        sel = phone.evaluate("(() => { const s = window.workbench.view.selection; return s && [s.start, s.end]; })()")
+        sel = small.evaluate("(() => { const s = window.workbench.view.selection; return s && [s.start, s.end]; })()")
         seconds = t["figures"]["seconds"]
         assert sel and abs(sel[0] - 0.2 * seconds) < 0.1 and abs(sel[1] - 0.6 * seconds) < 0.1, (sel, seconds)
         # The status line, while the page is scrolled anywhere, shows just above the sticky Generate / Stop bar.
-        bar = phone.locator("#vox-actions").bounding_box()
-        status = phone.locator("#vox-panel .vox-status").bounding_box()
+        bar = small.locator("#vox-actions").bounding_box()
+        status = small.locator("#vox-panel .vox-status").bounding_box()
         assert status["y"] >= 0 and status["y"] + status["height"] <= bar["y"] + 1, (status, bar)
         assert bar["y"] - (status["y"] + status["height"]) < 40, (status, bar)
-    finally:
-        context.close()
 
 
 def test_an_automatic_transcript_the_server_cannot_make_says_so_at_once(app, page):

@@ -3,7 +3,10 @@ desktop size with the handles on its modules, a take made as a user makes one, a
 from __future__ import annotations
 
 import contextlib
+import json
 import time
+import uuid
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -107,3 +110,35 @@ def download(page, selector: str) -> Path:
     path = page.downloads / info.value.suggested_filename
     info.value.save_as(path)
     return path
+
+
+@contextlib.contextmanager
+def phone(page, app):
+    """The page on a phone (390 x 844, touch), ready as `page` is; its browser context closes after."""
+    context = page.context.browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True,
+                                               is_mobile=True, device_scale_factor=2)
+    try:
+        small = context.new_page()
+        small.goto(app.url + "/")
+        ready(small)
+        yield small
+    finally:
+        context.close()
+
+
+def import_edited(page, bundle: Path, out: Path, edit) -> str:
+    """A take's bundle with its report changed by edit(report) (as another session saved it), as a
+    new take imported as a user does; returns the imported take's id."""
+    with zipfile.ZipFile(bundle) as z:
+        files = {name: z.read(name) for name in z.namelist()}
+    name = next(n for n in files if n.endswith(".json"))
+    report = json.loads(files[name])
+    report["id"] = str(uuid.uuid4())
+    edit(report)
+    files[name] = json.dumps(report).encode()
+    with zipfile.ZipFile(out, "w") as z:
+        for n, data in files.items():
+            z.writestr(n, data)
+    page.set_input_files("#vox-workbench [data-wb=import]", str(out))
+    page.wait_for_function("id => window.workbench.selected?.id === id", arg=report["id"])
+    return report["id"]
