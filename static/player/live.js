@@ -123,7 +123,8 @@ class LiveText {
     if (!text.trim()) return this.say('Paste or type a text to replay first.');
     const run = await this.open('replay');
     if (!run) return;
-    const rate = Math.max(1, Math.min(200, Number(this.el('rate').value) || 20));
+    const box = this.el('rate'); // its bounds and default are the markup's (ui/page/panel.py)
+    const rate = Math.max(Number(box.min), Math.min(Number(box.max), Number(box.value) || Number(box.defaultValue)));
     const pieces = tokens(text);
     const began = performance.now();
     for (let k = 0; k < pieces.length && this.run === run && this.ws; k += 1) {

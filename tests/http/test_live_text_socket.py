@@ -339,7 +339,7 @@ def wav_tone(seconds: float = 1.0, rate: int = 16000) -> bytes:
 def clip_data_url() -> str:
     import base64
 
-    return "data:audio/wav;base64," + base64.b64encode(wav_tone()).decode()
+    return "data:audio/wav;base64," + base64.b64encode(wav_tone(3.0)).decode()  # a message of 128 KB
 
 
 def test_a_clip_and_its_transcript_clone_the_voice_and_an_uploaded_clip_takes_a_style(app):

@@ -62,6 +62,7 @@ live_router = APIRouter()
 
 # What session.config may set beside a clip (the page's body's settings; as OpenAI's body, no min_len).
 CLIP_SETTINGS = {"seed", "normalize", "trim_silence"} | {name for name in modes.TUNING if name != "min_len"}
+LARGE_MESSAGE = 64 * 1024  # characters of a message parsed on the event loop
 MESSAGES = ("session.config", "input.text", "input.done", "input.interrupt", "session.close")
 
 
@@ -387,8 +388,8 @@ class Session:
             await self.handle(message.get("text") or "")
 
     async def handle(self, raw: str):
-        try:
-            message = json.loads(raw)
+        try:  # a clip's base64 may make a message megabytes long: parsed off the event loop
+            message = json.loads(raw) if len(raw) < LARGE_MESSAGE else await anyio.to_thread.run_sync(json.loads, raw)
         except ValueError:
             return await self.error("the message is not JSON: send JSON text messages, each with a `type` of "
                                     f"{', '.join(MESSAGES)}")
