@@ -107,9 +107,9 @@ def test_speed_stretches_every_format_to_its_duration(client, fmt, speed):
     assert seconds(speed) - padding == pytest.approx(plain / speed, rel=0.02)
 
 
-def test_the_readmes_stream_example_is_accepted_as_written(app):
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    body = json.loads(re.search(r"curl -sN \S+/voxcpm/stream .*?-d '(\{.*?\})'", readme, re.S).group(1))
+def test_the_docs_stream_example_is_accepted_as_written(app):
+    api = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    body = json.loads(re.search(r"curl -sN \S+/voxcpm/stream .*?-d '(\{.*?\})'", api, re.S).group(1))
     response = httpx.post(app.url + "/voxcpm/stream", json={**body, "max_len": 4}, timeout=120)
     assert response.status_code == 200 and response.headers["x-seed"] == str(body["seed"])
     assert len(response.content) > 0 and response.headers["content-type"].startswith("audio/pcm;rate=48000")
