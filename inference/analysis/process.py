@@ -70,6 +70,13 @@ class Analysis:
         """A take's scores (evaluation.Take -> the route's JSON), made in the analysis process."""
         return self._submit("evaluate", take)
 
+    def align(self, take) -> concurrent.futures.Future:
+        """A take's words timed (evaluation.Take -> [{"word", "start_s", "end_s", "segment"}], its
+        text's words in order), made in the analysis process. Raises as transcribe() does: the
+        aligner is the recognizer's model."""
+        self.check_recognizer()
+        return self._submit("align", take)
+
     def ping(self) -> concurrent.futures.Future:
         """The process's id once it answers (started first if it is not running)."""
         return self._submit("ping", None)

@@ -108,6 +108,12 @@ class Recognizer:
             heard.append(Heard(words["text"].strip(), [(c["text"], *c["timestamp"]) for c in words.get("chunks", [])]))
         return heard
 
+    def align(self, clips: list[np.ndarray], texts: list[str], chinese: list[bool]) -> list[list[tuple[str, float, float]]]:
+        """Each clip's text (the words asked for, not heard) timed against it: alignment.py."""
+        from .alignment import align
+
+        return align(self, clips, texts, chinese)
+
     def _features(self, clips: list[np.ndarray]):
         return self.pipe.feature_extractor(clips, sampling_rate=self.rate, return_tensors="pt",
                                            return_attention_mask=True)

@@ -2,7 +2,8 @@
 batch; run each model once over the batch's audio; answer each job.
 
 Jobs are (id, kind, payload): `transcribe` (rate, float32 clip) -> its transcript; `evaluate` an
-evaluation.Take -> its scores; `ping` -> the process's id (it is up and answering). Answers are (id, ok, result or exception): the exceptions meant for
+evaluation.Take -> its scores; `align` an evaluation.Take -> its words timed (words.py); `ping` ->
+the process's id (it is up and answering). Answers are (id, ok, result or exception): the exceptions meant for
 the client (a bad input, a model not available) cross whole; anything else is logged here and
 crosses as a generic error.
 """
@@ -20,6 +21,7 @@ from ..errors import InputError
 from ..request.audio_input import resample
 from . import recognition, speaker
 from .evaluation import RATE, Evaluation
+from .words import TakeWords
 from .loading import ModelUnavailable, Slot, resolve
 
 log = logging.getLogger("voxcpm.analysis")
@@ -79,13 +81,16 @@ def run(batch: list, models: Models, settings: AnalysisSettings) -> list[tuple]:
     transcriptions = [(job, payload) for job, kind, payload in batch if kind == "transcribe"]
     evaluations = [(job, Evaluation(payload, settings.recognizer, settings.speaker))
                    for job, kind, payload in batch if kind == "evaluate"]
+    alignments = [(job, TakeWords(payload)) for job, kind, payload in batch if kind == "align"]
     answers = [(job, True, os.getpid()) for job, kind, _ in batch if kind == "ping"]
     answers += [(job, False, InputError(f"unknown analysis job {kind!r}"))
-                for job, kind, _ in batch if kind not in ("transcribe", "evaluate", "ping")]
+                for job, kind, _ in batch if kind not in ("transcribe", "evaluate", "align", "ping")]
     if transcriptions:
         answers += guarded([job for job, _ in transcriptions], lambda: transcribe(models, transcriptions, settings.max_batch))
     if evaluations:
         answers += guarded([job for job, _ in evaluations], lambda: evaluate(models, evaluations, settings.max_batch))
+    if alignments:
+        answers += guarded([job for job, _ in alignments], lambda: align(models, alignments, settings.max_batch))
     return answers
 
 
@@ -119,6 +124,26 @@ def evaluate(models: Models, jobs: list, most: int) -> list[dict]:
         mine_heard, heard = share(heard, len(hear))
         mine_embedded, embedded = share(embedded, len(embed))
         results.append(evaluation.result(mine_heard, mine_embedded))
+    return results
+
+
+def align(models: Models, jobs: list, most: int) -> list[list[dict]]:
+    """Every take's windows through the aligner in batches, then each take's words."""
+    takes = [words for _, words in jobs]
+    clips = [clip for t in takes for clip in t.clips()]
+    texts = [text for t in takes for text in t.texts()]
+    chinese = [c for t in takes for c in t.languages()]
+    if not clips:  # nothing said (pauses only): no model needed
+        return [[] for _ in takes]
+    recognizer = models.recognizer.get()
+    clips = [resample(clip, RATE, recognizer.rate) for clip in clips]
+    aligned = []
+    for at in range(0, len(clips), most):
+        aligned += recognizer.align(clips[at:at + most], texts[at:at + most], chinese[at:at + most])
+    results = []
+    for take in takes:
+        mine, aligned = aligned[:len(take.clips())], aligned[len(take.clips()):]
+        results.append(take.result(mine))
     return results
 
 
