@@ -45,6 +45,7 @@ from .http.openai import openai_router
 from .http.live import live_router
 from .http.status import status_router
 from .http.stream import stream_router
+from .http.words import words_router
 from .http.voices import voice_lookup, voice_router
 from .library.uploads import UploadStore
 from .library.voice_store import VoiceLibrary, VoiceStore
@@ -55,7 +56,8 @@ from .services.renders import OfflineRenders
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "static"
 ASSETS = ROOT / "assets"
-ROUTERS = ((stream_router, "/voxcpm"), (clips_router, "/voxcpm"), (evaluate_router, "/voxcpm"), (voice_router, "/voxcpm/voices"),
+ROUTERS = ((stream_router, "/voxcpm"), (clips_router, "/voxcpm"), (evaluate_router, "/voxcpm"), (words_router, "/voxcpm"),
+           (voice_router, "/voxcpm/voices"),
            (live_router, "/v1"), (openai_router, "/v1"), (status_router, ""))
 
 

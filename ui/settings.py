@@ -93,6 +93,7 @@ class EvaluationSettings:
     """A take scored by POST /voxcpm/evaluate (its text's length is the engine's max_text_chars)."""
     max_take_seconds: float = 600.0  # the body limit bounds it first at 48 kHz
     max_segments: int = 200
+    words_wait_s: float = 60.0  # a stream's last words wait this long for the aligner, then come without it
 
 
 @dataclass(frozen=True)

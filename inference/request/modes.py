@@ -98,6 +98,9 @@ MODES = {m.name: m for m in (
               "the model would read it aloud."),
 )}
 DEFAULT_MODE = "design"
+# What a streaming route's `timestamps` takes: no words (the default: nothing is aligned), or every
+# word of the text timed on the audio sent (ui/services/words.py).
+TIMESTAMPS = ("none", "word")
 
 
 def default(name: str):
@@ -109,5 +112,5 @@ def spec_json() -> dict:
     pause tags a text may hold (their bounds live with their parser, below this layer)."""
     return {"modes": {k: asdict(m) for k, m in MODES.items()},
             "settings": {k: asdict(s) for k, s in SETTINGS.items()},
-            "default_mode": DEFAULT_MODE, "page_seed_limit": PAGE_SEED_LIMIT,
+            "default_mode": DEFAULT_MODE, "page_seed_limit": PAGE_SEED_LIMIT, "timestamps": list(TIMESTAMPS),
             "pauses": {"min_ms": MIN_PAUSE_MS, "max_ms": MAX_PAUSE_MS, "forms": list(PAUSE_FORMS)}}

@@ -104,6 +104,9 @@ class Job:
         # and all their segments as spoken (a later clause's prompts may read the last ones as tails).
         self.clause_segments: list[int] = []
         self._spoken: list[str] = []
+        # Its words timed on the audio sent, when its consumer asked for them (ui/services/words.py
+        # adds each segment's as the analysis process aligns it); None: not asked.
+        self._words: list[dict] | None = None
         self._taken = 0  # the model's samples the consumer took from the channel (its thread writes)
         # Called by the worker's thread after each event it puts; replaced whole, never changed in
         # place, so the worker iterates a consistent tuple while a consumer adds or removes one.
@@ -252,7 +255,20 @@ class Job:
         if self.listener is not None:  # what they were sent: a stopped take's marks
             out.update(self.listener.status())
         out.update(self.text_status())
+        if self._words is not None:
+            out.update(timestamps="word", words=list(self._words))
         return out
+
+    @property
+    def words(self) -> list[dict] | None:
+        """Its words timed so far, in order; None when its consumer did not ask for them."""
+        return None if self._words is None else list(self._words)
+
+    def ask_words(self):
+        self._words = []
+
+    def add_words(self, words: list[dict]):
+        self._words = sorted(self._words + words, key=lambda w: (w["segment"], w["start_s"]))
 
     def text_status(self) -> dict:
         """What the page shows of the text: as spoken, which segment ends where in the audio sent,

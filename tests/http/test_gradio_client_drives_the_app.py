@@ -83,7 +83,7 @@ def test_view_api_lists_the_named_endpoints_with_their_parameters(gradio):
     info = gradio.view_api(print_info=False, return_format="dict")
     assert set(info["named_endpoints"]) == ENDPOINTS and info["unnamed_endpoints"] == {}
     take = ["text", "mode", "control", "reference", "prompt_text", "seed", "voice", "normalize", "trim_silence",
-            *modes.TUNING]
+            "timestamps", *modes.TUNING]
     for name in ("/generate", "/generate_stream"):
         params = {p["parameter_name"]: p for p in info["named_endpoints"][name]["parameters"]}
         assert list(params) == take
@@ -241,3 +241,16 @@ def test_with_a_token_only_a_client_that_sends_it_gets_in(guarded):
     join = httpx.post(f"{guarded.url}/gradio_api/queue/join", json={"data": [TEXT], "fn_index": 0,
                                                                      "session_hash": "x" * 10})
     assert join.status_code == 401
+
+
+def test_a_take_that_asks_for_timestamps_gets_its_words_in_its_figures_and_its_stream(gradio):
+    """Issue 47: the Gradio API takes `timestamps` as the routes do; the stand-in recognizer spreads
+    each segment's words over its audio."""
+    _, take = gradio.predict("Hello there. [pause 300ms] How are you?", seed=5, max_len=4, timestamps="word",
+                             api_name="/generate")
+    assert take["timestamps"] == "word"
+    assert [w["word"] for w in take["words"]] == ["Hello", "there.", "How", "are", "you?"]
+    items = list(gradio.submit("Hello there.", seed=5, max_len=4, timestamps="word", api_name="/generate_stream"))
+    sent = [w for item in items for segment in item["words"] for w in segment["words"]]
+    assert [w["word"] for w in sent] == ["Hello", "there."] and items[-1]["status"]["words"] == sent
+    assert "words" not in gradio.predict("Hi.", seed=5, max_len=4, api_name="/generate")[1]

@@ -288,7 +288,7 @@ def test_spec_is_the_one_spec_of_the_modes(client):
     assert own == {"sample_rate": SAMPLE_RATE, "patch_samples": 7680, "prebuffer_ms": defaults.page.prebuffer_ms,
                    # the framed stream's format, which the page's reader takes from here (static/player/frames.js)
                    "frames": {"media_type": "application/vnd.voxcpm.frames", "header_bytes": 8, "max_payload": 1 << 20,
-                              "kinds": {"A": "audio", "M": "meta", "S": "status"}},
+                              "kinds": {"A": "audio", "M": "meta", "S": "status", "W": "words"}},
                    "workbench": dataclasses.asdict(defaults.workbench),
                    "limits": {"max_text_chars": LIMITS.max_text_chars, "max_audio_seconds": LIMITS.max_audio_seconds,
                               "max_output_seconds": LIMITS.max_output_seconds,

@@ -12,6 +12,7 @@ import asyncio
 import functools
 import json
 import logging
+import math
 from dataclasses import dataclass
 
 import anyio
@@ -19,6 +20,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from starlette.requests import ClientDisconnect
 
+from inference.analysis.loading import ModelUnavailable
 from inference.errors import InputError
 from inference.request import modes
 from inference.serving.job import Job
@@ -99,6 +101,17 @@ def busy(request: Request, message: str) -> Refusal:
 def retry_later(state, message: str) -> Refusal:
     """busy() for a caller that holds the app's context rather than an HTTP request (Gradio's API)."""
     return Refusal(503, message, {"Retry-After": str(state.settings.http.busy_retry_s)})
+
+
+def aligner_ready(state):
+    """Word timestamps can be made: refused at once (503, with why and, where one can be told,
+    when to try again) when the aligner is switched off or failed to load a moment ago, before
+    any audio is made for a request that asked for them."""
+    try:
+        state.analysis.check_recognizer()
+    except ModelUnavailable as exc:
+        retry = None if exc.retry_after_s is None else {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+        raise Refusal(503, f"word timestamps are not available: {exc}", retry) from None
 
 
 async def next_event(job: Job, request: Request | None):

@@ -71,17 +71,17 @@ async def evaluate(request: Request):
     return result
 
 
-async def read_form(request: Request) -> dict:
-    """The form's fields: bytes for files, str for the rest; unknown fields refused."""
+async def read_form(request: Request, accepted: tuple[str, ...] = FIELDS) -> dict:
+    """The form's fields: bytes for files, str for the rest; fields not `accepted` refused."""
     if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
-        raise InputError("send a multipart form: file (the take's audio), text, and optionally segments, "
-                         "language and reference_id, voice or reference")
+        raise InputError(f"send a multipart form: file (the take's audio), text, and optionally "
+                         f"{', '.join(f for f in accepted if f not in ('file', 'text'))}")
     fields: dict = {}
     try:
-        async with request.form(max_files=2, max_fields=len(FIELDS)) as form:
+        async with request.form(max_files=2, max_fields=len(accepted)) as form:
             for name, value in form.multi_items():
-                if name not in FIELDS:
-                    raise InputError(f"unknown field {name[:40]!r}; the fields are {', '.join(FIELDS)}")
+                if name not in accepted:
+                    raise InputError(f"unknown field {name[:40]!r}; the fields are {', '.join(accepted)}")
                 fields[name] = value if isinstance(value, str) else await value.read()
     except StarletteHTTPException as exc:
         raise InputError(f"the multipart body could not be read ({exc.detail})") from None

@@ -6,7 +6,8 @@ body carries both, so the page marks chunk boundaries where they really fell and
 without polling. Every frame is an 8-byte header and a payload:
 
     byte 0     type: b"A" audio (int16 little-endian mono PCM), b"M" chunk metadata (UTF-8 JSON
-               object), b"S" final status (UTF-8 JSON object, the last frame of a body)
+               object), b"S" final status (UTF-8 JSON object, the last frame of a body), b"W" a
+               segment's words timed (UTF-8 JSON object, ui/services/words.py; only when asked for)
     bytes 1-3  zero (reserved: a reader refuses anything else, so a misaligned read is caught)
     bytes 4-7  payload length in bytes, uint32 little-endian, at most MAX_PAYLOAD
 
@@ -25,7 +26,7 @@ import struct
 import numpy as np
 
 MEDIA_TYPE = "application/vnd.voxcpm.frames"
-AUDIO, META, STATUS = b"A", b"M", b"S"
+AUDIO, META, STATUS, WORDS = b"A", b"M", b"S", b"W"
 HEADER = struct.Struct("<c3sI")
 MAX_PAYLOAD = 1 << 20  # 1 MiB: a patch's audio is 15 KiB; anything near this is a broken stream
 
@@ -33,7 +34,7 @@ MAX_PAYLOAD = 1 << 20  # 1 MiB: a patch's audio is 15 KiB; anything near this is
 def spec() -> dict:
     """The format as the page's reader takes it: the media type, the header's size, the largest
     payload, and the kind of each type byte."""
-    kinds = {AUDIO: "audio", META: "meta", STATUS: "status"}
+    kinds = {AUDIO: "audio", META: "meta", STATUS: "status", WORDS: "words"}
     return {"media_type": MEDIA_TYPE, "header_bytes": HEADER.size, "max_payload": MAX_PAYLOAD,
             "kinds": {kind.decode(): name for kind, name in kinds.items()}}
 

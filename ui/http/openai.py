@@ -17,6 +17,8 @@ error under /v1, an unknown path or method included):
   formats at the model's 48 kHz. X-Sample-Rate (and pcm's content type) say the rate sent.
 - `stream_format`: "audio" (the file, sent as it is encoded) or "sse" (events
   `speech.audio.delta` with base64 audio, then `speech.audio.done` with usage).
+- `timestamps` (an extension, with "sse" only): "word" adds a `speech.audio.words` event with each
+  segment's words timed on the audio sent, as soon as they are aligned (ui/services/words.py).
 - OpenAI's pace field and the extensions (seed, normalize, trim_silence, sample_rate and the spec's
   other settings) are the spec's (inference/request/modes.py): the pace is applied as the audio
   streams, pitch kept, pauses as written (the stream's listener, inference/request/listener.py).
@@ -36,7 +38,7 @@ from inference.errors import InputError
 from inference.serving.job import Job
 
 from .builtin_voices import listed
-from .common import errors_as, next_event, submit
+from .common import aligner_ready, errors_as, next_event, submit
 from .speech_body import (DESIGN, MODEL_ID, OPENAI_MODELS, openai_asked, openai_message, openai_param, parse_speech,
                           to_request)
 from ..context import app_context
@@ -44,6 +46,7 @@ from ..guard.answers import OPENAI_PREFIX, openai_error_body
 from ..guard.answers import Refusal
 from ..services.audio import MEDIA_TYPES, Encoder, sent_rate
 from ..services.metrics import observe_stream
+from ..services.words import WordTrack
 
 openai_router = APIRouter()
 
@@ -71,7 +74,8 @@ def openai_guarded(handler):
 @openai_guarded
 async def speech(request: Request):
     state = app_context(request)
-    job, speech, first = await submit(request, state, parse=parse_speech, describe=openai_asked,
+    job, speech, first = await submit(request, state, parse=functools.partial(parse_with_words, state),
+                                      describe=openai_asked,
                                       build=lambda body: to_request(body, state.voices, state.voice_lookup))
     fmt, events = speech.response_format, speech.stream_format == "sse"
     model_rate = state.worker.sample_rate
@@ -79,28 +83,44 @@ async def speech(request: Request):
     headers = {"X-Seed": str(job.seed), "X-Request-Id": job.id, "Cache-Control": "no-store",
                "X-Sample-Rate": str(rate)}
     encoder = Encoder(fmt, job.listener.output(rate), rate)
-    chunks = observe_stream(state.metrics, job, encoded(job, first, encoder))
+    words = None
+    if speech.timestamps == "word":
+        words = WordTrack(state.analysis, job, rate, state.settings.evaluation.words_wait_s)
+    chunks = observe_stream(state.metrics, job, encoded(job, first, encoder, words))
     if events:
-        return StreamingResponse(sse(chunks, job, job.text_chars), media_type="text/event-stream", headers=headers)
+        return StreamingResponse(sse(chunks, job, job.text_chars, words), media_type="text/event-stream",
+                                 headers=headers)
     media = MEDIA_TYPES[fmt] + (f";rate={rate};channels=1" if fmt == "pcm" else "")
     return StreamingResponse(chunks, media_type=media, headers=headers)
 
 
-async def encoded(job: Job, first, encoder: Encoder):
-    """The job's audio in the requested format; lossy encoders run off the event loop."""
+async def encoded(job: Job, first, encoder: Encoder, words: WordTrack | None = None):
+    """The job's audio in the requested format; lossy encoders run off the event loop. `words`:
+    follows the audio sent, when word timestamps were asked for."""
     inline = encoder.inline
-    feed = encoder.feed if inline else (lambda audio, pause: anyio.to_thread.run_sync(encoder.feed, audio, pause))
+
+    async def run(fn, *args):
+        return fn(*args) if inline else await anyio.to_thread.run_sync(fn, *args)
     try:
         chunk = first.chunk
         while True:
-            out = feed(chunk.audio, chunk.pause) if inline else await feed(chunk.audio, chunk.pause)
+            if words is None:
+                out = await run(encoder.feed, chunk.audio, chunk.pause)
+            else:
+                audio = await run(encoder.output.feed, chunk.audio, chunk.pause)
+                await words.add(chunk.segment, audio)
+                out = await run(encoder.encode, audio)
             if out:
                 yield out
             event = await next_event(job, None)  # Starlette cancels this body when the client goes
             if event[0] != "chunk":
                 break
             chunk = event[1].chunk
-        tail = encoder.finish() if inline else await anyio.to_thread.run_sync(encoder.finish)
+        rest = None
+        if words is not None:
+            rest = await run(encoder.output.finish)
+            await words.finish(rest)
+        tail = await run(encoder.finish, rest)
         if tail:
             yield tail
     finally:
@@ -108,15 +128,27 @@ async def encoded(job: Job, first, encoder: Encoder):
         job.discard()
 
 
-async def sse(chunks, job: Job, text_chars: int):
+async def sse(chunks, job: Job, text_chars: int, words: WordTrack | None = None):
     async for data in chunks:
         yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
+        for segment in words.ready() if words is not None else ():
+            yield _event({"type": "speech.audio.words", **segment})
+    for segment in (words.ready() + await words.rest()) if words is not None else ():
+        yield _event({"type": "speech.audio.words", **segment})
     if job.state == "failed":
         yield _event({"type": "error", "error": {"message": job.error, "type": "server_error"}})
         return
     patches = job.metrics.patches
     yield _event({"type": "speech.audio.done",
                   "usage": {"input_tokens": text_chars, "output_tokens": patches, "total_tokens": text_chars + patches}})
+
+
+def parse_with_words(state, data):
+    """The body; one that asks for word timestamps only where they can be made."""
+    speech = parse_speech(data)
+    if speech.timestamps == "word":
+        aligner_ready(state)
+    return speech
 
 
 def _event(payload: dict) -> bytes:

@@ -37,6 +37,7 @@ class PageFields(BaseModel):
     voice: str | None = Field(default=None, max_length=DEFAULTS.http.max_voice_chars)  # a saved voice (cloning modes), instead of reference_id
     normalize: bool = False  # numbers, dates and units read as words (inference/text/normalize.py)
     trim_silence: bool = False  # cut the silence at the clip's ends (inference/request/vad.py)
+    timestamps: Literal[modes.TIMESTAMPS] = modes.TIMESTAMPS[0]  # "word": every word timed (ui/services/words.py)
 
 
 # The page's body: its own fields, and every numeric setting of the spec with its default (checked

@@ -86,6 +86,7 @@ class OpenAIFields(BaseModel):
     normalize: bool = False
     trim_silence: bool = False
     sample_rate: int | None = None  # None: 24 kHz for pcm (OpenAI's), the model's for the other formats
+    timestamps: str = modes.TIMESTAMPS[0]  # "word": each segment's words timed, as events (sse only)
 
 
 # The spec's numeric settings this route takes (OpenAI's pace field among them; min_len not), each
@@ -108,6 +109,10 @@ def parse_speech(raw) -> SpeechBody:
     _choice("response_format", speech.response_format, [f for f in FORMATS if f not in missing_formats()],
             NOT_OFFERED)
     _choice("stream_format", speech.stream_format, ["audio", "sse"])
+    _choice("timestamps", speech.timestamps, list(modes.TIMESTAMPS))
+    if speech.timestamps == "word" and speech.stream_format != "sse":
+        raise ParamError("timestamps", 'word timestamps are sent as events: use stream_format "sse" with them '
+                                       '(or GET /voxcpm/jobs/ID/words after the audio)')
     check_rate(speech.sample_rate, speech.response_format)
     if speech.max_len is not None and (problem := MAX_LEN.check(speech.max_len)) is not None:
         raise ParamError("max_len", f"{problem} (a request here makes at least {MAX_LEN.low:g} patches before it "

@@ -20,11 +20,13 @@ from inference.request.listener import Output
 from inference.serving.job import Job
 
 from . import frames
-from .common import Refusal, guarded, next_event, page_asked, submit
+from .common import Refusal, aligner_ready, guarded, next_event, page_asked, submit
+from .schema import StreamBody, parse_body
 from ..context import app_context
 from ..library.uploads import client_key
 from ..services.audio import to_pcm
 from ..services.metrics import observe_stream
+from ..services.words import WordTrack
 
 stream_router = APIRouter()
 
@@ -37,41 +39,57 @@ async def heard(output: Output, chunk) -> np.ndarray:
     return output.feed(chunk.audio, chunk.pause)
 
 
-async def sent_audio(job: Job, first):
+async def sent_audio(job: Job, first, words: WordTrack | None = None):
     """The job's audio as its listener hears it, as it is made: (delivery, audio, samples sent so
     far) per patch, then (None, the stretch's tail, samples sent) once it ends (the tail is empty
     when nothing is stretched). The one reading of a job's chunks for every interface that streams it (bare PCM,
-    frames, Gradio's /generate and /generate_stream), so they all send the same samples."""
+    frames, Gradio's /generate and /generate_stream), so they all send the same samples. `words`:
+    follows what is sent, when the client asked for word timestamps."""
     output = job.listener.output()
     try:
         event = ("chunk", first)
         while event[0] == "chunk":
             audio = await heard(output, event[1].chunk)
+            if words is not None:
+                await words.add(event[1].chunk.segment, audio)
             yield event[1], audio, output.sent
             event = await next_event(job, None)  # Starlette (or Gradio) cancels this body when the client goes
-        yield None, output.finish(), output.sent
+        tail = output.finish()
+        if words is not None:
+            await words.finish(tail)
+        yield None, tail, output.sent
     finally:
         job.discard()  # stops a live job within one patch; drops audio a finished one still holds
 
 
-async def pcm_stream(job: Job, first):
-    async with contextlib.aclosing(sent_audio(job, first)) as audio:
+async def pcm_stream(job: Job, first, words: WordTrack | None = None):
+    """Samples only; words asked for are in the job's status (GET /voxcpm/jobs/ID) as they come."""
+    async with contextlib.aclosing(sent_audio(job, first, words)) as audio:
         async for _, samples, _ in audio:
             yield to_pcm(samples)
+    if words is not None:
+        await words.rest()
 
 
-async def framed_stream(job: Job, first, status: dict):
+async def framed_stream(job: Job, first, status: dict, words: WordTrack | None = None):
     """Each patch as a metadata frame and an audio frame, then the final status (ui/http/frames.py).
     A frame's offset and length are those of the audio sent (the audio as its listener hears it; the
-    stretch's tail follows the last patch as an audio frame alone)."""
-    async with contextlib.aclosing(sent_audio(job, first)) as audio:
+    stretch's tail follows the last patch as an audio frame alone). Word timestamps, when asked
+    for: a segment's words frame between two patches once they are ready, the rest before the status."""
+    async with contextlib.aclosing(sent_audio(job, first, words)) as audio:
         async for delivery, samples, sent in audio:
+            ready = b"".join(frames.json_frame(frames.WORDS, w) for w in words.ready()) if words is not None else b""
             if delivery is None:
                 if len(samples):
-                    yield frames.frame(frames.AUDIO, to_pcm(samples))
+                    yield frames.frame(frames.AUDIO, to_pcm(samples)) + ready
+                elif ready:
+                    yield ready
                 continue
             meta = sent_meta(delivery, job, len(samples), sent)
-            yield frames.json_frame(frames.META, meta) + frames.frame(frames.AUDIO, to_pcm(samples))
+            yield ready + frames.json_frame(frames.META, meta) + frames.frame(frames.AUDIO, to_pcm(samples))
+    if words is not None:
+        for segment in words.ready() + await words.rest():
+            yield frames.json_frame(frames.WORDS, segment)
     yield frames.json_frame(frames.STATUS, frames.final_status(job, **status))
 
 
@@ -100,8 +118,9 @@ async def stream(request: Request):
     entered, state = time.perf_counter(), app_context(request)
     framed = wants_frames(request)
     asked = functools.partial(page_asked, fmt="frames" if framed else "pcm")
-    job, body, first = await submit(request, state, describe=asked)
+    job, body, first = await submit(request, state, describe=asked, parse=functools.partial(parse_page, state))
     rate = state.worker.sample_rate
+    words = word_track(state, job, rate) if body.timestamps == "word" else None
     headers = {
         "X-Sample-Rate": str(rate), "X-Channels": "1", "X-Sample-Format": "s16le",
         "X-Seed": str(job.seed), "X-Request-Id": job.id, "X-Mode": body.mode,
@@ -111,11 +130,24 @@ async def stream(request: Request):
         # Job-level facts for the final status frame; intake_s: from this handler's start to the job
         # in the worker's line (body read, checks, preparation), where a slow first audio may go.
         status = dict(seed=job.seed, intake_s=job.metrics.queued_at - entered, **state.build)
-        framed_body = observe_stream(state.metrics, job, framed_stream(job, first, status))
+        framed_body = observe_stream(state.metrics, job, framed_stream(job, first, status, words))
         return StreamingResponse(framed_body, media_type=frames.MEDIA_TYPE, headers=headers)
     # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
     media = f"audio/pcm;rate={rate};channels=1;format=s16le"
-    return StreamingResponse(observe_stream(state.metrics, job, pcm_stream(job, first)), media_type=media, headers=headers)
+    return StreamingResponse(observe_stream(state.metrics, job, pcm_stream(job, first, words)), media_type=media,
+                             headers=headers)
+
+
+def parse_page(state, data) -> StreamBody:
+    """The page's body; one that asks for word timestamps only where they can be made."""
+    body = parse_body(data)
+    if body.timestamps == "word":
+        aligner_ready(state)
+    return body
+
+
+def word_track(state, job: Job, rate: int) -> WordTrack:
+    return WordTrack(state.analysis, job, rate, state.settings.evaluation.words_wait_s)
 
 
 @stream_router.get("/jobs/{job_id}")

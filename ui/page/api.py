@@ -51,7 +51,7 @@ from ..http.clips import bytes_source, transcript_of, voice_source
 from ..http.common import admit, page_asked
 from ..http.frames import final_status
 from ..http.schema import MissingClip, StreamBody, blank, to_request
-from ..http.stream import sent_audio, sent_meta
+from ..http.stream import parse_page, sent_audio, sent_meta, word_track
 from ..library.uploads import read_uploaded_file
 from ..services.audio import to_pcm
 from ..services.metrics import observe_stream
@@ -129,15 +129,17 @@ def add_endpoints(ctx: AppContext):
 
 async def whole_take(ctx: AppContext, fields: dict) -> tuple[FileData, dict]:
     entered = time.perf_counter()
-    job, first = await _admitted(ctx, fields, "gradio-wav")
+    job, first, words = await _admitted(ctx, fields, "gradio-wav")
     path = Path(get_upload_folder()) / secrets.token_hex(16) / f"voxcpm-{job.id}.wav"
     path.parent.mkdir(parents=True)
     try:
         # In Gradio's cache, which serves it to the client and sweeps it with the page's other files.
         with sf.SoundFile(path, "w", ctx.worker.sample_rate, 1, "PCM_16", format="WAV") as wav:
-            async with contextlib.aclosing(observe_stream(ctx.metrics, job, sent_audio(job, first))) as audio:
+            async with contextlib.aclosing(observe_stream(ctx.metrics, job, sent_audio(job, first, words))) as audio:
                 async for _, samples, _ in audio:
                     wav.write(np.frombuffer(to_pcm(samples), "<i2"))  # the stream's rounding, sample for sample
+        if words is not None:  # the figures then hold every word (or say why some are missing)
+            await words.rest()
         if job.state == "failed":  # after its first audio: the framed stream's final status would say so
             raise gradio_error(500, f"the take failed after {job.metrics.patches} patches: {job.error}")
     except BaseException:  # failed, or the client left (its task cancelled): nobody will fetch the file
@@ -149,12 +151,16 @@ async def whole_take(ctx: AppContext, fields: dict) -> tuple[FileData, dict]:
 
 async def streamed_take(ctx: AppContext, fields: dict):
     entered = time.perf_counter()
-    job, first = await _admitted(ctx, fields, "gradio-stream")
+    job, first, words = await _admitted(ctx, fields, "gradio-stream")
     rate = ctx.worker.sample_rate
-    async with contextlib.aclosing(observe_stream(ctx.metrics, job, sent_audio(job, first))) as audio:
+    async with contextlib.aclosing(observe_stream(ctx.metrics, job, sent_audio(job, first, words))) as audio:
         async for delivery, samples, sent in audio:
             item = {"pcm": base64.b64encode(to_pcm(samples)).decode("ascii"), "sample_rate": rate}
-            if delivery is None:  # the end: the stretch's tail, and how the take went
+            if words is not None:  # each segment's words as the framed stream's W frames carry them
+                item["words"] = words.ready()
+            if delivery is None:  # the end: the stretch's tail, every word still to come, how the take went
+                if words is not None:
+                    item["words"] += await words.rest()
                 yield item | {"offset": sent - len(samples), "samples": len(samples),
                               "status": _figures(ctx, job, entered)}
             else:
@@ -162,7 +168,8 @@ async def streamed_take(ctx: AppContext, fields: dict):
 
 
 async def _admitted(ctx: AppContext, fields: dict, fmt: str):
-    """(job, its first Delivery): the call's values as the page's body, through the routes' intake."""
+    """(job, its first Delivery, its WordTrack when it asked for timestamps): the call's values as
+    the page's body, through the routes' intake."""
     reference = fields["reference"]
     body = {name: value for name, value in fields.items() if value is not None and name != "reference"}
     clips = ctx.clips
@@ -172,9 +179,11 @@ async def _admitted(ctx: AppContext, fields: dict, fmt: str):
     async def read():
         return body
     with gradio_errors():
-        job, _, first = await admit(ctx, read, build=lambda page: to_request(page, clips, ctx.voice_lookup),
-                                    describe=functools.partial(page_asked, fmt=fmt))
-    return job, first
+        job, body, first = await admit(ctx, read, parse=functools.partial(parse_page, ctx),
+                                       build=lambda page: to_request(page, clips, ctx.voice_lookup),
+                                       describe=functools.partial(page_asked, fmt=fmt))
+    words = word_track(ctx, job, ctx.worker.sample_rate) if body.timestamps == "word" else None
+    return job, first, words
 
 
 def _figures(ctx: AppContext, job, entered: float) -> dict:

@@ -116,18 +116,20 @@ class Encoder:
         return self.fmt in ("pcm", "wav") and not self.output.works
 
     def feed(self, audio: np.ndarray, pause: bool = False) -> bytes:
-        return self._encode(self.output.feed(audio, pause))
+        return self.encode(self.output.feed(audio, pause))
 
-    def _encode(self, audio: np.ndarray) -> bytes:
+    def encode(self, audio: np.ndarray) -> bytes:
+        """Audio the output has already made (heard), as bytes to send."""
         head, self._head = self._head, b""
         if self._sink is None:
             return head + to_pcm(audio)
         self._file.write(audio)
         return b"" if self.fmt == "flac" else self._sink.take()
 
-    def finish(self) -> bytes:
-        rest = self.output.finish()
-        out = self._encode(rest) if rest.size else b""
+    def finish(self, rest: np.ndarray | None = None) -> bytes:
+        """The last bytes: of `rest`, the output's last samples when the caller took them itself."""
+        rest = self.output.finish() if rest is None else rest
+        out = self.encode(rest) if rest.size else b""
         if self._sink is None:
             head, self._head = self._head, b""
             return out + head

@@ -1,0 +1,98 @@
+"""Word timestamps and subtitles, by URL:
+
+    GET  /voxcpm/jobs/{id}/words            {"words": [...]}: a request's words timed on its audio
+    GET  /voxcpm/jobs/{id}/subtitles.srt    the same as SubRip; .vtt as WebVTT
+    POST /voxcpm/align                      any take's words: a multipart form as /voxcpm/evaluate
+                                            takes it (file, text or segments, language);
+                                            ?format=srt or vtt gives the subtitle file instead
+
+A request's words are those it asked for (`timestamps: "word"`), made as it streamed; its offline
+render (/voxcpm/jobs/{id}/offline.wav) has the same timeline, so they time it too. A take from
+anywhere else (a recording, a take the workbench kept) is aligned here, in the analysis process
+(inference/analysis/words.py); the text is the one that was asked for, never a transcript.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import anyio
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from inference.analysis import scores
+from inference.analysis.evaluation import RATE, Take
+from inference.analysis.process import AnalysisStopped
+from inference.errors import InputError, QueueFullError
+
+from .common import Refusal, aligner_ready, busy, guarded
+from .evaluate import LANGUAGES, read_form, split_segments
+from .stream import find_job
+from ..context import app_context
+from ..library.uploads import decode_audio
+from ..services import subtitles
+
+words_router = APIRouter()
+FIELDS = ("file", "text", "segments", "language")
+
+
+@words_router.get("/jobs/{job_id}/words")
+@guarded
+async def job_words(request: Request, job_id: str):
+    return {"id": job_id, "words": asked_words(request, job_id)}
+
+
+@words_router.get("/jobs/{job_id}/subtitles.{fmt}")
+@guarded
+async def job_subtitles(request: Request, job_id: str, fmt: str):
+    fmt = subtitle_format(fmt)
+    return subtitle_file(asked_words(request, job_id), fmt, job_id)
+
+
+@words_router.post("/align")
+@guarded
+async def align(request: Request):
+    state = app_context(request)
+    fmt = request.query_params.get("format", "json")
+    if fmt != "json":
+        fmt = subtitle_format(fmt)
+    aligner_ready(state)  # before the upload is read: off, or its model failed a moment ago
+    began = time.monotonic()
+    form = await read_form(request, FIELDS)
+    limits = state.settings.evaluation
+    audio = (await anyio.to_thread.run_sync(decode_audio, form["file"], limits.max_take_seconds, RATE))[1]
+    parts = split_segments(form, len(audio) / RATE, limits.max_segments, state.limits.max_text_chars)
+    language = form.get("language", "auto")
+    if language not in LANGUAGES:
+        raise InputError(f"language must be one of {', '.join(LANGUAGES)}, not {language[:20]!r}")
+    chinese = scores.is_chinese(" ".join(text for text, _, _ in parts), language)
+    try:
+        submitted = await anyio.to_thread.run_sync(state.analysis.align, Take(audio, parts, None, chinese))
+        words = await asyncio.wrap_future(submitted)
+    except (QueueFullError, AnalysisStopped) as exc:
+        raise busy(request, f"the take was not aligned: {exc}") from None
+    if fmt != "json":
+        return subtitle_file(words, fmt, "take")
+    return {"words": words, "seconds": round(len(audio) / RATE, 3), "elapsed_s": round(time.monotonic() - began, 3)}
+
+
+def asked_words(request: Request, job_id: str) -> list[dict]:
+    job = find_job(request, job_id)
+    words = job.words
+    if words is None:
+        raise Refusal(404, "this request did not ask for word timestamps: send timestamps \"word\" with it, or "
+                           "post its audio and text to POST /voxcpm/align")
+    return words
+
+
+def subtitle_format(fmt: str) -> str:
+    if fmt not in subtitles.FORMATS:
+        raise InputError(f"subtitles come as {' or '.join(subtitles.FORMATS)}, not {fmt[:20]!r}")
+    return fmt
+
+
+def subtitle_file(words: list[dict], fmt: str, name: str) -> Response:
+    """The words as a subtitle file a browser saves (UTF-8, named after the request)."""
+    return Response(subtitles.write(words, fmt), media_type=f"{subtitles.FORMATS[fmt]}; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{name}.{fmt}"',
+                             "Cache-Control": "no-store"})
