@@ -94,7 +94,10 @@ export class Evaluation {
       body.note = note;
       await this.wb.save(take, { evaluation: body });
       this.wb.render();
-      if (this.take === take) this.draw(body);
+      if (this.take === take) {
+        this.draw(body);
+        this.wb.words.show(take); // its misread words marked on the words track too
+      }
       this.say(`Scored in ${body.elapsed_s.toFixed(1)} s.${note}`);
     } finally {
       this.el('eval-run').disabled = false;
