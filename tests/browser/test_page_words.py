@@ -178,6 +178,28 @@ def test_a_segment_the_server_could_not_align_is_a_note_and_the_audio_plays_on(p
     assert "segment 2" in page.locator(f"{WB} [data-wb=words-status]").inner_text()
 
 
+def without_words(route):
+    """GET /voxcpm/spec of a server that sends no words (an older one, or one not merged yet)."""
+    response = route.fetch()
+    spec = response.json()
+    spec["frames"]["kinds"] = {k: v for k, v in spec["frames"]["kinds"].items() if v != "words"}
+    route.fulfill(response=response, json=spec)
+
+
+def test_a_server_that_sends_no_words_is_not_asked_for_them_and_the_panel_says_so(page):
+    other = page.context.new_page()
+    try:
+        other.route("**/voxcpm/spec", without_words)
+        other.goto(page.url)
+        ready(other)
+        t, stream = spoken(other, "No words from this server.", one_segment(["No"]))
+        assert "timestamps" not in stream.asked[-1]  # it would refuse the field
+        assert other.locator("#vox-panel [data-field=words_note]").inner_text() == "No words: this server sends no word timestamps."
+        assert t["outcome"] == "finished" and t["words"] is None
+    finally:
+        other.close()
+
+
 LABELS = """() => [...document.querySelectorAll('#vox-workbench [data-wb=words] button')].map((b) => {
     const box = b.getBoundingClientRect(), label = b.firstElementChild.getBoundingClientRect();
     return { fit: b.dataset.fit === 'true', title: b.title, eval: b.dataset.eval || null, start: Number(b.dataset.start),
