@@ -80,7 +80,8 @@ class LiveText {
     const run = new Run();
     run.sampleRate = modes.sample_rate;
     run.seed = String(seed);
-    run.body = { ...requestBody({ ...form, voice: pickedVoice(form.mode) }, modes, run.id), text: '', seed, live: true };
+    // Live text's socket sends no words (issue 47 covers the stream route): the box is not asked of it.
+    run.body = { ...requestBody({ ...form, voice: pickedVoice(form.mode), word_timestamps: false }, modes, run.id), text: '', seed, live: true };
     run.onStop = () => this.interrupt(run);
     if (!(await this.player.adopt(run))) return null;
     Object.assign(this, { run, typed: '', sent: '', sends: [], starts: [], mode });

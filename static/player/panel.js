@@ -2,6 +2,8 @@
 // The markup (with what each figure includes) is in ui/page/panel.py; this file only fills it in,
 // finding it by its id each time (it is drawn when Gradio draws the page).
 
+import { WordsLine } from './words.js';
+
 // "1 underrun", "2 underruns": every count the page shows agrees with its number.
 export const counted = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
@@ -32,6 +34,7 @@ const secs = (samples, rate) => `${(samples / rate).toFixed(2)} s`;
 export class Panel {
   constructor(id) {
     this.id = id;
+    this.words = new WordsLine(this);
   }
 
   field(name) {
@@ -55,6 +58,7 @@ export class Panel {
       'buffer', 'underruns', 'seed', 'retries', 'segment_label', 'now_speaking', 'spoken_text']) this.set(name, dash);
     this.pace('server', null);
     this.pace('client', null);
+    this.words.clear();
     this.hideResult();
   }
 
@@ -77,6 +81,7 @@ export class Panel {
     this.set('underruns', run.underruns ? `${run.underruns} (${Math.round(run.gapMs())} ms of ${run.underruns === 1 ? 'gap' : 'gaps'})` : '0');
     this.set('seed', run.seed ?? dash);
     this.spoken(run.final || run.server || {}, run);
+    this.words.update(run);
     this.pace('server', run.serverRtf());
     this.pace('client', run.clientRtf());
   }

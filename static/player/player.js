@@ -128,6 +128,8 @@ export class Player {
       run.clip = clipName(form, modes);
       run.clipUrl = clipUrl(form, modes);
       run.sampleRate = modes.sample_rate;
+      run.words = run.body.timestamps === 'word' ? [] : null;
+      if (form.word_timestamps && !run.words) run.wordErrors.push({ segment: null, error: 'this server sends no word timestamps' });
     } catch (err) {
       this.fail(run, `The page could not read the server's settings: ${err.message || err}`);
       return false;

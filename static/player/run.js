@@ -17,6 +17,8 @@ export class Run {
     this.boundaries = []; // per patch: {index, offset, samples, server_ms, client_ms} from its metadata frame
     this.underrunTimes = []; // {at: samples played when the player ran dry, gapMs}
     this.final = null; // the status frame: outcome and server figures
+    this.words = null; // asked for (body.timestamps): each segment's words as its "words" frame gave them
+    this.wordErrors = []; // {segment, error}: segments the server could not align (the audio plays on)
     this.played = 0;
     this.buffered = 0;
     this.underruns = 0;
@@ -51,10 +53,22 @@ export class Run {
   take(frame, now) {
     if (frame.kind === 'meta') this.boundaries.push({ ...frame.data, client_ms: now - this.t0 });
     if (frame.kind === 'status') this.final = frame.data;
+    if (frame.kind === 'words') this.heardWords(frame.data);
     if (frame.kind !== 'audio' || !frame.pcm.length) return null;
     this.chunks.push(frame.pcm);
     this.samples += frame.pcm.length;
     return frame.pcm;
+  }
+
+  // A segment's words, sent once that segment's audio is aligned: times are seconds of the audio
+  // sent, so they go on the same clock as the samples played. Kept in time order whatever order the
+  // segments' frames come in.
+  heardWords(data) {
+    if (!this.words) return; // not asked for: nothing to show them in
+    if (data.error) this.wordErrors.push({ segment: data.segment, error: String(data.error) });
+    const words = (Array.isArray(data.words) ? data.words : []).filter((w) => w && Number.isFinite(w.start_s) && Number.isFinite(w.end_s));
+    this.words.push(...words);
+    this.words.sort((a, b) => a.start_s - b.start_s);
   }
 
   // What the worklet reported (static/player/pcm-worklet.js), at the context's rate.

@@ -50,7 +50,14 @@ export function requestBody(form, spec, id) {
   if (mode.clip) body.reference_id = text(form[`${form.mode}_ref`]);
   if (mode.transcript) body.prompt_text = text(form[`${form.mode}_transcript`]);
   if (mode.clip && form.voice) Object.assign(body, { voice: form.voice, reference_id: null }); // a saved voice instead of the clip
+  if (form.word_timestamps && sendsWords(spec)) body.timestamps = 'word';
   return body;
+}
+
+// Whether this server's framed stream carries the words of each segment (issue 47): its spec names
+// a "words" frame kind. A server without one refuses the `timestamps` field, so it is not sent there.
+export function sendsWords(spec) {
+  return Object.values(spec.frames?.kinds || {}).includes('words');
 }
 
 // A cloning mode's request with no clip, said in the page's own terms (its upload, recording and

@@ -26,6 +26,26 @@ export function rowScores(take) {
     .filter(Boolean).map((x) => ` · ${x}`).join('');
 }
 
+// The take's audio, its text as spoken (by segment for a long text) and, asked for, its clip: the
+// form POST /voxcpm/evaluate reads, and POST /voxcpm/align (word timestamps, subtitles) the same.
+export function takeForm(take, withClip) {
+  const s = take.settings;
+  const form = new FormData();
+  form.append('file', wavBlob([new Int16Array(take.pcm)], take.sampleRate), 'take.wav');
+  const seg = take.segments;
+  if (seg && seg.texts.length > 1 && seg.ends.length === seg.texts.length) {
+    form.append('segments', JSON.stringify(seg.texts.map((text, i) => ({ text,
+      end_s: i === seg.texts.length - 1 ? null : seg.ends[i] / take.sampleRate }))));
+  } else {
+    form.append('text', s.text_as_spoken || s.text);
+  }
+  if (withClip && s.mode !== 'design') {
+    if (s.voice) form.append('voice', s.voice);
+    else if (s.reference_id) form.append('reference_id', s.reference_id);
+  }
+  return form;
+}
+
 export class Evaluation {
   constructor(wb) {
     this.wb = wb;
@@ -60,13 +80,13 @@ export class Evaluation {
     this.el('eval-run').disabled = true;
     this.say('Scoring: the server transcribes the take (and embeds its voice) between two patches of any live stream…');
     try {
-      let response = await fetch(route('evaluate'), { method: 'POST', body: this.form(take, true) });
+      let response = await fetch(route('evaluate'), { method: 'POST', body: takeForm(take, true) });
       let note = '';
       if (response.status === 400 && take.settings.reference_id && !take.settings.voice) {
         const why = (await response.clone().json()).error || '';
         if (/expired|never uploaded/.test(why)) { // the clip is kept 30 minutes: the words can still be scored
           note = ' The take\'s clip is no longer on the server (upload it again to score the similarity).';
-          response = await fetch(route('evaluate'), { method: 'POST', body: this.form(take, false) });
+          response = await fetch(route('evaluate'), { method: 'POST', body: takeForm(take, false) });
         }
       }
       const body = await response.json();
@@ -74,30 +94,14 @@ export class Evaluation {
       body.note = note;
       await this.wb.save(take, { evaluation: body });
       this.wb.render();
-      if (this.take === take) this.draw(body);
+      if (this.take === take) {
+        this.draw(body);
+        this.wb.words.show(take); // its misread words marked on the words track too
+      }
       this.say(`Scored in ${body.elapsed_s.toFixed(1)} s.${note}`);
     } finally {
       this.el('eval-run').disabled = false;
     }
-  }
-
-  // The take's audio, its text as spoken (by segment for a long text) and its clip, for the route.
-  form(take, withClip) {
-    const s = take.settings;
-    const form = new FormData();
-    form.append('file', wavBlob([new Int16Array(take.pcm)], take.sampleRate), 'take.wav');
-    const seg = take.segments;
-    if (seg && seg.texts.length > 1 && seg.ends.length === seg.texts.length) {
-      form.append('segments', JSON.stringify(seg.texts.map((text, i) => ({ text,
-        end_s: i === seg.texts.length - 1 ? null : seg.ends[i] / take.sampleRate }))));
-    } else {
-      form.append('text', s.text_as_spoken || s.text);
-    }
-    if (withClip && s.mode !== 'design') {
-      if (s.voice) form.append('voice', s.voice);
-      else if (s.reference_id) form.append('reference_id', s.reference_id);
-    }
-    return form;
   }
 
   draw(result) {

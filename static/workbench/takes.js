@@ -149,6 +149,7 @@ export function takeOf(run, n, server, settings) {
     id: run.id, n, created: new Date().toISOString(), sampleRate: run.sampleRate, pcm: pcm.buffer, body: run.body,
     outcome: run.state, status: run.error || '', notes: '', abx: [], boundaries: run.boundaries, scores,
     settings: settingsOf(run, server || {}, settings), figures: figuresOf(run, scores, server || {}), segments: segmentsOf(server),
+    words: run.words ? { source: 'stream', list: run.words, errors: run.wordErrors } : null,
   };
 }
 

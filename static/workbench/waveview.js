@@ -241,11 +241,11 @@ export class WaveView {
     this.showReadout();
   }
 
-  // The timeline and spectrogram drawn as wide as the waveform and shifted by its scroll in boxes
-  // that clip them; the spectrogram's frequency labels stay at the left edge.
+  // The timeline, spectrogram and words track drawn as wide as the waveform and shifted by its
+  // scroll in boxes that clip them; the spectrogram's frequency labels stay at the left edge.
   follow(left) {
     const width = this.a.getWrapper().scrollWidth;
-    for (const name of ['timeline', 'spectrogram']) {
+    for (const name of ['timeline', 'spectrogram', 'words']) {
       const box = this.el(name);
       box.style.overflow = 'hidden';
       for (const child of box.children) {

@@ -1,6 +1,7 @@
 // The listening-QA workbench: every take kept (IndexedDB, static/workbench/takes.js) with its
 // samples, settings and figures; one take at a time on screen (static/workbench/waveview.js) with its
-// boundary scores, A/B against another take or its offline render, blind ABX, notes and exports.
+// boundary scores, A/B against another take or its offline render, blind ABX, its scores, its
+// words and subtitles, notes and exports.
 
 import { FLAG_THRESHOLD } from './analysis.js';
 import { BoundaryList } from './boundarylist.js';
@@ -11,6 +12,7 @@ import { Markers, RegionFields } from './markers.js';
 import { wireKeys } from './keys.js';
 import { measure } from './measures.js';
 import { Evaluation } from './evaluate.js';
+import { Words } from './words.js';
 import { keepClip, putClipBack } from './clip.js';
 import { Segments } from './segments.js';
 import { ViewMemory } from './memory.js';
@@ -64,6 +66,7 @@ export class Workbench {
     this.fields = new TakeFields(this);
     this.boundaryList = new BoundaryList(this);
     this.evaluation = new Evaluation(this);
+    this.words = new Words(this);
     this.memory = new ViewMemory(this);
     this.landmarks = new Landmarks(this);
     this.view.onNoB.push(() => this.say('Pick B first (its offline render, another take or a recording): there is no B to switch to.'));
@@ -289,6 +292,7 @@ export class Workbench {
     this.markers.show();
     this.fields.show(t);
     this.evaluation.show(t);
+    this.words.show(t);
     this.el('notes').value = t.notes || '';
     this.showBoundaries(t);
     this.boundaryList.show(t);

@@ -33,7 +33,7 @@ DEFAULT = {"mode": "design", "text": "Hello world, this is a test.", "design_con
            "cloning_control": "", "ultimate_ref": "", "ultimate_transcript": "", "cfg_value": 2.0,
            "inference_timesteps": 4, "seed": 1, "random_seed": False, "max_len": 3,
            "cloning_audio": None, "ultimate_audio": None,  # the clip components (Gradio's values of them)
-           "normalize": False, "trim_silence": False, "speed": 1.0}
+           "normalize": False, "trim_silence": False, "speed": 1.0, "word_timestamps": False}
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ log = logging.getLogger("voxcpm.ui")
 # static/player/server.js finds what the spec says the mode reads.
 FIELDS = ["mode", "text", "design_control", "cloning_ref", "cloning_control", "ultimate_ref", "ultimate_transcript",
           "cfg_value", "inference_timesteps", "seed", "random_seed", "max_len", "cloning_audio", "ultimate_audio",
-          "normalize", "trim_silence", "speed"]
+          "normalize", "trim_silence", "speed", "word_timestamps"]
 FILLED = [name for name in FIELDS if not name.endswith("_audio")]  # what Re-use settings may set back
 TRANSCRIPT_NOTE = ('<div id="vox-ultimate-transcript-note" class="vox-transcript-note" data-state="" role="status" '
                    'aria-live="polite"></div>')
@@ -82,6 +82,7 @@ def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, n
                 with gr.Row(elem_id="vox-actions"):  # beside the panel: the buttons and what they do stay in view
                     generate = gr.Button("Generate", variant="primary", elem_id="vox-generate")
                     stop = gr.Button("Stop", variant="stop", elem_id="vox-stop")
+                form["word_timestamps"] = _word_timestamps()
                 gr.HTML(panel_html(sample_rate, prebuffer_ms), js_on_load=None, elem_id="vox-panel-box")
         gr.HTML(workbench_html(), js_on_load=None, elem_id="vox-workbench-box")
         gr.HTML(http_routes_html(), js_on_load=None, elem_id="vox-http-box")
@@ -221,6 +222,15 @@ def register_clip(clips: UploadStore, path: str | None, upload_root: str | None 
     minutes = clips.ttl_s / 60
     return clip_id, (f"Reference ready: {clip.seconds:.1f} s, from {clip.source_rate} Hz × {clip.source_channels} "
                      f"channel(s) (kept {minutes:.0f} min).")
+
+
+def _word_timestamps() -> gr.Checkbox:
+    """Beside the player, whose panel shows the words: asks the stream for each segment's words
+    (`"timestamps": "word"`, static/player/server.js), which the server aligns as it goes. Off by
+    default: the alignment is work for the server's recognizer that most takes need not cost."""
+    return gr.Checkbox(False, label="Show words as they play (word timestamps)", elem_id="vox-word-timestamps",
+                       info="The server aligns each segment's audio to its text; the words follow the player "
+                            "and stay with the take in the workbench")
 
 
 def _advanced() -> dict:

@@ -68,6 +68,12 @@ def panel_html(sample_rate: int, prebuffer_ms: float) -> str:
     <div class="vox-now" data-field="now_speaking"></div>
     <details><summary>Text as spoken</summary><div data-field="spoken_text"></div></details>
   </div>
+  <div class="vox-words" data-field="words" hidden>
+    <div class="vox-name">Words as they play</div>
+    <div class="vox-words-text" data-field="words_text"
+         aria-label="The take's words, each segment's once the server has aligned it; the word being spoken is highlighted"></div>
+    <div class="vox-words-note" data-field="words_note" role="status"></div>
+  </div>
   <div class="vox-result" data-field="result" hidden>
     <div class="vox-result-title">Replay or download (does not play by itself)</div>
     <audio controls preload="metadata" aria-label="Replay of the last take"></audio>

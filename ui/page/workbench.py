@@ -123,13 +123,21 @@ def _about_and_controls() -> str:
 
 
 def _waveform_a() -> str:
-    """A's waveform (focusable), timeline, spectrogram, segments, the selection in ms and the markers."""
+    """A's waveform (focusable), its words track, timeline, spectrogram, words and subtitles (static/workbench/words.js),
+    segments, the selection in ms and the markers."""
     return """
     <div class="vox-wb-label">A: this take</div>
     <div data-wb="wave-a" tabindex="0" role="slider" aria-label="Waveform of take A: arrow keys seek, Shift+arrows select"
       aria-valuemin="0" aria-valuenow="0" aria-valuetext="0.0 ms"></div>
+    <div class="vox-wb-words" data-wb="words" role="group" hidden
+      aria-label="The take's words at their times (misread ones marked): a click plays from there, arrow keys move"></div>
     <div data-wb="timeline"></div>
     <div data-wb="spectrogram" aria-label="Spectrogram of take A"></div>
+    <div class="vox-wb-words-bar" role="group" aria-label="The take's word timestamps and subtitles">
+      <button type="button" class="vox-wb-button" data-wb="words-run">Words (align the text to the audio)</button>
+      <button type="button" class="vox-wb-button" data-wb="words-srt">Download SRT</button>
+      <button type="button" class="vox-wb-button" data-wb="words-vtt">Download WebVTT</button>
+      <span data-wb="words-status" role="status" aria-live="polite"></span></div>
     <ol class="vox-wb-segments" data-wb="segments" aria-label="Segments of the text, as spoken" hidden></ol>
     <div class="vox-wb-region" role="group" aria-label="Selection in milliseconds">
       <label>Selection from <input type="number" data-wb="region-from" min="0" step="0.1"> ms</label>
