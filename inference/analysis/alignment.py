@@ -157,11 +157,13 @@ def alignment_matrix(weights: torch.Tensor) -> np.ndarray:
 
 @contextlib.contextmanager
 def attention_weights_returned(model):
-    """The decoder's attention as weights, for the call inside only. transformers' sdpa returns no
-    weights (transformers 5.24: none come back, only a warning); eager does, but switching the model for good would slow the
-    encoder of every later recognition. So eager for the forced decoder pass alone, then back. Safe
-    here: the analysis process runs one batch at a time on one thread. (transformers before 4.48
-    had no set_attn_implementation; its sdpa classes fell back to eager by themselves.)"""
+    """The decoder's attention as weights, for the call inside only. transformers' sdpa returns none
+    (5.24: nothing comes back, only a warning); eager does, but switching the model for good would
+    slow the encoder of every later recognition. So eager for the forced decoder pass alone, then
+    back. Safe here: the analysis process runs one batch at a time on one thread. (Recognizer.hear's
+    generate(return_token_timestamps=True) does switch the model to eager for good: transformers'
+    own doing. A transformers without set_attn_implementation had Whisper's sdpa attention fall
+    back to eager by itself when asked for weights.)"""
     before = model.config._attn_implementation
     if before in (None, "eager") or not hasattr(model, "set_attn_implementation"):
         yield
