@@ -69,3 +69,4 @@ def test_errors_are_measured_per_boundary():
     assert bench.summary(errors["start"] + errors["end"])["within_40ms"] == 0.75
     with pytest.raises(ValueError, match="dropped"):
         bench.boundary_errors(truth, [("a", 0.1, 0.3)])
+    assert bench.end_floor(truth) == pytest.approx([0.2, 0.0]), "ending at the next start: late by the gap"
