@@ -1,0 +1,235 @@
+"""Word timestamps of a KNOWN text (issue #47): where each word of the text that was asked for (each
+character, in Chinese) starts and ends in the audio made from it.
+
+Whisper is forced to the text rather than asked what it hears: one teacher-forced decoder pass over
+`<|startoftranscript|><|lang|><|transcribe|><|notimestamps|> text <|endoftext|>` reads the
+cross-attention of the heads that the checkpoint's generation config names as following the audio
+(`alignment_heads`). Their weights, each clip's tokens by its audio frames (20 ms each), are
+standardised over the tokens, median-filtered along time and averaged over the heads; dynamic time
+warping then finds the monotone path from the first token to the last through the frames that
+attend most, and each token starts where the path first reaches it. This is how openai-whisper's
+`timing.find_alignment` and stable-ts time words; written here for a text that is known, batched.
+
+The DTW and the median filter are transformers' own (`_dynamic_time_warping`, `_median_filter` in
+`transformers.models.whisper.generation_whisper`, there since before 4.40, the oldest release
+requirements.txt allows): the ones its `generate(return_token_timestamps=True)` uses, so both ways
+of timing words in this package run the same steps. The DTW is a Python loop over tokens x frames
+(about 40 ms for 150 tokens by 10 s on one CPU core): on a GPU it is most of the time taken.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+import unicodedata
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import InputError
+from ..text.pauses import Pause, split_pauses
+from .loading import ModelUnavailable
+from .recognition import check_length, has_alignment_heads
+
+FRAME_S = 0.02  # one encoder frame: two 10 ms mel frames
+MEDIAN_WIDTH = 7  # the median filter's width along time, in frames (openai-whisper's and transformers' default)
+MIN_UNIT_S = 0.001  # the shortest a unit may last: its times are rounded to ms, and end must stay > start
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef]")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A unit of the text as written, and whether a space came before it (it is tokenized so)."""
+    text: str
+    spaced: bool
+
+
+def units(text: str, chinese: bool) -> list[str]:
+    """The text's units, as the contract of issue #47 names them: whitespace-separated words with
+    their punctuation as written; in Chinese one unit per CJK character (CJK punctuation dropped),
+    a Latin word or number inside it whole. Pause tags are not words."""
+    return [unit.text for unit in spoken_units(text, chinese)]
+
+
+def spoken_units(text: str, chinese: bool) -> list[Unit]:
+    # The project's own parser cuts the tags out (and refuses a malformed one, as synthesis did).
+    pieces = [piece for piece in split_pauses(text) if not isinstance(piece, Pause)]
+    found: list[Unit] = []
+    for word in " ".join(pieces).split():
+        found += _characters(word) if chinese else [Unit(word, True)]
+    return [Unit(u.text, u.spaced and i > 0) for i, u in enumerate(found)]
+
+
+def _characters(word: str) -> list[Unit]:
+    """A whitespace word of Chinese text: each CJK character alone; runs of anything else together
+    (a Latin word, a number) when they hold a letter or digit, else dropped as punctuation."""
+    out: list[Unit] = []
+    run = ""
+
+    def close_run():
+        if any(ch.isalnum() for ch in run):
+            out.append(Unit(run, not out))  # only a word's first unit comes after a space
+    for ch in word:
+        if CJK.match(ch) or _is_wide_punctuation(ch):
+            close_run()
+            run = ""
+            if CJK.match(ch):
+                out.append(Unit(ch, not out))
+        else:
+            run += ch
+    close_run()
+    return out
+
+
+def _is_wide_punctuation(ch: str) -> bool:
+    """CJK punctuation: full-width punctuation or symbols (，。！？「」、…)."""
+    return unicodedata.category(ch)[0] in "PS" and unicodedata.east_asian_width(ch) in "WF"
+
+
+def token_ranges(tokenizer, spoken: list[Unit]) -> tuple[list[int], list[int]]:
+    """The text's tokens, unit by unit (so each unit owns a range of them), and each unit's count."""
+    ids, counts = [], []
+    for unit in spoken:
+        mine = tokenizer.encode((" " if unit.spaced else "") + unit.text, add_special_tokens=False)
+        ids += mine
+        counts.append(len(mine))
+    return ids, counts
+
+
+def prompt(model, tokenizer, chinese: bool) -> list[int]:
+    """<|startoftranscript|><|en or zh|><|transcribe|><|notimestamps|>; an English-only checkpoint
+    (is_multilingual false, as openai/whisper-*.en) knows no language or task: its prompt has neither."""
+    config = model.generation_config
+    sot = config.decoder_start_token_id
+    if not getattr(config, "is_multilingual", True):
+        return [sot, config.no_timestamps_token_id]
+    language = "<|zh|>" if chinese else "<|en|>"
+    ids = [tokenizer.convert_tokens_to_ids(token) for token in (language, "<|transcribe|>")]
+    if any(i is None or i == tokenizer.unk_token_id for i in ids):
+        raise ModelUnavailable(f"the speech recognition model has no {language} or <|transcribe|> token, "
+                               "so it cannot be forced to a text in that language")
+    return [sot, *ids, config.no_timestamps_token_id]
+
+
+def unit_times(matrix: np.ndarray, counts: list[int], seconds: float) -> list[tuple[float, float]]:
+    """Each unit's (start s, end s) from the alignment matrix: one row per text token then one for
+    <|endoftext|> (higher: that token attends more to that frame), one column per 20 ms frame.
+    A token starts where the DTW path first reaches it; a unit at its first token, and ends where
+    the next unit starts (the last one where <|endoftext|> does)."""
+    if not counts:
+        return []
+    from transformers.models.whisper.generation_whisper import _dynamic_time_warping
+
+    rows, cols = _dynamic_time_warping(-matrix.astype(np.float64))
+    # The path steps down one token at a time; where its row changes, that token's first frame.
+    first = np.concatenate([[True], np.diff(rows) > 0])
+    token_starts = cols[first] * FRAME_S  # one per row: the text's tokens, then <|endoftext|>
+    edges = np.concatenate([[0], np.cumsum(counts)])  # row of each unit's first token; the last: <|endoftext|>
+    return spaced_out(token_starts[edges], seconds)
+
+
+def spaced_out(bounds: np.ndarray, seconds: float) -> list[tuple[float, float]]:
+    """Boundaries b0..bn (unit i from b_i to b_i+1) made monotone, kept within the clip, and each
+    unit at least MIN_UNIT_S long (less when the clip is too short to give every unit that much)."""
+    n = len(bounds) - 1
+    step = min(MIN_UNIT_S, seconds / max(n, 1))
+    b = np.clip(np.maximum.accumulate(np.asarray(bounds, dtype=np.float64)), 0.0, seconds)
+    for i in range(1, n + 1):  # forwards: each boundary at least a step after the one before...
+        b[i] = max(b[i], b[i - 1] + step)
+    b[n] = min(b[n], seconds)
+    for i in range(n - 1, -1, -1):  # ...and backwards, so that none passes the clip's end
+        b[i] = min(b[i], b[i + 1] - step)
+    return [(float(b[i]), float(b[i + 1])) for i in range(n)]
+
+
+def alignment_matrix(weights: torch.Tensor) -> np.ndarray:
+    """[heads, tokens, frames] cross-attention of one clip (its own tokens and frames only) -> the
+    [tokens, frames] matrix DTW reads: standardised over the tokens (each frame then says which
+    token it belongs to most), median-filtered along time, averaged over the heads."""
+    from transformers.models.whisper.generation_whisper import _median_filter
+
+    weights = weights.float()
+    std, mean = torch.std_mean(weights, dim=-2, keepdim=True, unbiased=False)
+    weights = (weights - mean) / std.clamp_min(1e-12)  # a frame every token attends alike: 0, not NaN
+    matrix = _median_filter(weights, MEDIAN_WIDTH).mean(dim=0)
+    return matrix.cpu().numpy()  # deliberate device->host copy: the DTW is numpy
+
+
+@contextlib.contextmanager
+def attention_weights_returned(model):
+    """The decoder's attention as weights, for the call inside only. transformers' sdpa returns none
+    (5.24: nothing comes back, only a warning); eager does, but switching the model for good would
+    slow the encoder of every later recognition. So eager for the forced decoder pass alone, then
+    back. Safe here: the analysis process runs one batch at a time on one thread. (Recognizer.hear's
+    generate(return_token_timestamps=True) does switch the model to eager for good: transformers'
+    own doing. A transformers without set_attn_implementation had Whisper's sdpa attention fall
+    back to eager by itself when asked for weights.)"""
+    before = model.config._attn_implementation
+    if before in (None, "eager") or not hasattr(model, "set_attn_implementation"):
+        yield
+        return
+    model.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(before)
+
+
+@torch.inference_mode()
+def align(recognizer, clips: list[np.ndarray], texts: list[str],
+          chinese: list[bool]) -> list[list[tuple[str, float, float]]]:
+    """Each clip's units (of its text) with their (start s, end s) in the clip, in order, every unit
+    present. Clips: float32 mono at recognizer.rate, each at most recognition.MAX_SECONDS. One
+    encoder pass and one forced decoder pass for the whole batch."""
+    pipe = recognizer.pipe
+    if not has_alignment_heads(pipe):
+        raise ModelUnavailable("the speech recognition model cannot time words: its generation config names no "
+                               "alignment_heads (the cross-attention heads that follow the audio). Every "
+                               "openai/whisper-* checkpoint names them: give one with --asr-model")
+    for clip in clips:
+        check_length(len(clip) / recognizer.rate)
+    spoken = [spoken_units(text, zh) for text, zh in zip(texts, chinese)]
+    if any(found and len(clip) == 0 for clip, found in zip(clips, spoken)):
+        raise InputError("a text cannot be aligned with no audio: the clip is empty", "file")
+    todo = [i for i, found in enumerate(spoken) if found]  # an empty text has nothing to time
+    out: list[list[tuple[str, float, float]]] = [[] for _ in clips]
+    if todo:
+        timed = _forced(recognizer, [clips[i] for i in todo], [spoken[i] for i in todo], [chinese[i] for i in todo])
+        for i, times in zip(todo, timed):
+            out[i] = [(unit.text, round(start, 3), round(end, 3)) for unit, (start, end) in zip(spoken[i], times)]
+    return out
+
+
+def _forced(recognizer, clips, spoken, chinese) -> list[list[tuple[float, float]]]:
+    pipe = recognizer.pipe
+    model, tokenizer = pipe.model, pipe.tokenizer
+    eot = model.generation_config.eos_token_id
+    eot = eot[0] if isinstance(eot, list) else eot
+    sequences, starts, counts = [], [], []
+    for units_, zh in zip(spoken, chinese):
+        head = prompt(model, tokenizer, zh)
+        ids, mine = token_ranges(tokenizer, units_)
+        sequences.append(head + ids + [eot])
+        starts.append(len(head) - 1)  # the row of <|notimestamps|>: it predicts the first text token
+        counts.append(mine)
+    longest = max(map(len, sequences))
+    if longest > model.config.max_target_positions:
+        raise InputError(f"the text is too long to align in one clip: {longest} tokens, the speech recognition "
+                         f"model reads at most {model.config.max_target_positions}", "text")
+    # Trailing padding: the decoder is causal, so it changes nothing at the positions before it.
+    tokens = torch.tensor([s + [eot] * (longest - len(s)) for s in sequences], device=model.device)
+    features = pipe.feature_extractor(clips, sampling_rate=recognizer.rate, return_tensors="pt")
+    encoded = model.get_encoder()(features.input_features.to(model.device, model.dtype)).last_hidden_state
+    with attention_weights_returned(model):
+        decoded = model.get_decoder()(input_ids=tokens, encoder_hidden_states=encoded, output_attentions=True,
+                                      use_cache=False)
+    heads = model.generation_config.alignment_heads
+    # [batch, heads named, tokens, frames]: only the named heads stay on the device.
+    weights = torch.stack([decoded.cross_attentions[layer][:, head] for layer, head in heads], dim=1)
+    out = []
+    for b, clip in enumerate(clips):
+        frames = max(1, min(weights.shape[-1], -(-len(clip) // (2 * pipe.feature_extractor.hop_length))))
+        rows = slice(starts[b], starts[b] + sum(counts[b]) + 1)  # the text's tokens, then <|endoftext|>
+        matrix = alignment_matrix(weights[b, :, rows, :frames])
+        out.append(unit_times(matrix, counts[b], len(clip) / recognizer.rate))
+    return out
