@@ -142,10 +142,12 @@ def summary(errors: list[float]) -> dict:
 
 
 def end_floor(truth: Truth) -> list[float]:
-    """The end errors of an aligner whose starts were all exact: the contract ends a unit where the
-    next one starts, so a word followed by silence ends that silence late, whatever the model."""
-    starts = [start for _, start, _ in truth.words[1:]]
-    return [abs(nxt - end) for (_, _, end), nxt in zip(truth.words, starts)] + [0.0]
+    """The end errors of an aligner whose path were exact: each unit from its true start to the next
+    one's (the path gives every frame to some token), then fitted to the sound inside it as the
+    aligner fits its own (alignment.fitted_to_sound). What the fit alone leaves at the ends."""
+    bounds = [start for _, start, _ in truth.words] + [len(truth.audio) / RATE]
+    spans = alignment.fitted_to_sound(truth.audio, RATE, list(zip(bounds[:-1], bounds[1:])))
+    return [abs(got - end) for (_, got), (_, _, end) in zip(spans, truth.words)]
 
 
 def accuracy(recognizer, seed: int) -> dict:
@@ -225,8 +227,8 @@ def report(result: dict) -> str:
                 s = r[side]
                 lines.append(f"| {lang} | {r['seconds']:.1f} | {r['units']} | {side} | {s['p50_ms']:.0f} | "
                              f"{s['p90_ms']:.0f} | {s['max_ms']:.0f} | {s['within_40ms']:.0%} |")
-        lines += ["", "end_floor: the end errors if every start were exact (a unit ends where the next starts, so "
-                  "a word before a silence ends late by that silence): what ends cost even when every start is right.", ""]
+        lines += ["", "end_floor: the end errors if the path were exact (each unit up to the next one's start), after "
+                  "the fit to the sound inside each span: what the fit alone leaves.", ""]
     lines += [f"Throughput: {CLIP_S:g} s clips of {CLIP_WORDS} words, median of {result['runs']} runs after a warm-up.", "",
               "| batch | median s | audio s per s | tokens per clip | DTW ms per clip |", "|---|---|---|---|---|"]
     for r in result["throughput"]:

@@ -33,6 +33,8 @@ from .recognition import check_length, has_alignment_heads
 
 FRAME_S = 0.02  # one encoder frame: two 10 ms mel frames
 MEDIAN_WIDTH = 7  # the median filter's width along time, in frames (openai-whisper's and transformers' default)
+SOUND_FRAME_S = 0.01  # the loudness frames a unit's span is fitted to
+SILENCE_DB = 35.0  # quieter than the clip's loud level by this much: silence (TTS silences are far quieter)
 MIN_UNIT_S = 0.001  # the shortest a unit may last: its times are rounded to ms, and end must stay > start
 CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef]")
 
@@ -126,6 +128,31 @@ def unit_times(matrix: np.ndarray, counts: list[int], seconds: float) -> list[tu
     token_starts = cols[first] * FRAME_S  # one per row: the text's tokens, then <|endoftext|>
     edges = np.concatenate([[0], np.cumsum(counts)])  # row of each unit's first token; the last: <|endoftext|>
     return spaced_out(token_starts[edges], seconds)
+
+
+def fitted_to_sound(clip: np.ndarray, rate: int, times: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Each unit's span shrunk to the sound inside it. The path gives every frame to some token, so
+    a unit followed by silence would end where the next begins (hundreds of ms late after a pause),
+    and one after a pause may start in it; as stable-ts suppresses silence, a unit here starts at its
+    first and ends at its last 10 ms frame louder than SILENCE_DB below the clip's loud level. A unit
+    with no such frame (the path put it in a silence) keeps its span."""
+    hop = max(1, int(rate * SOUND_FRAME_S))
+    frames = len(clip) // hop
+    if frames == 0 or not times:
+        return times
+    rms = np.sqrt(np.mean(np.square(clip[:frames * hop].reshape(frames, hop), dtype=np.float64), axis=1))
+    loud = rms > np.percentile(rms, 99) * 10 ** (-SILENCE_DB / 20)
+    out = []
+    for start, end in times:
+        # The frames from the one its start falls in up to its end: a frame its end cuts is the next unit's.
+        lo, hi = int(start / SOUND_FRAME_S + 1e-9), min(frames, int(end / SOUND_FRAME_S + 1e-9))
+        heard = np.flatnonzero(loud[lo:hi])
+        if len(heard) == 0:
+            out.append((start, end))
+            continue
+        first, last = (lo + heard[0]) * SOUND_FRAME_S, (lo + heard[-1] + 1) * SOUND_FRAME_S
+        out.append((round(max(start, first), 3), round(max(min(end, last), max(start, first) + MIN_UNIT_S), 3)))
+    return out
 
 
 def spaced_out(bounds: np.ndarray, seconds: float) -> list[tuple[float, float]]:
@@ -231,5 +258,5 @@ def _forced(recognizer, clips, spoken, chinese) -> list[list[tuple[float, float]
         frames = max(1, min(weights.shape[-1], -(-len(clip) // (2 * pipe.feature_extractor.hop_length))))
         rows = slice(starts[b], starts[b] + sum(counts[b]) + 1)  # the text's tokens, then <|endoftext|>
         matrix = alignment_matrix(weights[b, :, rows, :frames])
-        out.append(unit_times(matrix, counts[b], len(clip) / recognizer.rate))
+        out.append(fitted_to_sound(clip, recognizer.rate, unit_times(matrix, counts[b], len(clip) / recognizer.rate)))
     return out

@@ -163,3 +163,17 @@ def test_boundaries_are_made_monotone_inside_the_clip_and_each_unit_lasts():
     assert got[0] == (0.3, 0.3 + alignment.MIN_UNIT_S) and ends[-1] == 1.0
     assert all(e > s for s, e in got) and list(starts[1:]) == list(ends[:-1])
     assert flat(spaced_out(np.array([1.0, 1.0, 1.0]), seconds=1.0)) == pytest.approx([0.998, 0.999, 0.999, 1.0])
+
+
+def test_a_units_span_is_fitted_to_the_sound_inside_it():
+    """The path gives a word the silence after it; the fit gives it back, and a span with no sound
+    in it (a word the path put in a pause) keeps its times."""
+    rate = 16000
+    clip = np.zeros(rate * 2, np.float32)
+    t = np.arange(rate) / rate
+    clip[int(0.2 * rate):int(0.6 * rate)] = 0.3 * np.sin(2 * np.pi * 220 * t[:int(0.4 * rate)])
+    clip[int(1.1 * rate):int(1.5 * rate)] = 0.3 * np.sin(2 * np.pi * 330 * t[:int(0.4 * rate)])
+    fitted = alignment.fitted_to_sound(clip, rate, [(0.15, 1.05), (1.05, 1.9), (1.9, 2.0)])
+    assert fitted[0] == pytest.approx((0.2, 0.6), abs=0.011)
+    assert fitted[1] == pytest.approx((1.1, 1.5), abs=0.011)
+    assert fitted[2] == (1.9, 2.0)
