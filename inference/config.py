@@ -54,6 +54,10 @@ class AnalysisSettings:
     speaker: str | None = None  # WavLM x-vector checkpoint (app.py: --speaker-model); None: off
     device: str = "auto"  # cpu, cuda or cuda:N; auto: the first engine's device
     max_pending: int = 8  # jobs waiting or running in it; more are refused at once (503)
+    # Segments waiting for their words (a stream's word timestamps), counted apart: a burst of streams
+    # ends its segments together, and their words may wait (about 1.3 MB of audio each) where a
+    # person waiting for a transcript may not.
+    max_pending_words: int = 64
     max_batch: int = 8  # recognizer windows in one model call
     load_wait_s: float = 10.0  # how long a job waits for a model being loaded before it hears "still loading"
     retry_after_s: float = 60.0  # a model that failed to load is tried again after this

@@ -53,7 +53,7 @@ class Analysis:
         self._process: Any = None
         self._inbox: Any = None
         self._generation = 0  # counts processes started: a job fails only with the process that held it
-        self._pending: dict[int, tuple[int, concurrent.futures.Future]] = {}
+        self._pending: dict[int, tuple[int, concurrent.futures.Future, str]] = {}  # job -> (generation, future, kind)
         self._ids = itertools.count(1)
         self._refusals: dict[str, tuple[float, ModelUnavailable]] = {}  # model option -> (until, why)
         self.submitted: dict[str, int] = {}  # jobs asked for, by kind (the metrics and the tests read it)
@@ -119,13 +119,16 @@ class Analysis:
     def _submit(self, kind: str, payload) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:
-            if len(self._pending) >= self.settings.max_pending:
-                raise AnalysisBusy(f"the server's audio analysis is busy ({len(self._pending)} jobs waiting or "
-                                   "running): try again shortly")
+            words = kind == "align"
+            waiting = sum(k == "align" for _, _, k in self._pending.values()) if words else \
+                sum(k != "align" for _, _, k in self._pending.values())
+            if waiting >= (self.settings.max_pending_words if words else self.settings.max_pending):
+                raise AnalysisBusy(f"the server's audio analysis is busy ({waiting} {'alignments' if words else 'jobs'} "
+                                   "waiting or running): try again shortly")
             if self._process is None or not self._process.is_alive():
                 self._start()
             job = next(self._ids)
-            self._pending[job] = (self._generation, future)
+            self._pending[job] = (self._generation, future, kind)
             self.submitted[kind] = self.submitted.get(kind, 0) + 1
             self._inbox.put((job, kind, payload))  # pickled and sent by the queue's own thread
         return future
@@ -158,7 +161,7 @@ class Analysis:
                 self._stopped(process, generation)
                 return
             with self._lock:
-                _, future = self._pending.pop(job, (None, None))
+                _, future, _ = self._pending.pop(job, (None, None, None))
             if future is None:
                 continue
             if ok:
@@ -175,7 +178,7 @@ class Analysis:
     def _stopped(self, process, generation: int):
         code = process.exitcode
         with self._lock:
-            lost = [job for job, (gen, _) in self._pending.items() if gen == generation]
+            lost = [job for job, (gen, _, _) in self._pending.items() if gen == generation]
             futures = [self._pending.pop(job)[1] for job in lost]
         if futures or code not in (0, None):
             log.error("analysis process %d stopped (exit code %s) holding %d job(s); the next job starts a new one",

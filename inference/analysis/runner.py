@@ -43,9 +43,12 @@ def serve(settings: AnalysisSettings, inbox, outbox):
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the app closes this process
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     models, jobs = Models(settings), Inbox(inbox)
-    while (batch := jobs.take(settings.max_batch)) is not None:
-        for answer in run(batch, models, settings):
-            outbox.put(answer)
+    # Everything waiting is one batch (what may wait is bounded by the app: max_pending jobs and
+    # max_pending_words alignments), answered kind by kind, a person's jobs before the words.
+    while (batch := jobs.take(settings.max_pending + settings.max_pending_words)) is not None:
+        for answers in run(batch, models, settings):
+            for answer in answers:
+                outbox.put(answer)
 
 
 class Inbox:
@@ -77,7 +80,9 @@ class Inbox:
         return batch
 
 
-def run(batch: list, models: Models, settings: AnalysisSettings) -> list[tuple]:
+def run(batch: list, models: Models, settings: AnalysisSettings):
+    """Yields the batch's answers a kind at a time: pings and refusals, transcripts, evaluations,
+    then alignments (a burst of streams' words waits behind a person waiting for a transcript)."""
     transcriptions = [(job, payload) for job, kind, payload in batch if kind == "transcribe"]
     evaluations = [(job, Evaluation(payload, settings.recognizer, settings.speaker))
                    for job, kind, payload in batch if kind == "evaluate"]
@@ -85,13 +90,13 @@ def run(batch: list, models: Models, settings: AnalysisSettings) -> list[tuple]:
     answers = [(job, True, os.getpid()) for job, kind, _ in batch if kind == "ping"]
     answers += [(job, False, InputError(f"unknown analysis job {kind!r}"))
                 for job, kind, _ in batch if kind not in ("transcribe", "evaluate", "align", "ping")]
+    yield answers
     if transcriptions:
-        answers += guarded([job for job, _ in transcriptions], lambda: transcribe(models, transcriptions, settings.max_batch))
+        yield guarded([job for job, _ in transcriptions], lambda: transcribe(models, transcriptions, settings.max_batch))
     if evaluations:
-        answers += guarded([job for job, _ in evaluations], lambda: evaluate(models, evaluations, settings.max_batch))
+        yield guarded([job for job, _ in evaluations], lambda: evaluate(models, evaluations, settings.max_batch))
     if alignments:
-        answers += guarded([job for job, _ in alignments], lambda: align(models, alignments, settings.max_batch))
-    return answers
+        yield guarded([job for job, _ in alignments], lambda: align(models, alignments, settings.max_batch))
 
 
 def guarded(jobs: list[int], make: Callable[[], list]) -> list[tuple]:

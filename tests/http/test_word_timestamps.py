@@ -208,7 +208,7 @@ def test_without_an_aligner_timestamps_are_refused_at_once_and_plain_requests_st
 
 
 def test_when_the_aligner_is_full_the_stream_plays_whole_and_says_why_words_are_missing(serve_app):
-    app = serve_app(recognizer="slow@2", recognizer_loader=analysis_stand_ins.LOADER, speaker=None, max_pending=1)
+    app = serve_app(recognizer="slow@2", recognizer_loader=analysis_stand_ins.LOADER, speaker=None, max_pending_words=1)
     analysis = app.app.state.ctx.analysis
     analysis.ping().result(60)
     with httpx.Client(base_url=app.url, timeout=120) as client:
@@ -220,3 +220,20 @@ def test_when_the_aligner_is_full_the_stream_plays_whole_and_says_why_words_are_
     assert got[-1][0] == STATUS and got[-1][1]["outcome"] == "ok"
     assert audio_of(got).size == got[-1][1]["samples"], "the audio is whole"
     assert words and all(w["words"] == [] and "busy" in w["error"] for w in words[:1])
+
+
+def test_words_waiting_in_numbers_leave_room_for_a_persons_transcript(serve_app):
+    """A burst of streams' segments may queue for their words (max_pending_words) without taking the
+    places of the jobs a person waits for (max_pending): a transcript is still taken at once."""
+    app = serve_app(recognizer="slow@1", recognizer_loader=analysis_stand_ins.LOADER, speaker=None,
+                    max_pending=1, max_pending_words=4)
+    analysis = app.app.state.ctx.analysis
+    analysis.ping().result(60)
+    take = __import__("inference.analysis.evaluation", fromlist=["Take"]).Take(
+        np.zeros(16000, np.float32), [("one two", 0.0, 1.0)], None, False)
+    words = [analysis.align(take) for _ in range(4)]
+    transcript = analysis.transcribe(16000, np.zeros(16000, np.float32))
+    with pytest.raises(Exception, match="busy"):
+        analysis.align(take)
+    assert transcript.result(60) == "slow"
+    assert all([w["word"] for w in f.result(60)] == ["one", "two"] for f in words)
