@@ -9,14 +9,20 @@ import html
 # (method, path, what it does): the page's own HTTP API, for the "Use via HTTP" list. Extend here.
 HTTP_ROUTES = [
     ("POST", "/voxcpm/stream", "JSON {text, mode, control, voice or reference_id, prompt_text, the spec's settings, "
-                               "normalize, trim_silence} → speech as it is "
-                               "generated: bare int16 PCM at 48 kHz, or typed frames with ?format=frames (docs/api.md)"),
+                               "normalize, trim_silence, timestamps} → speech as it is "
+                               "generated: bare int16 PCM at 48 kHz, or typed frames with ?format=frames (docs/api.md); "
+                               "with timestamps \"word\", a words frame per segment"),
     ("POST", "/voxcpm/upload", "a reference clip (WAV, FLAC, OGG or MP3) → an id for reference_id"),
     ("POST", "/voxcpm/transcribe", "JSON {reference_id} or {voice, save}, or a multipart file → the clip's automatic "
                                    "transcript {text, automatic, model} (ultimate cloning)"),
     ("POST", "/voxcpm/evaluate", "multipart file (a take) + text or segments [+ reference_id, voice or reference] → "
                                  "WER/CER with misread, missing and inserted words, and speaker similarity (JSON)"),
+    ("POST", "/voxcpm/align", "multipart file (a take) + text or segments [+ language] → its words timed "
+                              "{words: [{word, start_s, end_s, segment}], seconds, elapsed_s}, or with ?format=srt or "
+                              "?format=vtt its subtitles"),
     ("GET", "/voxcpm/jobs/{id}", "a request's state, outcome and server figures"),
+    ("GET", "/voxcpm/jobs/{id}/words", "the words of a request that asked for timestamps \"word\", timed on its audio"),
+    ("GET", "/voxcpm/jobs/{id}/subtitles.srt", "those words as SubRip subtitles; subtitles.vtt as WebVTT"),
     ("GET", "/voxcpm/jobs/{id}/offline.wav", "the offline render of a finished request (whole-sequence VAE decode)"),
     ("POST", "/voxcpm/jobs/{id}/cancel", "stop a request"),
     ("GET", "/voxcpm/spec", "the modes and every request setting with its range, default and help"),
