@@ -1,96 +1,68 @@
-"""Word timestamps and subtitles in the page (issue 47, /work/notes/47-contract.md): the player's box
-"Show words as they play" asks the stream for its words and highlights the word being spoken by
-the player's own clock; the workbench draws a take's words as a track under its waveform (labels
-only where they fit, a click plays from a word, misread words marked), keeps them with the take,
-aligns a take that has none through POST /voxcpm/align, and saves its SRT and WebVTT subtitles.
+"""Word timestamps and subtitles in the page (issue 47, docs/api.md "Word timestamps and subtitles"):
+the player's box "Show words as they play" asks the stream for its words and highlights the word
+being spoken by the player's own clock; the workbench draws a take's words as a track under its
+waveform (labels only where they fit, a click plays from a word, misread words marked), keeps them
+with the take, aligns a take that has none through POST /voxcpm/align, and saves its SRT and WebVTT
+subtitles.
 
-STAND-INS: the server's side of issue 47 (the "words" frame kind in GET /voxcpm/spec, the "W" frames
-of POST /voxcpm/stream?format=frames with "timestamps": "word", and POST /voxcpm/align) is being
-built on main. Until it is merged, this module plays those three pieces by Playwright request
-interception, exactly as the contract states them, around the real app on the tiny model: the
-real stream is fetched (without the field the server does not know yet) and W frames are put in
-it with the tests' frame writer. TODO(#47): once the server lands, drop `stand_in_spec`,
-`stand_in_stream` and `stand_in_align`'s words and let the real routes answer (the page's
-assertions stay as they are)."""
+Against the real routes: the app serves the tiny model with the scripted recognizer stand-in
+(tests/fixtures/analysis_stand_ins.py), which implements the real recognizer interface and aligns a
+text by spreading its words evenly over each segment's clip, in the real analysis process. Each
+check reads what the server really gave (GET /voxcpm/jobs/ID/words, the answer of POST
+/voxcpm/align, the subtitle files) and holds the page to it. A full analysis queue is made for
+real: its process is paused (SIGSTOP) and its places for words (`max_pending_words`) taken by
+alignments, answered once it goes on (`analysis_full`)."""
 from __future__ import annotations
 
-import json
+import contextlib
+import os
 import re
+import signal
+from urllib.parse import urlparse
 
+import httpx
+import numpy as np
 import pytest
 
-from ui.http.frames import AUDIO, STATUS, frame, json_frame
+from inference.analysis.process import AnalysisBusy
 
-from ..fixtures.frames import read_frames
+from ..fixtures import analysis_stand_ins
 from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, SAMPLE_RATE, set_max_len
-from ..support.workbench_page import download, import_edited, ready, settled, sync_playwright, take
+from ..support.workbench_page import download, import_edited, ready, settled, slowed, sync_playwright, take
 
 WB = "#vox-workbench"
 BOX = "#vox-word-timestamps input[type=checkbox]"
-WORDS_FRAME = b"W"  # the contract's type byte of the "words" frame
 PATCHES = 16  # 2.56 s at most: words long enough to be seen one by one
-
-
-# -- the stand-ins for the server's side (TODO(#47): drop once the server lands) ----------------------
-
-def stand_in_spec(route):
-    """GET /voxcpm/spec as the server will state it: its frames know the "words" kind."""
-    response = route.fetch()
-    spec = response.json()
-    spec["frames"]["kinds"]["W"] = "words"
-    route.fulfill(response=response, json=spec)
-
-
-class StandInStream:
-    """POST /voxcpm/stream?format=frames: the real app's stream, with the words frames the contract
-    gives a body that asks for them, after the segment's audio and before the status frame.
-    `words(seconds)` makes the frames' payloads from the audio's length; `asked` keeps each body."""
-
-    def __init__(self, words):
-        self.words = words
-        self.asked = []
-        self.sent = []  # the payloads of the words frames sent, per request
-
-    def __call__(self, route):
-        body = json.loads(route.request.post_data)
-        self.asked.append(body)
-        served = route.fetch(post_data=json.dumps({k: v for k, v in body.items() if k != "timestamps"}))
-        frames = read_frames(served.body())
-        seconds = sum(len(v) for kind, v in frames if kind == AUDIO) / SAMPLE_RATE
-        payloads = self.words(seconds) if body.get("timestamps") == "word" else []
-        self.sent.append(payloads)
-        out = b""
-        for kind, value in frames:
-            if kind == STATUS:
-                out += b"".join(json_frame(WORDS_FRAME, p) for p in payloads)
-            out += frame(AUDIO, value.tobytes()) if kind == AUDIO else json_frame(kind, value)
-        route.fulfill(status=served.status, body=out, headers={
-            "content-type": served.headers["content-type"], "x-sample-rate": served.headers["x-sample-rate"],
-            "x-seed": served.headers["x-seed"]})
-
-
-def spread(texts: list[str], seconds: float, fill: float = 0.8) -> list[dict]:
-    """The words of segment 0 at even slots over the audio (each `fill` of its slot, a gap after)."""
-    slot = (seconds - 0.1) / len(texts)
-    return [{"word": w, "start_s": round(0.05 + i * slot, 3), "end_s": round(0.05 + (i + fill) * slot, 3), "segment": 0}
-            for i, w in enumerate(texts)]
-
-
-def one_segment(texts: list[str]):
-    return lambda seconds: [{"segment": 0, "words": spread(texts, seconds)}]
+MAX_PENDING = 2  # the alignments the analysis queue holds (max_pending_words): few, so that a test can fill it
+# The player starts once it holds this much audio, or the stream has ended: longer than a segment,
+# so a take's first words (sent once its segment has been made and aligned, before the stream's
+# status) are there before its first sample plays, and every word can be seen highlighted in turn.
+PREBUFFER_MS = 3000
+RETRY_S = 7  # the Retry-After of a 503 for a busy server
 
 
 # -- the app and the page -----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def app(serve_app, tmp_path_factory):
-    """The tiny model, never stopping before its cap: every take is PATCHES long, whatever its text."""
+    """The tiny model, never stopping before its cap: every segment is PATCHES long, whatever its
+    text; the scripted recognizer aligns in the analysis process, started here once."""
     from inference import Engine
     from inference.model.tiny_checkpoint import write_tiny_checkpoint
 
     path = write_tiny_checkpoint(tmp_path_factory.mktemp("never-stops"), fast_vae=True, never_stops=True)
     engine = Engine.from_pretrained(str(path), device="cpu", dtype="float32", max_streams=2)
-    return serve_app(prebuffer_ms=80, data_dir=str(tmp_path_factory.mktemp("data")), engine=engine)
+    app = serve_app(prebuffer_ms=PREBUFFER_MS, data_dir=str(tmp_path_factory.mktemp("data")), engine=engine,
+                    recognizer="scripted", recognizer_loader=analysis_stand_ins.LOADER, speaker=None,
+                    max_pending_words=MAX_PENDING, busy_retry_s=RETRY_S)
+    app.app.state.ctx.analysis.ping().result(60)  # the process started: the first words need not wait for it
+    return app
+
+
+@pytest.fixture(scope="module")
+def client(app):
+    with httpx.Client(base_url=app.url, timeout=120) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +73,6 @@ def page(app, tmp_path_factory):
         page = context.new_page()
         page.errors = []
         page.on("pageerror", lambda exc: page.errors.append(str(exc)))
-        page.route("**/voxcpm/spec", stand_in_spec)  # before the page reads it once, at load
         page.goto(app.url + "/")
         ready(page)
         set_max_len(page, PATCHES)
@@ -110,16 +81,56 @@ def page(app, tmp_path_factory):
         browser.close()
 
 
-def spoken(page, text: str, words, timestamps: bool = True) -> tuple[dict, StandInStream]:
-    """A take made as a user makes one, with the words box as asked, through the stand-in stream."""
-    stream = StandInStream(words)
-    page.route("**/voxcpm/stream*", stream)
-    try:
-        page.locator(BOX).set_checked(timestamps)
+def is_stream(request) -> bool:
+    return urlparse(request.url).path.endswith("/voxcpm/stream") and request.method == "POST"
+
+
+def spoken(page, text: str, timestamps: bool = True) -> tuple[dict, dict]:
+    """A take made as a user makes one, with the words box as asked; and the body the page sent."""
+    page.locator(BOX).set_checked(timestamps)
+    with page.expect_request(is_stream) as asked:
         t = take(page, text)
+    return t, asked.value.post_data_json
+
+
+def kept(page) -> dict:
+    """The run playing now, once it has ended and the workbench shows it as a take (as `take` waits)."""
+    page.wait_for_function("window.player.run && ['finished', 'failed', 'stopped'].includes(window.player.run.state)"
+                           " && window.workbench.selected && window.workbench.selected.id === window.player.run.id"
+                           " && window.workbench.view.shown === window.player.run.id", timeout=60_000)
+    settled(page)
+    return page.evaluate("({ ...window.workbench.selected, pcm: null })")
+
+
+def server_words(client, job: str) -> list[dict]:
+    """The words the server timed for a request that asked for them (its job is the take's id)."""
+    response = client.get(f"/voxcpm/jobs/{job}/words")
+    assert response.status_code == 200, response.text
+    return response.json()["words"]
+
+
+@contextlib.contextmanager
+def analysis_full(app):
+    """The server's aligner really full: its analysis process paused (as a model busy with a long
+    job) and every place for words (`max_pending_words`) taken by a real alignment, so that each
+    word job is refused at once (AnalysisBusy) until the process goes on and they are answered."""
+    from inference.analysis.evaluation import Take
+
+    analysis = app.app.state.ctx.analysis
+    assert analysis.alive and analysis.pending == 0
+    pid = analysis.pids[-1]
+    os.kill(pid, signal.SIGSTOP)
+    held = []
+    try:
+        take = Take(np.zeros(1600, np.float32), [("held", 0.0, 0.1)], None, False)
+        held = [analysis.align(take) for _ in range(MAX_PENDING)]
+        with pytest.raises(AnalysisBusy):
+            analysis.align(take)
+        yield
     finally:
-        page.unroute("**/voxcpm/stream*")
-    return t, stream
+        os.kill(pid, signal.SIGCONT)
+        for words in held:
+            assert [w["word"] for w in words.result(60)] == ["held"]
 
 
 # Every animation frame while a run plays: the samples the player has played and the word the
@@ -142,13 +153,18 @@ def expected_word(words: list[dict], seconds: float) -> int:
     return started[-1] if started and seconds < words[started[-1]]["end_s"] else -1
 
 
-def test_the_box_asks_for_words_and_the_panel_highlights_the_word_being_played(page):
+def test_the_box_asks_for_words_and_the_panel_highlights_the_word_being_played(page, client):
     texts = "Every word lights up while it is heard.".split()
     page.evaluate(SAMPLER)
-    t, stream = spoken(page, " ".join(texts), one_segment(texts))
+    t, body = spoken(page, " ".join(texts))
     page.evaluate("window.stopSampling = true")
-    assert stream.asked[-1]["timestamps"] == "word"
-    words = stream.sent[-1][0]["words"]
+    assert body["timestamps"] == "word"
+    words = server_words(client, t["id"])
+    # The server's words: the text's, spread by the scripted aligner over the take's one segment.
+    assert [w["word"] for w in words] == texts and words[0]["start_s"] == pytest.approx(0, abs=2e-3)
+    step = words[0]["end_s"] - words[0]["start_s"]
+    assert step > 0.1 and all(w["end_s"] - w["start_s"] == pytest.approx(step, abs=2e-3) for w in words)
+    assert words[-1]["end_s"] <= t["figures"]["seconds"] + 1e-3
     samples = [(played, now) for run, played, now in page.evaluate("window.wordSamples") if run == t["id"]]
     assert samples and samples[-1][0] == t["figures"]["samples"]  # sampled to the last sample played
     wrong = [(played, now, expected_word(words, played / SAMPLE_RATE)) for played, now in samples
@@ -161,41 +177,58 @@ def test_the_box_asks_for_words_and_the_panel_highlights_the_word_being_played(p
     # Played to the end: the words before the clock are spoken, none is being spoken after the last.
     states = page.evaluate("[...document.querySelectorAll('#vox-panel [data-field=words_text] span')].map((s) => s.dataset.state)")
     assert states == ["spoken"] * len(texts)
-    # The take keeps the stream's words.
-    assert t["words"]["source"] == "stream" and t["words"]["list"] == words
+    # The take keeps the stream's words: the server's, as it sent them.
+    assert t["words"] == {"source": "stream", "list": words, "errors": []}
 
 
-def test_a_segment_the_server_could_not_align_is_a_note_and_the_audio_plays_on(page):
-    def failed(seconds):
-        return [{"segment": 0, "words": spread(["First", "segment"], seconds / 2)},
-                {"segment": 1, "words": [], "error": "the recognizer is not available"}]
-    t, _ = spoken(page, "First segment, then more.", failed)
+def test_a_segment_the_server_could_not_align_is_a_note_and_the_audio_plays_on(app, page, client):
+    """The first segment's words come; the analysis queue is full when the second ends: its frame
+    says why it has none, and the audio plays on. The engine is slowed so the second segment is
+    still being made when the first one's words reach the page."""
+    with slowed(app, 0.15):
+        page.locator(BOX).set_checked(True)
+        page.fill("#vox-text textarea", "First segment. [pause 200ms] Then more.")
+        before = page.evaluate("window.player.run && window.player.run.id")
+        page.click("#vox-generate")
+        page.wait_for_function("before => window.player.run && window.player.run.id !== before"
+                               " && window.player.run.words && window.player.run.words.length > 0", arg=before, timeout=60_000)
+        assert page.evaluate("window.player.run.state") not in ("finished", "failed", "stopped")
+        with analysis_full(app):
+            t = kept(page)
+    words = server_words(client, t["id"])
+    assert [w["word"] for w in words] == ["First", "segment."] and {w["segment"] for w in words} == {0}
+    errors = t["words"]["errors"]
+    assert [e["segment"] for e in errors] == [1]
+    assert errors[0]["error"].startswith("no word timestamps for this segment: the server's audio analysis is busy")
+    assert t["words"]["list"] == words
     note = page.locator("#vox-panel [data-field=words_note]").inner_text()
-    assert note == "No words for segment 2: the recognizer is not available."
+    assert note == f"No words for segment 2: {errors[0]['error']}."
     run = page.evaluate("window.player.snapshot()")
     assert run["state"] == "finished" and run["played"] == run["samples"] == t["figures"]["samples"] > 0
-    assert t["words"]["errors"] == [{"segment": 1, "error": "the recognizer is not available"}]
+    assert t["outcome"] == "finished"
     assert "segment 2" in page.locator(f"{WB} [data-wb=words-status]").inner_text()
 
 
 def without_words(route):
-    """GET /voxcpm/spec of a server that sends no words (an older one, or one not merged yet)."""
+    """GET /voxcpm/spec of a server that sends no words (an older one): its frames lack the kind."""
     response = route.fetch()
     spec = response.json()
     spec["frames"]["kinds"] = {k: v for k, v in spec["frames"]["kinds"].items() if v != "words"}
     route.fulfill(response=response, json=spec)
 
 
-def test_a_server_that_sends_no_words_is_not_asked_for_them_and_the_panel_says_so(page):
+def test_a_server_that_sends_no_words_is_not_asked_for_them_and_the_panel_says_so(page, client):
+    assert "words" in client.get("/voxcpm/spec").json()["frames"]["kinds"].values()  # this one does
     other = page.context.new_page()
     try:
         other.route("**/voxcpm/spec", without_words)
         other.goto(page.url)
         ready(other)
-        t, stream = spoken(other, "No words from this server.", one_segment(["No"]))
-        assert "timestamps" not in stream.asked[-1]  # it would refuse the field
+        t, body = spoken(other, "No words from this server.")
+        assert "timestamps" not in body  # an older server would refuse the field
         assert other.locator("#vox-panel [data-field=words_note]").inner_text() == "No words: this server sends no word timestamps."
         assert t["outcome"] == "finished" and t["words"] is None
+        assert client.get(f"/voxcpm/jobs/{t['id']}/words").status_code == 404  # none were asked for
     finally:
         other.close()
 
@@ -207,30 +240,41 @@ LABELS = """() => [...document.querySelectorAll('#vox-workbench [data-wb=words] 
              shown: getComputedStyle(b.firstElementChild).visibility === 'visible' };
 })"""
 
+EPS_PX = 0.05  # the aligner's words touch (one ends where the next starts): boxes meeting are not overlapping
+
 
 def overlapping(rects):
     return [(a, b) for i, a in enumerate(rects) for b in rects[i + 1:]
-            if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+            if a[0] < b[2] - EPS_PX and b[0] < a[2] - EPS_PX and a[1] < b[3] - EPS_PX and b[1] < a[3] - EPS_PX]
 
 
-def test_the_words_track_draws_the_labels_that_fit_and_a_click_plays_from_a_word(page):
+def on_the_time_axis(page, drawn, words):
+    """Each word's box starts at its time on the waveform's axis (within 2 px)."""
+    wave = page.locator(f"{WB} [data-wb=wave-a]").bounding_box()
+    px = page.evaluate("window.workbench.view.pxPerSec()")
+    scroll = page.evaluate("window.workbench.view.a.getScroll()")
+    far = [(d["box"][0], wave["x"] - scroll + w["start_s"] * px, w) for d, w in zip(drawn, words)
+           if abs(d["box"][0] - (wave["x"] - scroll + w["start_s"] * px)) >= 2]
+    assert len(drawn) == len(words) and not far, far[:3]
+    return wave
+
+
+def test_the_words_track_draws_the_labels_that_fit_and_a_click_plays_from_a_word(page, client):
     texts = ["a", "incomprehensibilities"] * 8  # 16 words in about 2.5 s: the long ones do not fit at first
-    t, _ = spoken(page, " ".join(texts), one_segment(texts))
+    t, _ = spoken(page, " ".join(texts))
     settled(page, f"{WB} [data-wb=words]")
-    words = t["words"]["list"]
+    words = server_words(client, t["id"])
+    assert [w["word"] for w in words] == texts and t["words"]["list"] == words
     assert t["figures"]["patches"] == PATCHES
     drawn = page.evaluate(LABELS)
-    assert len(drawn) == len(words)
     shown = [d for d in drawn if d["shown"]]
     assert [d["fit"] for d in drawn] == [d["shown"] for d in drawn]
     assert 0 < len(shown) < len(drawn)  # the short ones drawn, the long ones only on hover
     assert not overlapping([d["label"] for d in shown]) and not overlapping([d["box"] for d in drawn])
     assert all(d["box"][0] <= d["label"][0] and d["label"][2] <= d["box"][2] for d in shown)  # within its word
     assert all(d["title"].startswith(w["word"]) for d, w in zip(drawn, words))  # every word on hover
-    # On the waveform's time axis: a word's box starts at its time.
-    wave = page.locator(f"{WB} [data-wb=wave-a]").bounding_box()
-    px = page.evaluate("window.workbench.view.pxPerSec()")
-    assert all(abs(d["box"][0] - wave["x"] - w["start_s"] * px) < 2 for d, w in zip(drawn, words))
+    # On the waveform's time axis: a word's box starts at the time the server gave it.
+    wave = on_the_time_axis(page, drawn, words)
     # A click on a word plays from its start.
     page.locator(f"{WB} [data-wb=words] button").nth(5).click()
     at = page.evaluate("[window.workbench.view.a.getCurrentTime(), window.workbench.view.a.isPlaying()]")
@@ -247,9 +291,10 @@ def test_the_words_track_draws_the_labels_that_fit_and_a_click_plays_from_a_word
     page.locator(f"{WB} [data-wb=zoom]").fill("100")
 
 
-def test_misread_words_are_marked_on_the_track_and_the_words_travel_in_the_bundle(page, tmp_path):
+def test_misread_words_are_marked_on_the_track_and_the_words_travel_in_the_bundle(page, client, tmp_path):
     texts = "One two three four five six.".split()
-    t, _ = spoken(page, " ".join(texts), one_segment(texts))
+    t, _ = spoken(page, " ".join(texts))
+    assert t["words"]["list"] == server_words(client, t["id"])
 
     def scored(report):  # as a session that scored the take saved it: "three" misread, "five" missing
         text = report["settings"]["text_as_spoken"]
@@ -288,77 +333,95 @@ def multipart_fields(request) -> dict[str, bytes]:
     return fields
 
 
-class StandInAlign:
-    """POST /voxcpm/align: the words JSON, or with ?format= the subtitle file, as the contract gives
-    them; `status` 503 answers as a full analysis queue. Keeps each request's URL and fields."""
-
-    SRT = "1\n00:00:00,050 --> 00:00:00,400\nWords aligned\n\n"
-    VTT = "WEBVTT\n\n00:00:00.050 --> 00:00:00.400\nWords aligned\n\n"
-
-    def __init__(self, words, status=200):
-        self.words = words
-        self.status = status
-        self.asked = []
-
-    def __call__(self, route):
-        request = route.request
-        self.asked.append((request.url, multipart_fields(request)))
-        if self.status == 503:
-            return route.fulfill(status=503, headers={"Retry-After": "7"}, json={"error": "the analysis queue is full"})
-        fmt = re.search(r"format=(\w+)", request.url)
-        if fmt:
-            kind = {"srt": ("application/x-subrip", self.SRT), "vtt": ("text/vtt", self.VTT)}[fmt.group(1)]
-            return route.fulfill(status=200, body=kind[1], headers={
-                "content-type": kind[0], "content-disposition": f'attachment; filename="take.{fmt.group(1)}"'})
-        route.fulfill(status=200, json={"words": self.words, "seconds": 1.0, "elapsed_s": 0.2})
+def is_align(request) -> bool:
+    return urlparse(request.url).path.endswith("/voxcpm/align") and request.method == "POST"
 
 
-def test_a_take_without_words_gets_them_from_the_aligner_and_keeps_them(page):
-    t, stream = spoken(page, "Aligned after the take.", one_segment([]), timestamps=False)
-    assert "timestamps" not in stream.asked[-1]
+@contextlib.contextmanager
+def sent_to_align(page):
+    """The forms the page posts to /voxcpm/align, as (query, fields), each passed on to the real
+    route untouched: Chromium gives a request's multipart body (a Blob) to Playwright only while
+    the request is routed, never to a mere listener."""
+    sent = []
+
+    def passed_on(route):
+        sent.append((urlparse(route.request.url).query, multipart_fields(route.request)))
+        route.continue_()
+    page.route("**/voxcpm/align*", passed_on)
+    try:
+        yield sent
+    finally:
+        page.unroute("**/voxcpm/align*", passed_on)
+
+
+def test_a_take_without_words_gets_them_from_the_aligner_and_keeps_them(app, page, client):
+    text = "Aligned after the take."
+    t, body = spoken(page, text, timestamps=False)
+    assert "timestamps" not in body
+    assert client.get(f"/voxcpm/jobs/{t['id']}/words").status_code == 404  # the stream made none
     assert page.locator(f"{WB} [data-wb=words]").is_hidden()
+    # A full analysis queue: the server's 503, its reason and when to try again, said beside the button.
+    with analysis_full(app):
+        with page.expect_response(lambda r: is_align(r.request)) as refused:
+            page.click(f"{WB} [data-wb=words-run]")
+        assert refused.value.status == 503 and refused.value.headers["retry-after"] == str(RETRY_S)
+        status = page.locator(f"{WB} [data-wb=words-status]")
+        status.filter(has_text="audio analysis is busy").wait_for()
+        said = status.inner_text()
+        assert said.startswith(refused.value.json()["error"]) and f"try again in {RETRY_S} s" in said
+    assert page.locator(f"{WB} [data-wb=words]").is_hidden()
+    # Once it has room: the take's words, as the route answered them, drawn and kept with the take.
+    with sent_to_align(page) as sent, page.expect_response(lambda r: is_align(r.request)) as answered:
+        page.click(f"{WB} [data-wb=words-run]")
+    assert answered.value.status == 200
+    words = answered.value.json()["words"]
+    page.locator(f"{WB} [data-wb=words-status]").filter(has_text=f"{len(words)} words aligned").wait_for()
+    # The scripted aligner spread the text's words evenly over the take.
     seconds = t["figures"]["seconds"]
-    words = spread("Aligned after the take.".split(), seconds)
-    busy = StandInAlign(words, status=503)
-    page.route("**/voxcpm/align*", busy)
-    try:
-        page.click(f"{WB} [data-wb=words-run]")
-        page.locator(f"{WB} [data-wb=words-status]").filter(has_text="the analysis queue is full").wait_for()
-        assert "try again in 7 s" in page.locator(f"{WB} [data-wb=words-status]").inner_text()
-    finally:
-        page.unroute("**/voxcpm/align*")
-    align = StandInAlign(words)
-    page.route("**/voxcpm/align*", align)
-    try:
-        page.click(f"{WB} [data-wb=words-run]")
-        page.locator(f"{WB} [data-wb=words-status]").filter(has_text="4 words aligned").wait_for()
-    finally:
-        page.unroute("**/voxcpm/align*")
-    url, fields = align.asked[-1]
-    assert url.endswith("/voxcpm/align")
+    assert [w["word"] for w in words] == text.split()
+    assert [w["start_s"] for w in words] == pytest.approx([i * seconds / 4 for i in range(4)], abs=0.01)
     # The evaluation's form: the take's WAV and its text as spoken.
+    [(query, fields)] = sent
+    assert query == ""
     assert fields["file.filename"] == b"take.wav" and fields["file"][:4] == b"RIFF"
     assert fields["text"].decode() == t["settings"]["text_as_spoken"] and "segments" not in fields
-    assert page.locator(f"{WB} [data-wb=words] button").count() == 4
+    settled(page, f"{WB} [data-wb=words]")
+    on_the_time_axis(page, page.evaluate(LABELS), words)
     stored = page.evaluate("async (id) => (await window.workbench.store.list()).find((x) => x.id === id).words", t["id"])
     assert stored == {"source": "align", "list": words, "errors": []}
 
 
-@pytest.mark.parametrize("fmt, button, body", [("srt", "words-srt", StandInAlign.SRT), ("vtt", "words-vtt", StandInAlign.VTT)])
-def test_subtitles_download_in_the_format_asked_under_the_takes_name(page, fmt, button, body):
-    if not page.evaluate("window.workbench.selected"):
-        take(page, "Subtitles for this take.")
-    t = page.evaluate("({ ...window.workbench.selected, pcm: null })")
-    align = StandInAlign([])
-    page.route("**/voxcpm/align*", align)
-    try:
+@pytest.fixture(scope="module")
+def subtitled(page):
+    """A take of two sentences, shown in the workbench."""
+    return spoken(page, "Subtitles for this take. They are the server's own.")[0]
+
+
+@pytest.mark.parametrize("fmt, button", [("srt", "words-srt"), ("vtt", "words-vtt")])
+def test_subtitles_download_in_the_format_asked_under_the_takes_name(page, client, subtitled, fmt, button):
+    t = subtitled
+    page.wait_for_function("id => window.workbench.selected?.id === id", arg=t["id"])
+    with sent_to_align(page) as sent:
         saved = download(page, f"{WB} [data-wb={button}]")
-    finally:
-        page.unroute("**/voxcpm/align*")
-    url, fields = align.asked[-1]
-    assert url.endswith(f"/voxcpm/align?format={fmt}")
+    [(query, fields)] = sent
+    assert query == f"format={fmt}"
     assert fields["file"][:4] == b"RIFF" and fields["text"].decode() == t["settings"]["text_as_spoken"]
     s = t["settings"]
     assert saved.name == f"voxcpm2-{s['mode']}-seed{s['seed']}-cfg{s['cfg_value']:g}-steps{s['inference_timesteps']}-take{t['n']}.{fmt}"
-    assert saved.read_text(encoding="utf-8") == body
+    # The file saved is the server's subtitle file for the take, byte for byte: the same form posted
+    # again gives the same file.
+    again = client.post(f"/voxcpm/align?format={fmt}", files={"file": ("take.wav", fields["file"], "audio/wav")},
+                        data={"text": fields["text"].decode()})
+    assert again.status_code == 200 and again.headers["content-type"].startswith(
+        {"srt": "application/x-subrip", "vtt": "text/vtt"}[fmt])
+    got = saved.read_text(encoding="utf-8")
+    assert got == again.text
+    # And it holds the words the aligner gives that form, in cues from the first word's start.
+    words = client.post("/voxcpm/align", files={"file": ("take.wav", fields["file"], "audio/wav")},
+                        data={"text": fields["text"].decode()}).json()["words"]
+    cues = [block.splitlines() for block in got.strip().split("\n\n") if " --> " in block]
+    said = " ".join(re.sub(r"<[^>]*>", "", " ".join(c[c.index(next(x for x in c if " --> " in x)) + 1:])) for c in cues)
+    assert said.split() == [w["word"] for w in words] == t["settings"]["text_as_spoken"].split()
+    first = {"srt": "1\n00:00:00,000 --> ", "vtt": "WEBVTT\n\n00:00:00.000 --> "}[fmt]
+    assert words[0]["start_s"] == 0 and got.startswith(first)
     assert page.errors == []
