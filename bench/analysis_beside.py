@@ -145,15 +145,17 @@ def newcomer(url: str, after_s: float, patches: int, out: dict):
     out["result"] = asyncio.run(one())
 
 
-def burst(url: str, streams: int, patches: int, clients: int, beside: bool) -> dict:
+def burst(url: str, streams: int, patches: int, clients: int, beside: bool, words: bool = False) -> dict:
+    """`words`: beside means the streams themselves ask for word timestamps, not another client."""
     stop, took, late = threading.Event(), [], {}
-    side = threading.Thread(target=analyse, args=(url, stop, took)) if beside else None
+    side = threading.Thread(target=analyse, args=(url, stop, took)) if beside and not words else None
     new = threading.Thread(target=newcomer, args=(url, 1.5, 20, late))
     if side is not None:
         side.start()
     new.start()
     try:
-        results, wall = http_load.in_processes("burst", clients, url, streams, _Body(patches), http_load.stay)
+        results, wall = http_load.in_processes("burst", clients, url, streams, _Body(patches, beside and words),
+                                               http_load.stay)
     finally:
         stop.set()
         new.join()
@@ -164,17 +166,22 @@ def burst(url: str, streams: int, patches: int, clients: int, beside: bool) -> d
     return {"beside": beside, "streams": len(served), "largest_gap_ms": max(gaps) * 1e3 if gaps else None,
             "gap_p99_ms": (http_load.percentile(gaps, 99) or 0) * 1e3, "wall_s": wall,
             "new_request_ttfb_ms": late["result"].first_audio * 1e3 if late["result"].first_audio else None,
-            "analyses": len(took), "analysis_s": statistics.median(took) if took else None}
+            "analyses": len(took), "analysis_s": statistics.median(took) if took else None,
+            "worded": sum(r.words for r in served), "words_missing": sum(len(r.words_missing) for r in served),
+            "why_missing": sorted({w[:120] for r in served for w in r.words_missing}),
+            "words_after_audio_s": max((r.words_after_audio_s for r in served if r.words_after_audio_s is not None),
+                                       default=None)}
 
 
 class _Body:
     """Picklable request bodies for the client processes."""
 
-    def __init__(self, patches: int):
-        self.patches = patches
+    def __init__(self, patches: int, words: bool = False):
+        self.patches, self.words = patches, words
 
     def __call__(self, i: int) -> dict:
-        return http_load.request_body(i, self.patches, 10, TEXT)
+        body = http_load.request_body(i, self.patches, 10, TEXT)
+        return body | {"timestamps": "word"} if self.words else body
 
 
 def main(argv=None):
@@ -187,6 +194,8 @@ def main(argv=None):
     ap.add_argument("--clients", type=int, default=4, help="client processes of the burst")
     ap.add_argument("--app-args", default="")
     ap.add_argument("--app-root", default=str(ROOT), help="the checkout whose app.py serves (an earlier one, to compare)")
+    ap.add_argument("--words", action="store_true",
+                    help="beside = every stream asks for word timestamps (issue 47), instead of another client's analysis")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     out = Path(args.out or tempfile.mkdtemp(prefix="voxcpm_beside_"))
@@ -205,7 +214,7 @@ def main(argv=None):
         analyse_once(url)  # the models loaded and warm before anything is timed
         for _ in range(args.rounds):
             for beside in (False, True):
-                rows.append(burst(url, args.streams, args.patches, args.clients, beside))
+                rows.append(burst(url, args.streams, args.patches, args.clients, beside, args.words))
                 print(json.dumps(rows[-1]), flush=True)
     finally:
         app.terminate()
@@ -237,6 +246,11 @@ def summary(rows: list[dict], args) -> str:
         analysis = f"{median(beside, 'analysis_s'):.2f}" if beside else "-"
         lines.append(f"| {'beside the analysis' if beside else 'alone'} | {median(beside, 'largest_gap_ms'):.1f} "
                      f"| {median(beside, 'gap_p99_ms'):.1f} | {median(beside, 'new_request_ttfb_ms'):.1f} | {analysis} |")
+    if args.words:
+        lines.append("beside = every stream asked for word timestamps; per round with them: segments worded / "
+                     "missing, last words after the last audio: " + "; ".join(
+                         f"{r['worded']} / {r['words_missing']}, {r['words_after_audio_s'] or 0:.2f} s"
+                         for r in rows if r["beside"]) + " " + json.dumps(sorted({w for r in rows for w in r["why_missing"]})))
     lines.append("per round, largest gap / new request's first audio: " + "; ".join(
         f"{'beside' if r['beside'] else 'alone'} {r['largest_gap_ms'] or 0:.1f} / {r['new_request_ttfb_ms'] or 0:.1f} ms"
         for r in rows))

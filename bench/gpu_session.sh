@@ -13,6 +13,7 @@
 #   bash bench/gpu_session.sh serve:4                 # the same, its loads sent from 4 client processes
 #   bash bench/gpu_session.sh live                    # text spoken as it arrives, over the WebSocket (bench/live_text.py)
 #   bash bench/gpu_session.sh beside                  # 64 live streams while another client scores and transcribes
+#   bash bench/gpu_session.sh words                   # 64 live streams, alone and each asking for word timestamps
 #   bash bench/gpu_session.sh align                   # the word aligner's throughput (bench/alignment.py; random weights)
 #
 # Results go to $OUT (default /tmp/voxcpm-gpu-session); SERVE_ARGS adds bench/serve.py options
@@ -52,6 +53,8 @@ for phase in "$@"; do
     serve|serve:*) clients=${phase#serve}; clients=${clients#:}
              python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/serve${clients:+-c$clients}" \
                --app-args "${APP_ARGS:-}" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;
+    words) python3 -m bench.analysis_beside --checkpoint "$CKPT" --words --out "$OUT/words" ${WORDS_ARGS:-} 2>&1 \
+             | grep -v "^{" | tail -12 ;;
     beside) python3 -m bench.analysis_beside --checkpoint "$CKPT" --out "$OUT/beside" ${BESIDE_ARGS:-} 2>&1 \
              | grep -v "^{" | tail -12 ;;
     align) python3 -m bench.alignment --random-published --device cuda --out "$OUT/align" ${ALIGN_ARGS:-} 2>&1 \

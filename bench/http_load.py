@@ -35,6 +35,9 @@ class Result:
     error: str | None = None
     server: dict = field(default_factory=dict)  # the final status frame: intake_s, queue_s, ttfp_s, ...
     handoff_s: float | None = None  # first patch: from the worker's hand-over to its frame leaving
+    words: int = 0  # segments whose words came (W frames: a request with timestamps "word")
+    words_missing: list[str] = field(default_factory=list)  # why a segment's words did not
+    words_after_audio_s: float | None = None  # from the last audio frame to the last W frame
 
     @property
     def gaps(self) -> list[float]:
@@ -79,6 +82,13 @@ async def one_request(client: httpx.AsyncClient, body: dict, leave_after: float 
                         result.samples += len(payload) // 2
                     elif kind == ord("S"):
                         result.server = json.loads(payload)
+                    elif kind == ord("W"):
+                        segment = json.loads(payload)
+                        if "error" in segment:
+                            result.words_missing.append(segment["error"])
+                        else:
+                            result.words += 1
+                        result.words_after_audio_s = now - result.arrivals[-1] if result.arrivals else None
                     elif kind == ord("M") and result.handoff_s is None:
                         meta = json.loads(payload)
                         result.handoff_s = (meta["sent_ms"] - meta["server_ms"]) / 1e3

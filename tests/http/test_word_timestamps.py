@@ -74,6 +74,12 @@ def test_words_are_timed_on_the_audio_sent_within_their_segment(framed):
         # The stand-in spreads the words evenly over the segment's audio (its pause included, which
         # the segment's audio holds): the first starts where the segment does.
         assert times[0][0] == pytest.approx(lo, abs=2e-3)
+    # ...and the last segment's last word ends with the audio: none of it was left out of its clip.
+    assert times[-1][1] == pytest.approx(ends[-1] / RATE, abs=2e-3)
+    # The first segment's clip stops where its pause's silence begins: the silence holds no words.
+    first = [v for k, v in framed if k == WORDS][0]["words"]
+    pause_at = next(m["offset"] for k, m in framed if k == META and m["pause"]) / RATE
+    assert first[-1]["end_s"] == pytest.approx(pause_at, abs=2e-3)
     assert audio_of(framed).size == status["samples"]
 
 

@@ -108,7 +108,7 @@ async def encoded(job: Job, first, encoder: Encoder, words: WordTrack | None = N
                 out = await run(encoder.feed, chunk.audio, chunk.pause)
             else:
                 audio = await run(encoder.output.feed, chunk.audio, chunk.pause)
-                await words.add(chunk.segment, audio)
+                words.add(chunk.segment, audio, chunk.pause)
                 out = await run(encoder.encode, audio)
             if out:
                 yield out
@@ -119,7 +119,7 @@ async def encoded(job: Job, first, encoder: Encoder, words: WordTrack | None = N
         rest = None
         if words is not None:
             rest = await run(encoder.output.finish)
-            await words.finish(rest)
+            words.finish(rest)
         tail = await run(encoder.finish, rest)
         if tail:
             yield tail

@@ -51,12 +51,12 @@ async def sent_audio(job: Job, first, words: WordTrack | None = None):
         while event[0] == "chunk":
             audio = await heard(output, event[1].chunk)
             if words is not None:
-                await words.add(event[1].chunk.segment, audio)
+                words.add(event[1].chunk.segment, audio, event[1].chunk.pause)
             yield event[1], audio, output.sent
             event = await next_event(job, None)  # Starlette (or Gradio) cancels this body when the client goes
         tail = output.finish()
         if words is not None:
-            await words.finish(tail)
+            words.finish(tail)
         yield None, tail, output.sent
     finally:
         job.discard()  # stops a live job within one patch; drops audio a finished one still holds

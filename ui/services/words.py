@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 from dataclasses import dataclass, field
 
 import anyio
@@ -24,19 +25,28 @@ from inference.errors import QueueFullError
 from inference.request.audio_input import resample
 from inference.serving.job import Job
 
+log = logging.getLogger("voxcpm.words")
+
 
 @dataclass
 class Segment:
     index: int
     start: float  # where its audio starts on the stream's timeline, s
     audio: list[np.ndarray] = field(default_factory=list)
+    handed: asyncio.Task | None = None  # its audio resampled and queued for the aligner, off the stream's path
     future: concurrent.futures.Future | None = None
     error: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.error is not None or (self.handed is not None and self.handed.done()
+                                          and (self.error is not None or self.future.done()))
 
 
 class WordTrack:
     """One stream's words: add() each piece of audio as it is sent, with its segment; ready() the
-    segments aligned since; rest() the others, once the audio has ended."""
+    segments aligned since; rest() the others, once the audio has ended. Nothing here makes the
+    audio wait: a segment's audio is resampled and queued for the aligner by a task of its own."""
 
     def __init__(self, analysis, job: Job, rate: int, wait_s: float):
         self.analysis, self.job, self.rate, self.wait_s = analysis, job, rate, wait_s
@@ -46,51 +56,54 @@ class WordTrack:
         self.ended = -1  # the last segment handed to the aligner
         job.ask_words()
 
-    async def add(self, segment: int, audio: np.ndarray):
-        """A piece of the audio sent. A segment ends at a piece of a later one, or as soon as the
-        text's report counts it finished (a later segment's audio may come only once it is whole:
-        its words need not wait for it). What follows a finished segment (a pause's silence) is on
-        the timeline, and holds no words."""
-        if self.current is not None and segment != self.current.index:
-            await self._end()
-        if self.current is None and segment > self.ended:
+    def add(self, segment: int, audio: np.ndarray, pause: bool = False):
+        """A piece of the audio sent. A segment ends at a piece of a later one, or at a pause's
+        silence once the text's report counts it finished (a later segment's audio may come only
+        once it is whole: the words before a pause need not wait for it). A pause's silence is on
+        the timeline and holds no words."""
+        report = self.job.text_report
+        finished = self.current is not None and report is not None and len(report.seeds) > self.current.index
+        if self.current is not None and (segment != self.current.index or (pause and finished)):
+            self._end()
+        if self.current is None and segment > self.ended and not pause:
             self.current = Segment(segment, self.sent / self.rate)
         if self.current is not None and len(audio):
             self.current.audio.append(np.asarray(audio, np.float32))
         self.sent += len(audio)
-        report = self.job.text_report
-        if self.current is not None and report is not None and len(report.seeds) > self.current.index:
-            await self._end()
 
-    async def finish(self, tail: np.ndarray):
+    def finish(self, tail: np.ndarray):
         """The audio has ended (`tail`: its last samples, of the last segment)."""
         if len(tail) and self.current is not None:
             self.current.audio.append(np.asarray(tail, np.float32))
             self.sent += len(tail)
         if self.current is not None:
-            await self._end()
+            self._end()
 
     def ready(self) -> list[dict]:
         """The words of each segment aligned since the last call, in the segments' order."""
         out = []
-        while self.waiting and (self.waiting[0].error is not None or self.waiting[0].future.done()):
+        while self.waiting and self.waiting[0].ready:
             out.append(self._words(self.waiting.pop(0)))
         return out
 
     async def rest(self) -> list[dict]:
         """Every segment's words still to come: waited for, at most wait_s in all."""
-        pending = [s.future for s in self.waiting if s.error is None]
+        async def aligned(segment: Segment):
+            await segment.handed
+            if segment.error is None:
+                await asyncio.wrap_future(segment.future)
+        pending = [aligned(s) for s in self.waiting if s.error is None]
         if pending:
-            await asyncio.wait([asyncio.wrap_future(f) for f in pending], timeout=self.wait_s)
+            await asyncio.wait([asyncio.ensure_future(p) for p in pending], timeout=self.wait_s)
         out = []
         for segment in self.waiting:
-            if segment.error is None and not segment.future.done():
+            if not segment.ready:
                 segment.error = f"the words were not aligned within {self.wait_s:g} s (the server's audio analysis is busy)"
             out.append(self._words(segment))
         self.waiting = []
         return out
 
-    async def _end(self):
+    def _end(self):
         segment, self.current = self.current, None
         self.ended = segment.index
         report = self.job.text_report
@@ -98,12 +111,18 @@ class WordTrack:
         self.waiting.append(segment)
         audio = np.concatenate(segment.audio) if segment.audio else np.zeros(0, np.float32)
         segment.audio = []
+        segment.handed = asyncio.get_running_loop().create_task(self._hand(segment, audio, text))
+
+    async def _hand(self, segment: Segment, audio: np.ndarray, text: str):
         try:
             at_rate = await anyio.to_thread.run_sync(resample, audio, self.rate, RATE)
             take = Take(at_rate, [(text, 0.0, len(at_rate) / RATE)], None, scores.is_chinese(text))
             segment.future = await anyio.to_thread.run_sync(self.analysis.align, take)
         except (ModelUnavailable, QueueFullError) as exc:
             segment.error = f"no word timestamps for this segment: {exc}"
+        except Exception:  # noqa: BLE001 - ours: logged; the stream and its other segments go on
+            log.exception("request %s: segment %d could not be handed to the aligner", self.job.id, segment.index)
+            segment.error = "no word timestamps for this segment: an internal error on the server (logged)"
 
     def _words(self, segment: Segment) -> dict:
         """A segment's frame: its words on the stream's timeline, or why there are none."""
