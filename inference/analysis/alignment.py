@@ -185,21 +185,23 @@ def alignment_matrix(weights: torch.Tensor) -> np.ndarray:
 @contextlib.contextmanager
 def attention_weights_returned(model):
     """The decoder's attention as weights, for the call inside only. transformers' sdpa returns none
-    (5.24: nothing comes back, only a warning); eager does, but switching the model for good would
+    (5.24: nothing comes back, only a warning); eager does, but leaving the model on eager would
     slow the encoder of every later recognition. So eager for the forced decoder pass alone, then
-    back. Safe here: the analysis process runs one batch at a time on one thread. (Recognizer.hear's
-    generate(return_token_timestamps=True) does switch the model to eager for good: transformers'
-    own doing. A transformers without set_attn_implementation had Whisper's sdpa attention fall
-    back to eager by itself when asked for weights.)"""
-    before = model.config._attn_implementation
-    if before in (None, "eager") or not hasattr(model, "set_attn_implementation"):
+    sdpa again: what transformers loads Whisper with where torch has it (and what it falls back from
+    by itself where a call needs weights, as Recognizer.hear's generate does). Safe here: the
+    analysis process runs one batch at a time on one thread. A transformers without
+    set_attn_implementation had Whisper's sdpa attention fall back to eager by itself."""
+    if not hasattr(model, "set_attn_implementation"):
         yield
         return
     model.set_attn_implementation("eager")
     try:
         yield
     finally:
-        model.set_attn_implementation(before)
+        try:
+            model.set_attn_implementation("sdpa")
+        except (ValueError, ImportError):  # a model or torch without sdpa: it stays on eager, as it loaded
+            pass
 
 
 @torch.inference_mode()

@@ -21,10 +21,7 @@ MAX_FUNCTION_LINES = 60
 BASES_OF_OWN = ("self", "cls", "torch", "sys", "os")  # torch._dynamo, sys._getframe...: module APIs
 # Private names of other packages we call on purpose: the official voxcpm has no public streaming
 # call that takes a prompt cache, and the peer benchmark measures exactly that path.
-# transformers has no public getter of a model's attention implementation: the word aligner reads it
-# to put it back after its one eager pass (sdpa returns no attention weights).
-OUTSIDE_PRIVATE = {"bench/official_side.py": {"_generate_with_prompt_cache"},
-                   "inference/analysis/alignment.py": {"_attn_implementation"}}
+OUTSIDE_PRIVATE = {"bench/official_side.py": {"_generate_with_prompt_cache"}}
 
 
 def python_files(*tops: str) -> list[Path]:
