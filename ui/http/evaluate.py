@@ -24,6 +24,7 @@ a live stream does not wait for any of it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 
@@ -52,23 +53,30 @@ FIELDS = ("file", "text", "segments", "language", "reference_id", "voice", "refe
 async def evaluate(request: Request):
     state = app_context(request)
     began = time.monotonic()
-    form = await read_form(request)
-    limits = state.settings.evaluation
-    audio = (await anyio.to_thread.run_sync(decode_audio, form["file"], limits.max_take_seconds, RATE))[1]
-    parts = split_segments(form, len(audio) / RATE, limits.max_segments, state.limits.max_text_chars)
-    language = form.get("language", "auto")
-    if language not in LANGUAGES:
-        raise InputError(f"language must be one of {', '.join(LANGUAGES)}, not {language[:20]!r}")
-    chinese = scores.is_chinese(" ".join(text for text, _, _ in parts), language)
+    form, take = await read_take(request, state)
+    audio = take.audio
     reference = await read_reference(state, form)
     try:
-        submitted = await anyio.to_thread.run_sync(state.analysis.evaluate, Take(audio, parts, reference, chinese))
+        submitted = await anyio.to_thread.run_sync(state.analysis.evaluate, dataclasses.replace(take, reference=reference))
         result = await asyncio.wrap_future(submitted)
     except (QueueFullError, AnalysisStopped) as exc:
         raise busy(request, f"the take was not evaluated: {exc}") from None
     result["seconds"] = round(len(audio) / RATE, 3)
     result["elapsed_s"] = round(time.monotonic() - began, 3)
     return result
+
+
+async def read_take(request: Request, state, accepted: tuple[str, ...] = FIELDS) -> tuple[dict, Take]:
+    """The form (read_form) and the take it sends: its audio at RATE, its parts, its language;
+    no reference clip yet (only an evaluation reads one)."""
+    form = await read_form(request, accepted)
+    limits = state.settings.evaluation
+    audio = (await anyio.to_thread.run_sync(decode_audio, form["file"], limits.max_take_seconds, RATE))[1]
+    parts = split_segments(form, len(audio) / RATE, limits.max_segments, state.limits.max_text_chars)
+    language = form.get("language", "auto")
+    if language not in LANGUAGES:
+        raise InputError(f"language must be one of {', '.join(LANGUAGES)}, not {language[:20]!r}")
+    return form, Take(audio, parts, None, scores.is_chinese(" ".join(text for text, _, _ in parts), language))
 
 
 async def read_form(request: Request, accepted: tuple[str, ...] = FIELDS) -> dict:

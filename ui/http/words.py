@@ -20,16 +20,14 @@ import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from inference.analysis import scores
-from inference.analysis.evaluation import RATE, Take
+from inference.analysis.evaluation import RATE
 from inference.analysis.process import AnalysisStopped
 from inference.errors import InputError, QueueFullError
 
 from .common import Refusal, aligner_ready, busy, guarded
-from .evaluate import LANGUAGES, read_form, split_segments
+from .evaluate import read_take
 from .stream import find_job
 from ..context import app_context
-from ..library.uploads import decode_audio
 from ..services import subtitles
 
 words_router = APIRouter()
@@ -58,22 +56,15 @@ async def align(request: Request):
         fmt = subtitle_format(fmt)
     aligner_ready(state)  # before the upload is read: off, or its model failed a moment ago
     began = time.monotonic()
-    form = await read_form(request, FIELDS)
-    limits = state.settings.evaluation
-    audio = (await anyio.to_thread.run_sync(decode_audio, form["file"], limits.max_take_seconds, RATE))[1]
-    parts = split_segments(form, len(audio) / RATE, limits.max_segments, state.limits.max_text_chars)
-    language = form.get("language", "auto")
-    if language not in LANGUAGES:
-        raise InputError(f"language must be one of {', '.join(LANGUAGES)}, not {language[:20]!r}")
-    chinese = scores.is_chinese(" ".join(text for text, _, _ in parts), language)
+    _, take = await read_take(request, state, FIELDS)
     try:
-        submitted = await anyio.to_thread.run_sync(state.analysis.align, Take(audio, parts, None, chinese))
+        submitted = await anyio.to_thread.run_sync(state.analysis.align, take)
         words = await asyncio.wrap_future(submitted)
     except (QueueFullError, AnalysisStopped) as exc:
         raise busy(request, f"the take was not aligned: {exc}") from None
     if fmt != "json":
         return subtitle_file(words, fmt, "take")
-    return {"words": words, "seconds": round(len(audio) / RATE, 3), "elapsed_s": round(time.monotonic() - began, 3)}
+    return {"words": words, "seconds": round(len(take.audio) / RATE, 3), "elapsed_s": round(time.monotonic() - began, 3)}
 
 
 def asked_words(request: Request, job_id: str) -> list[dict]:
