@@ -10,6 +10,17 @@
 import { wavBlob } from '../player/pcm.js';
 import { route } from '../player/server.js';
 
+// Left and Right (Home, End) on one of `words` (buttons of one row, one Tab stop among them): the
+// focus, and the Tab stop, to the next one. The scored words and the words track both move so.
+export function moveAmong(words, e) {
+  const i = words.indexOf(e.target);
+  const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: words.length - 1 }[e.key];
+  if (i < 0 || to === undefined || !words[to]) return;
+  e.preventDefault();
+  words.forEach((w, j) => { w.tabIndex = j === to ? 0 : -1; });
+  words[to].focus();
+}
+
 const COLORS = { misread: '#d97706', missing: '#dc2626', inserted: '#2563eb' };
 const SAYS = { misread: 'misread', missing: 'missing', inserted: 'inserted' };
 const SIGNS = { misread: '≠', missing: '−', inserted: '+' };
@@ -124,15 +135,8 @@ export class Evaluation {
     if (result.segments.length > 1) this.segmentTable(result.segments);
   }
 
-  // Left and Right (Home, End) on a marked word: the focus, and the one Tab stop, to the next one.
   moveInWords(e) {
-    const words = [...this.el('eval-text').querySelectorAll('button[data-at]')];
-    const i = words.indexOf(e.target);
-    const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: words.length - 1 }[e.key];
-    if (i < 0 || to === undefined || !words[to]) return;
-    e.preventDefault();
-    words.forEach((w, j) => { w.tabIndex = j === to ? 0 : -1; });
-    words[to].focus();
+    moveAmong([...this.el('eval-text').querySelectorAll('button[data-at]')], e);
   }
 
   // A segment's text as spoken, its misread and missing words marked where they stand and the

@@ -7,7 +7,7 @@
 // up; a click (or Enter) plays from the word's start. Words the evaluation found misread or missing
 // are marked on the same track. SRT and WebVTT are the same route's ?format=srt / ?format=vtt.
 
-import { takeForm } from './evaluate.js';
+import { moveAmong, takeForm } from './evaluate.js';
 import { fileName } from './export.js';
 import { errorText, route } from '../player/server.js';
 
@@ -136,13 +136,7 @@ export class Words {
   }
 
   moveInWords(e) {
-    const words = this.boxes.map((b) => b.button);
-    const i = words.indexOf(e.target);
-    const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: words.length - 1 }[e.key];
-    if (i < 0 || to === undefined || !words[to]) return;
-    e.preventDefault();
-    words.forEach((w, j) => { w.tabIndex = j === to ? 0 : -1; });
-    words[to].focus();
+    moveAmong(this.boxes.map((b) => b.button), e);
   }
 
   // The take's words from the server's aligner, kept with the take.
