@@ -27,8 +27,8 @@ import pytest
 from inference.analysis.process import AnalysisBusy
 
 from ..fixtures import analysis_stand_ins
-from ..support.app_helpers import BROWSER_FLAGS, CHROMIUM, SAMPLE_RATE, set_max_len
-from ..support.workbench_page import download, import_edited, ready, settled, slowed, sync_playwright, take
+from ..support.app_helpers import SAMPLE_RATE, set_max_len
+from ..support.workbench_page import desktop_page, download, import_edited, ready, settled, slowed, take
 
 WB = "#vox-workbench"
 BOX = "#vox-word-timestamps input[type=checkbox]"
@@ -67,18 +67,9 @@ def client(app):
 
 @pytest.fixture(scope="module")
 def page(app, tmp_path_factory):
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=BROWSER_FLAGS, headless=True)
-        context = browser.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)
-        page = context.new_page()
-        page.errors = []
-        page.on("pageerror", lambda exc: page.errors.append(str(exc)))
-        page.goto(app.url + "/")
-        ready(page)
+    with desktop_page(app, tmp_path_factory.mktemp("downloads")) as page:
         set_max_len(page, PATCHES)
-        page.downloads = tmp_path_factory.mktemp("downloads")
         yield page
-        browser.close()
 
 
 def is_stream(request) -> bool:

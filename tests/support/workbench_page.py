@@ -27,6 +27,14 @@ def app(serve_app, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(app, tmp_path_factory):
+    with desktop_page(app, tmp_path_factory.mktemp("downloads")) as page:
+        yield page
+
+
+@contextlib.contextmanager
+def desktop_page(app, downloads: Path):
+    """The app's page at desktop size, ready, its script errors collected in `page.errors` and its
+    downloads saved in `downloads`."""
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=BROWSER_FLAGS, headless=True)
         context = browser.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)
@@ -35,7 +43,7 @@ def page(app, tmp_path_factory):
         page.on("pageerror", lambda exc: page.errors.append(str(exc)))
         page.goto(app.url + "/")
         ready(page)
-        page.downloads = tmp_path_factory.mktemp("downloads")
+        page.downloads = downloads
         yield page
         browser.close()
 
