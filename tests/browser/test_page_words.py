@@ -52,11 +52,9 @@ def app(serve_app, tmp_path_factory):
 
     path = write_tiny_checkpoint(tmp_path_factory.mktemp("never-stops"), fast_vae=True, never_stops=True)
     engine = Engine.from_pretrained(str(path), device="cpu", dtype="float32", max_streams=2)
-    app = serve_app(prebuffer_ms=PREBUFFER_MS, data_dir=str(tmp_path_factory.mktemp("data")), engine=engine,
-                    recognizer="scripted", recognizer_loader=analysis_stand_ins.LOADER, speaker=None,
-                    max_pending_words=MAX_PENDING, busy_retry_s=RETRY_S)
-    app.app.state.ctx.analysis.ping().result(60)  # the process started: the first words need not wait for it
-    return app
+    return analysis_stand_ins.serve_scripted(serve_app, prebuffer_ms=PREBUFFER_MS, engine=engine,
+                                             data_dir=str(tmp_path_factory.mktemp("data")),
+                                             max_pending_words=MAX_PENDING, busy_retry_s=RETRY_S)
 
 
 @pytest.fixture(scope="module")

@@ -29,9 +29,7 @@ RATE = 48000
 
 @pytest.fixture(scope="module")
 def app(serve_app):
-    app = serve_app(recognizer="scripted", recognizer_loader=analysis_stand_ins.LOADER, speaker=None)
-    app.app.state.ctx.analysis.ping().result(60)  # the process started: the first words need not wait for it
-    return app
+    return analysis_stand_ins.serve_scripted(serve_app)
 
 
 @pytest.fixture(scope="module")
@@ -214,9 +212,8 @@ def test_without_an_aligner_timestamps_are_refused_at_once_and_plain_requests_st
 
 
 def test_when_the_aligner_is_full_the_stream_plays_whole_and_says_why_words_are_missing(serve_app):
-    app = serve_app(recognizer="slow@2", recognizer_loader=analysis_stand_ins.LOADER, speaker=None, max_pending_words=1)
+    app = analysis_stand_ins.serve_scripted(serve_app, "slow@2", max_pending_words=1)
     analysis = app.app.state.ctx.analysis
-    analysis.ping().result(60)
     with httpx.Client(base_url=app.url, timeout=120) as client:
         holder = analysis.align(__import__("inference.analysis.evaluation", fromlist=["Take"]).Take(
             np.zeros(16000, np.float32), [("busy now", 0.0, 1.0)], None, False))
@@ -231,10 +228,8 @@ def test_when_the_aligner_is_full_the_stream_plays_whole_and_says_why_words_are_
 def test_words_waiting_in_numbers_leave_room_for_a_persons_transcript(serve_app):
     """A burst of streams' segments may queue for their words (max_pending_words) without taking the
     places of the jobs a person waits for (max_pending): a transcript is still taken at once."""
-    app = serve_app(recognizer="slow@1", recognizer_loader=analysis_stand_ins.LOADER, speaker=None,
-                    max_pending=1, max_pending_words=4)
+    app = analysis_stand_ins.serve_scripted(serve_app, "slow@1", max_pending=1, max_pending_words=4)
     analysis = app.app.state.ctx.analysis
-    analysis.ping().result(60)
     take = __import__("inference.analysis.evaluation", fromlist=["Take"]).Take(
         np.zeros(16000, np.float32), [("one two", 0.0, 1.0)], None, False)
     words = [analysis.align(take) for _ in range(4)]
