@@ -5,6 +5,7 @@
 #
 #   bash bench/gpu_session.sh tests sweep profile     # GPU tests, in-process sweep, step profile
 #   bash bench/gpu_session.sh vae dit                 # the VAE decoder alone (VAE_ARGS), the LocDiT alone
+#   bash bench/gpu_session.sh hopper                  # the LocDiT's products on QuACK's Hopper GEMMs against cuBLAS
 #   bash bench/gpu_session.sh vae-snr                 # the streamed decode's SNR table of bench.bench (--vae-only)
 #   bash bench/gpu_session.sh precision               # our latents and the official's, each in bf16 and float32
 #   bash bench/gpu_session.sh admission               # a burst of 64 to its first chunks; prefill graphs
@@ -29,6 +30,23 @@ if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:$PWD
 fi
+# The optional Hopper kernels (requirements-gpu.txt) travel as parts of one unpacked site folder
+# (bench/fetch_kernels.sh), each part in its own call: every call leaves the parts it brought in
+# $KERNELS, and once the checksums list has them all they are unpacked and put on the path.
+# QuACK's compiled kernels and tuning results are kept in $KERNELS/cache for the machine's later calls.
+KERNELS=${KERNELS:-/root/voxcpm-kernels}
+if [ -d .kernels ]; then mkdir -p "$KERNELS" && cp .kernels/* "$KERNELS"/; fi
+if [ ! -d "$KERNELS/site-packages" ] && [ -f "$KERNELS/SHA256SUMS" ] && (cd "$KERNELS" && sha256sum --quiet -c SHA256SUMS 2>/dev/null); then
+  mkdir -p "$KERNELS/site-packages.partial" && cat "$KERNELS"/site.tar.xz.part-* | xz -d | tar -x -C "$KERNELS/site-packages.partial" \
+    && mv "$KERNELS/site-packages.partial" "$KERNELS/site-packages" && rm -f "$KERNELS"/site.tar.xz.part-*
+fi
+if [ -d "$KERNELS/site-packages" ]; then
+  export PYTHONPATH=$KERNELS/site-packages:$KERNELS/site-packages/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
+  export QUACK_CACHE_DIR=$KERNELS/cache QUACK_CACHE_AUTOTUNING=1
+  echo "Hopper kernels on the path ($KERNELS/site-packages)"
+elif [ -f "$KERNELS/SHA256SUMS" ]; then
+  echo "Hopper kernels: parts so far: $(cd "$KERNELS" && ls site.tar.xz.part-* 2>/dev/null | tr '\n' ' ')"
+fi
 # TRITON_CACHE_AUTOTUNING: the VAE kernels' tile choices are timed once per machine, not once per process
 export PYTHONUNBUFFERED=1 TQDM_DISABLE=1 TRITON_CACHE_AUTOTUNING=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -40,7 +58,7 @@ fi
 for phase in "$@"; do
   echo "== $phase ($(date +%T))"
   case "$phase" in
-    tests) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_fast_path.py tests/unit/test_short_attention.py tests/unit/test_vae_kernels.py tests/unit/test_vae_stream.py tests/unit/test_split_products.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
+    tests) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_fast_path.py tests/gpu/test_hopper_kernels.py tests/unit/test_short_attention.py tests/unit/test_vae_kernels.py tests/unit/test_vae_stream.py tests/unit/test_split_products.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
     sweep) python3 -m bench.bench --checkpoint "$CKPT" --sweep-only --concurrency 1 8 32 64 128 --rounds 2 \
              --max-streams 128 ${SWEEP_ARGS:-} 2>&1 | grep -v "^20..-" | tee "$OUT/sweep.md" ;;
     profile) python3 -m bench.lab.profile_step --buckets 1 8 32 64 128 ${PROFILE_ARGS:-} 2>&1 | tee "$OUT/profile.txt" | tail -60 ;;
@@ -48,6 +66,7 @@ for phase in "$@"; do
     vae-snr) python3 -m bench.bench --checkpoint "$CKPT" --vae-only 2>&1 | grep -v "^20..-" | tee "$OUT/vae_snr.md" ;;
     precision) python3 -m bench.bench --checkpoint "$CKPT" --precision 2>&1 | grep -v "^20..-" | tee "$OUT/precision.md" ;;
     vae) python3 -m bench.lab.vae_decode --config bench/voxcpm2_config.json ${VAE_ARGS:-} 2>&1 | tee "$OUT/vae.txt" | tail -80 ;;
+    hopper) python3 -m bench.lab.hopper_kernels ${HOPPER_ARGS:-} 2>&1 | tee "$OUT/hopper.txt" | tail -80 ;;
     dit) python3 -m bench.lab.dit_rate ${DIT_ARGS:-} 2>&1 | tee "$OUT/dit.txt" | tail -60 ;;
     live) python3 -m bench.live_text --checkpoint "$CKPT" --out "$OUT/live" ${LIVE_ARGS:-} 2>&1 | tee "$OUT/live.txt" | tail -20 ;;
     serve|serve:*) clients=${phase#serve}; clients=${clients#:}

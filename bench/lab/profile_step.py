@@ -30,7 +30,7 @@ from inference.text.tokenizer import TextTokenizer  # noqa: E402
 from inference.model.tiny_checkpoint import write_tokenizer  # noqa: E402
 
 
-def random_engine(vae_dtype=torch.float32, max_streams: int = 64) -> Engine:
+def random_engine(vae_dtype=torch.float32, max_streams: int = 64, hopper: bool = True) -> Engine:
     cfg = ModelConfig.from_json(ROOT / "bench" / "voxcpm2_config.json")
     tok = Path("/tmp/profile_tok")
     tok.mkdir(exist_ok=True)
@@ -39,7 +39,8 @@ def random_engine(vae_dtype=torch.float32, max_streams: int = 64) -> Engine:
         model = VoxCPM2(cfg).to(torch.bfloat16).eval()
         model.fuse_projections()
         vae = AudioVAE(cfg.vae).to(vae_dtype).eval()
-    return Engine(LoadedModel(cfg, model, vae, TextTokenizer.from_dir(tok), torch.device("cuda")), max_streams=max_streams)
+    return Engine(LoadedModel(cfg, model, vae, TextTokenizer.from_dir(tok), torch.device("cuda")), max_streams=max_streams,
+                  hopper=hopper)
 
 
 def replay_ms(fn, n=50) -> float:
@@ -246,15 +247,19 @@ def main():
     ap.add_argument("--top", type=int, default=0, help="print the N most frequent kernels of each part")
     ap.add_argument("--admission", type=int, nargs="*", default=[], help="time batches of K arrivals (admission ahead off and on)")
     ap.add_argument("--prefill", action="store_true", help="with --admission: also each prefill key, plain and compiled")
+    ap.add_argument("--no-hopper", action="store_true", help="the DiT on cuBLAS only, even where the Hopper kernels run")
     args = ap.parse_args()
     if args.buckets is None:
         args.buckets = [] if args.admission else [1, 8, 32, 64]
     attention_variants()
-    engine = random_engine(torch.float32, max_streams=max(args.buckets + args.admission))
+    engine = random_engine(torch.float32, max_streams=max(args.buckets + args.admission), hopper=not args.no_hopper)
     r = engine.runner
     t = time.perf_counter()
     r.capture()
     print(f"capture {time.perf_counter() - t:.1f} s, {r.graphs} graphs")
+    for b, times in sorted(r.dit_choice.items()):  # the warm-up's choice of the DiT's kernels per bucket
+        print(f"b={b} DiT kernels: " + ", ".join(f"{name} {ms:.3f} ms" for name, ms in times.items())
+              + f" (9 Euler steps) -> {min(times, key=times.get)}")
     for k in args.admission:
         admission(engine, k)
     if args.prefill:

@@ -7,12 +7,17 @@ of one per bucket: warm-up stays short however many buckets there are. The prefi
 their own compiled graphs with both the batch and the prompt length symbolic: one serves every
 prefill key. `step_functions(compile=False)` gives
 the plain functions; the DecodeStep holds the bundle and passes it to every model call it makes,
-so both run the same code path.
+so both run the same code path. On Hopper GPUs with the optional kernels installed
+(requirements-gpu.txt) the bundle also offers the DiT other layer functions (`dit_choices`,
+inference/runtime/hopper.py); the runner times each per batch bucket at warm-up and keeps the
+fastest, so a choice that measures slower on some bucket is not used there.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
+import logging
 from dataclasses import dataclass, field
 from typing import Callable, ContextManager
 
@@ -22,6 +27,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from ..model.locdit import guided_euler
 from ..model.transformer import (PLAIN_OPS, LayerOps, attention_inputs, decode_attention, layer_output, rms_norm,
                                  sequence_attention)
+
+log = logging.getLogger("voxcpm.engine")
 
 # Four transformers, each at a static batch of 1 and a symbolic larger batch: more entries per
 # function than dynamo's default limit of 8, all of them wanted.
@@ -40,6 +47,9 @@ class StepFunctions:
     guided_euler: Callable = guided_euler
     scope: ContextManager = field(default_factory=contextlib.nullcontext)
     prefill: LayerOps = PLAIN_OPS  # the prompts' pass through both LMs
+    # Other bundles the DiT's Euler step may run on instead of `ops`, by name: the runner times
+    # each per batch bucket at warm-up (BatchRunner.choose_dit_ops) and keeps the fastest.
+    dit_choices: tuple[tuple[str, LayerOps], ...] = ()
 
     @property
     def compiled(self) -> bool:
@@ -49,14 +59,29 @@ class StepFunctions:
 PLAIN = StepFunctions()
 
 
-def step_functions(compile: bool) -> StepFunctions:
-    """The plain functions, or compiled ones (compiled on first use, i.e. during Engine.warmup)."""
+def step_functions(compile: bool, hopper: bool = True) -> StepFunctions:
+    """The plain functions, or compiled ones (compiled on first use, i.e. during Engine.warmup);
+    with `hopper`, the Hopper kernels as the DiT's choices where they can run."""
     if not compile:
         return PLAIN
     # Guards include the device: each GPU's engine adds its own entries for the same functions.
     limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT * max(1, torch.cuda.device_count()))
     euler = batch_dynamic(torch.compile(guided_euler, fullgraph=True, dynamic=False), 0, 1, 2, 3)
-    return StepFunctions(compiled_ops(), euler, torch._dynamo.config.patch(recompile_limit=limit), prefill_ops())
+    ops = compiled_ops()
+    return StepFunctions(ops, euler, torch._dynamo.config.patch(recompile_limit=limit), prefill_ops(),
+                         hopper_choices(ops) if hopper else ())
+
+
+def hopper_choices(ops: LayerOps) -> tuple[tuple[str, LayerOps], ...]:
+    """`ops` with each of hopper.CHOICES' layer functions, where the Hopper kernels can run."""
+    from . import hopper
+
+    reason = hopper.unavailable()
+    if reason is not None:
+        log.info("Hopper kernels not used: %s", reason)
+        return ()
+    return tuple((name, dataclasses.replace(ops, layer_output=hopper.layer_output_with(parts)))
+                 for name, parts in hopper.CHOICES)
 
 
 def batch_dynamic(fn, *batch_args: int):

@@ -22,6 +22,7 @@ import torch
 
 from ..model.audio_vae import AudioVAE
 from ..model.locdit import euler_update, guidance_pair, zero_velocity_steps
+from ..model.transformer import LayerOps
 from ..model.voxcpm2 import VoxCPM2
 from ..request.continuation import DecoderStart
 from ..request.prompt import Prompt
@@ -81,6 +82,9 @@ class DecodeStep:
         # the LM step.
         self.side_stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
         self._schedules: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        # The DiT's layer functions per batch bucket where the runner's warm-up chose one of
+        # fns.dit_choices over fns.ops (BatchRunner.choose_dit_ops).
+        self.dit_ops: dict[int, LayerOps] = {}
 
     def _allocate(self, cfg, rows: int, capacity: int, max_timesteps: int):
         h, hd, (p, d) = cfg.base_lm.hidden_size, cfg.local_dit.hidden_size, self.patch_shape
@@ -213,7 +217,7 @@ class DecodeStep:
         time = self.time_rows[:b].index_select(1, self.k).squeeze(1)
         dt = self.dt_rows[:b].index_select(1, self.k).squeeze(1)
         x = euler_update(self.model.dit, self.x[:b], self.mu_pair[: 2 * b], self.cond_pair[: 2 * b], time, dt,
-                         self.cfg_value[:b], self.fns.ops, self.fns.guided_euler)
+                         self.cfg_value[:b], self.dit_ops.get(b, self.fns.ops), self.fns.guided_euler)
         self.x[:b].copy_(x)
         self.k.add_(1)
 

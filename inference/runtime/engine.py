@@ -60,7 +60,7 @@ class Engine:
     request's chunks.
     """
 
-    def __init__(self, loaded: LoadedModel, *, cuda_graphs: bool = True, compile: bool = True,
+    def __init__(self, loaded: LoadedModel, *, cuda_graphs: bool = True, compile: bool = True, hopper: bool = True,
                  max_streams: int = LIMITS.max_streams, max_audio_seconds: float = LIMITS.max_audio_seconds,
                  max_text_chars: int = LIMITS.max_text_chars, max_output_seconds: float = LIMITS.max_output_seconds):
         self.cfg, self.model, self.vae, self.tokenizer = loaded.cfg, loaded.model, loaded.vae, loaded.tokenizer
@@ -73,7 +73,7 @@ class Engine:
         if compile and on_gpu:
             # The VAE decoder owns its streaming function; it fuses it itself (vae_stream.py).
             self.vae.decoder.compile_stream()
-        self.runner = BatchRunner(self.model, self.vae, self.rows, step_functions(compile and on_gpu))
+        self.runner = BatchRunner(self.model, self.vae, self.rows, step_functions(compile and on_gpu, hopper))
         self.cuda_graphs = cuda_graphs and on_gpu
         self.preparer = RequestPreparer(loaded, max_audio_seconds, max_text_chars, max_output_seconds)
         self.scheduler = Scheduler(self.runner, self.rows)
@@ -86,12 +86,15 @@ class Engine:
     @classmethod
     def from_pretrained(cls, name_or_path: str = "openbmb/VoxCPM2", *, device: str | None = None,
                         dtype: str | None = None, vae_dtype: str = "float32", warmup: bool = True,
-                        cuda_graphs: bool = True, compile: bool = True, cache_dir: str | None = None,
+                        cuda_graphs: bool = True, compile: bool = True, hopper: bool = True,
+                        cache_dir: str | None = None,
                         local_files_only: bool = False, lora: str | None = None, **limits) -> "Engine":
         """name_or_path: a hub id (downloaded into the hub cache) or a local checkpoint folder.
         device defaults to CUDA when present; dtype to bfloat16 on CUDA, float32 on CPU. On CUDA,
         `cuda_graphs` replays captured graphs per patch and `compile` fuses each layer's kernels
-        (both switch off for debugging); warm-up does all capture and compilation. `lora`: a
+        (both switch off for debugging); `hopper` lets the DiT take the optional Hopper kernels
+        (requirements-gpu.txt) on the batch buckets where they measure faster at warm-up (off: never
+        tried); warm-up does all capture, compilation and that measurement. `lora`: a
         folder or hub id of LoRA weights from the official fine-tuning, merged into the weights
         at load (inference/model/lora.py). `limits`: max_streams, max_audio_seconds, max_text_chars,
         max_output_seconds (Limits.engine_options())."""
@@ -99,7 +102,7 @@ class Engine:
         dtype = dtype or ("bfloat16" if device.startswith("cuda") else "float32")
         loaded = load_checkpoint(name_or_path, device=device, dtype=dtype, vae_dtype=vae_dtype,
                                  cache_dir=cache_dir, local_files_only=local_files_only, lora=lora)
-        engine = cls(loaded, cuda_graphs=cuda_graphs, compile=compile, **limits)
+        engine = cls(loaded, cuda_graphs=cuda_graphs, compile=compile, hopper=hopper, **limits)
         if warmup:
             engine.warmup()
         return engine

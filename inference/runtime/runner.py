@@ -8,6 +8,7 @@ before it collects one, so the host's work overlaps the GPU's. One thread only.
 from __future__ import annotations
 
 import collections
+import logging
 import time
 
 import numpy as np
@@ -17,8 +18,10 @@ from ..model.audio_vae import AudioVAE
 from ..model.voxcpm2 import VoxCPM2
 from ..request.prompt import DECODE_CONTEXT_PATCHES
 from .compiled import PLAIN, StepFunctions
-from .cuda_graphs import CUDAGraphed
+from .cuda_graphs import CAPTURE_LOCK, CUDAGraphed
 from .decode_step import DecodeStep, Join
+
+log = logging.getLogger("voxcpm.engine")
 
 
 def span_buckets(capacity: int, smallest: int = 256) -> list[int]:
@@ -83,6 +86,7 @@ class BatchRunner:
         self._allocate_host()
         self.in_flight: collections.deque[tuple[int, int]] = collections.deque()  # (slot, bucket)
         self.launches = 0
+        self.dit_choice: dict[int, dict[str, float]] = {}  # warm-up's timings per bucket (choose_dit_ops)
 
     def _allocate_padded_prompt(self):
         """Static inputs of the prefill graphs: for each key, views of one buffer per input."""
@@ -121,6 +125,7 @@ class BatchRunner:
                     self._padded_prefill(*key)
             self.step.warm_context_decodes(self.scratch_row, DECODE_CONTEXT_PATCHES)
         torch.cuda.current_stream().wait_stream(stream)
+        self.dit_choice = self.choose_dit_ops(stream)
         pool = torch.cuda.graph_pool_handle()
         for b in reversed(self.buckets):
             self.prologue.capture((b,), pool, stream)
@@ -131,6 +136,53 @@ class BatchRunner:
             self.padded_prefill.capture(key, pool, stream)
         torch.cuda.synchronize()
         return time.perf_counter() - start
+
+    def choose_dit_ops(self, stream: torch.cuda.Stream) -> dict[int, dict[str, float]]:
+        """For each batch bucket, the DiT's layer functions that run its Euler step fastest: the
+        step's own (fns.ops, "cuBLAS") and each of fns.dit_choices, each warmed up (a Hopper
+        kernel compiles and tunes on its first call) and timed as a graph of nine Euler steps, a
+        patch's worth. The step keeps the winner (DecodeStep.dit_ops); a choice that fails to run
+        here is left out. Returns each bucket's times in ms, by name."""
+        choices = dict((("cuBLAS", self.step.fns.ops),) + self.step.fns.dit_choices)
+        if len(choices) == 1:
+            return {}
+        timed: dict[int, dict[str, float]] = {}
+        for b in reversed(self.buckets):
+            times = {}
+            for name, ops in choices.items():
+                self.step.dit_ops[b] = ops
+                try:
+                    times[name] = self._euler_ms(b, stream)
+                except Exception as exc:  # a kernel that does not compile or capture here: the others stay
+                    log.warning("DiT layer functions %r at %d rows failed, not used: %s", name, b, exc)
+            best = min(times, key=times.get)
+            self.step.dit_ops[b] = choices[best]
+            timed[b] = times
+            log.info("DiT at %d rows: %s (%s)", b, best, ", ".join(f"{n} {ms:.3f} ms" for n, ms in times.items()))
+        return timed
+
+    def _euler_ms(self, b: int, stream: torch.cuda.Stream, patches: int = 3) -> float:
+        """The fastest of `patches` replays of nine Euler steps of bucket b, in ms (the step's
+        counter k is reset by its prologue before each)."""
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # compiles and tunes outside capture
+                self.step.prologue(b)
+                self.step.euler(b)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with CAPTURE_LOCK, torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
+            self.step.euler(b)
+        best = float("inf")
+        for _ in range(patches):
+            self.step.prologue(b)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(9):
+                graph.replay()
+            end.record()
+            end.synchronize()  # deliberate: warm-up reads the time on the host
+            best = min(best, start.elapsed_time(end))
+        return best
 
     @property
     def graphs(self) -> int:

@@ -120,3 +120,31 @@ def test_the_next_segment_carries_the_decoder_and_the_scheduler_says_what_ran_pa
     assert kept == [True, True]
     with pytest.raises(dataclasses.FrozenInstanceError):
         starts[-1].decoder = DecoderStart.REWIND
+
+
+def test_the_dit_runs_on_the_bundle_chosen_for_its_bucket_and_the_rest_on_the_steps_own():
+    """The warm-up's choice of the DiT's kernels (BatchRunner.choose_dit_ops) is read per batch
+    bucket: an Euler step of a bucket with a chosen bundle calls the DiT through it alone, one of
+    any other bucket through the step's own functions."""
+    loaded, calls = load_checkpoint(str(CKPT), device="cpu", dtype="float32"), collections.Counter()
+    runner = BatchRunner(loaded.model, loaded.vae, 4, recording(calls))
+    chosen = collections.Counter()
+    runner.step.dit_ops[2] = recording(chosen).ops
+    layers = loaded.cfg.local_dit.num_layers
+    with torch.inference_mode():
+        runner.step.prologue(2)
+        runner.step.euler(2)
+        assert chosen["layer_output"] == layers and calls["layer_output"] == 0
+        runner.step.prologue(4)
+        runner.step.euler(4)
+    assert calls["layer_output"] == layers and chosen["layer_output"] == layers
+
+
+def test_without_a_hopper_gpu_the_dit_has_no_other_choice_and_says_why():
+    from inference.runtime import hopper
+
+    assert hopper.unavailable() == "no CUDA device"
+    assert step_functions(compile=True).dit_choices == () and step_functions(compile=True, hopper=False).dit_choices == ()
+    with pytest.raises(ValueError, match="unknown parts \\['qkv'\\]; known: o, gate_up, down"):
+        hopper.layer_output_with(frozenset({"qkv", "down"}))
+    assert hopper.layer_output_with(frozenset()) is hopper.plain_layer_output

@@ -1,0 +1,98 @@
+"""A transformer layer's products on Hopper's own GEMMs with their epilogues (QuACK, built on
+CUTLASS's Python DSL: wgmma, TMA, warp-specialized), for the GPUs and installs that have them.
+
+What it saves over cuBLAS plus compiled elementwise kernels is passes over memory between the
+products: the SiLU gate is applied to the gate and up tiles in the gate/up product's epilogue (the
+[tokens, 2 x ffn] product is never written), and the residuals are added in the output and down
+products' epilogues. The norm stays a compiled kernel of its own: the official model rounds the
+normalized row before multiplying the weight, which a GEMM prologue would not.
+
+Optional (requirements-gpu.txt); `unavailable()` says why it cannot be used here, and the engine
+then keeps the plain path. QuACK compiles and tunes a kernel per shape family on its first call:
+the engine's warm-up makes that call, outside any request and any graph capture.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from ..model.transformer import layer_output as plain_layer_output
+from ..model.transformer import rms_norm
+
+# Which of the layer's products take a Hopper kernel: "o" (output projection + residual), "gate_up"
+# (with the SiLU gate in its epilogue), "down" (+ residual).
+PARTS = ("o", "gate_up", "down")
+# What the engine offers its DiT beside cuBLAS (compiled.hopper_choices), each timed per batch
+# bucket at warm-up: every part, and the two whose epilogues save a whole pass over memory.
+CHOICES = (("hopper", frozenset(PARTS)), ("hopper gate_up+down", frozenset({"gate_up", "down"})))
+
+
+@functools.cache
+def unavailable(device: torch.device | None = None) -> str | None:
+    """None when the Hopper kernels can run on `device`, else the reason they cannot."""
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) != (9, 0):
+        return f"compute capability {major}.{minor}: the kernels are built for Hopper (9.0)"
+    try:
+        import quack.gemm_interface  # noqa: F401
+    except Exception as exc:  # missing, or the DSL's compiled parts do not load on this install
+        return f"QuACK not importable ({type(exc).__name__}: {exc}); see requirements-gpu.txt"
+    return None
+
+
+def _residual_norm(x, update, residual_scale: float, norm_weight, eps: float):
+    x = x + update * residual_scale
+    return x, rms_norm(x, norm_weight, eps)
+
+
+def _gated(gate_up):
+    gate, up = gate_up.chunk(2, dim=-1)
+    return torch.nn.functional.silu(gate) * up
+
+
+def _residual(x, update, residual_scale: float):
+    return x + update * residual_scale
+
+
+def _compiled(fn, *batch_args: int):
+    from .compiled import batch_dynamic  # compiled.py picks this module's functions: import here
+    return batch_dynamic(torch.compile(fn, fullgraph=True, dynamic=False), *batch_args)
+
+
+@functools.cache
+def layer_output_with(parts: frozenset[str] = frozenset(PARTS)):
+    """`transformer.layer_output`'s contract, with the named parts (of PARTS) on Hopper GEMMs and
+    the rest as cuBLAS products beside compiled elementwise kernels."""
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise ValueError(f"unknown parts {sorted(unknown)}; known: {', '.join(PARTS)}")
+    if not parts:
+        return plain_layer_output
+    from quack.gemm_interface import gemm_act, gemm_add
+    residual_norm, norm = _compiled(_residual_norm, 0, 1), _compiled(rms_norm, 0)
+    gated, residual = _compiled(_gated, 0), _compiled(_residual, 0, 1)
+
+    def layer_output(x, attn, o_weight, norm_weight, gate_up_weight, down_weight, eps: float,
+                     residual_scale: float):
+        b, heads, t, d = attn.shape
+        rows = b * t
+        attended = attn.transpose(1, 2).reshape(rows, heads * d)  # free after the short kernel
+        if "o" in parts:
+            x = gemm_add(attended, o_weight.T, x.reshape(rows, -1), alpha=residual_scale).view(b, t, -1)
+            normed = norm(x, norm_weight, eps)
+        else:
+            x, normed = residual_norm(x, torch.nn.functional.linear(attended, o_weight).view(b, t, -1),
+                                      residual_scale, norm_weight, eps)
+        if "gate_up" in parts:
+            _, hidden = gemm_act(normed.view(rows, -1), gate_up_weight.T, activation="swiglu",
+                                 store_preact=False, concat_layout=("B",))
+        else:
+            hidden = gated(torch.nn.functional.linear(normed, gate_up_weight)).view(rows, -1)
+        if "down" in parts:
+            return gemm_add(hidden, down_weight.T, x.reshape(rows, -1), alpha=residual_scale).view(b, t, -1)
+        return residual(x, torch.nn.functional.linear(hidden, down_weight).view(b, t, -1), residual_scale)
+
+    return layer_output
