@@ -40,6 +40,9 @@ if [ ! -d "$KERNELS/site-packages" ] && [ -f "$KERNELS/SHA256SUMS" ] && (cd "$KE
   mkdir -p "$KERNELS/site-packages.partial" && cat "$KERNELS"/site.tar.xz.part-* | xz -d | tar -x -C "$KERNELS/site-packages.partial" \
     && mv "$KERNELS/site-packages.partial" "$KERNELS/site-packages" && rm -f "$KERNELS"/site.tar.xz.part-*
 fi
+if [ -f "$KERNELS/quack-cache.tgz" ] && [ ! -d "$KERNELS/cache" ]; then  # an earlier machine's compiled kernels
+  tar -xzf "$KERNELS/quack-cache.tgz" -C "$KERNELS"
+fi
 if [ -d "$KERNELS/site-packages" ]; then
   export PYTHONPATH=$KERNELS/site-packages:$KERNELS/site-packages/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
   export QUACK_CACHE_DIR=$KERNELS/cache QUACK_CACHE_AUTOTUNING=1

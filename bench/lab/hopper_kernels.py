@@ -25,11 +25,10 @@ import torch.nn.functional as F
 
 from bench.lab.dit_rate import flops, gemm_rates, kernel_table, positions
 from bench.lab.profile_step import capture, replay_ms
-from inference.model import transformer as T
 from inference.model.config import ModelConfig
 from inference.model.locdit import LocDiT
 from inference.runtime import hopper
-from inference.runtime.compiled import compiled_ops
+from inference.runtime.compiled import compiled_ops, hopper_ops
 
 VARIANTS = [frozenset(), frozenset({"gate_up"}), frozenset({"gate_up", "down"}), frozenset({"o", "gate_up", "down"}),
             frozenset({"down"}), frozenset({"o"})]
@@ -82,8 +81,7 @@ def whole_call(dit: LocDiT, reference: LocDiT, cfg: ModelConfig, args) -> None:
     engine = compiled_ops()
     keep = cfg.patch_size
     for parts in VARIANTS:
-        ops = T.LayerOps(engine.attention_inputs, hopper.layer_output_with(parts), engine.decode_attention,
-                         engine.norm, engine.sequence_attention) if parts else engine
+        ops = hopper_ops(engine, parts) if parts else engine
         name = "engine (cuBLAS + compiled)" if not parts else "QuACK " + "+".join(sorted(parts))
         try:
             for b in args.rows:

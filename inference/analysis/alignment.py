@@ -29,7 +29,6 @@ import torch
 from ..errors import InputError
 from ..text.pauses import Pause, split_pauses
 from .loading import ModelUnavailable
-from .recognition import check_length, has_alignment_heads
 
 FRAME_S = 0.02  # one encoder frame: two 10 ms mel frames
 MEDIAN_WIDTH = 7  # the median filter's width along time, in frames (openai-whisper's and transformers' default)
@@ -204,6 +203,13 @@ def attention_weights_returned(model):
             pass
 
 
+def has_alignment_heads(pipe) -> bool:
+    """Whether Whisper can time words: its generation config names the cross-attention heads that
+    follow the audio."""
+    config = getattr(getattr(pipe, "model", None), "generation_config", None)
+    return bool(getattr(config, "alignment_heads", None))
+
+
 @torch.inference_mode()
 def align(recognizer, clips: list[np.ndarray], texts: list[str],
           chinese: list[bool]) -> list[list[tuple[str, float, float]]]:
@@ -216,7 +222,7 @@ def align(recognizer, clips: list[np.ndarray], texts: list[str],
                                "alignment_heads (the cross-attention heads that follow the audio). Every "
                                "openai/whisper-* checkpoint names them: give one with --asr-model")
     for clip in clips:
-        check_length(len(clip) / recognizer.rate)
+        recognizer.check_length(len(clip) / recognizer.rate)
     spoken = [spoken_units(text, zh) for text, zh in zip(texts, chinese)]
     if any(found and len(clip) == 0 for clip, found in zip(clips, spoken)):
         raise InputError("a text cannot be aligned with no audio: the clip is empty", "file")

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError
+from .alignment import align, has_alignment_heads
 from .loading import ModelKind, local_folder
 
 log = logging.getLogger("voxcpm.analysis")
@@ -61,6 +62,8 @@ def load_recognizer(name: str, device: str) -> Recognizer:
 
 class Recognizer:
     """Whisper, through its pipeline's pre- and post-processing, a batch of clips per call."""
+
+    check_length = staticmethod(check_length)  # the window a clip must fit, for the aligner too
 
     def __init__(self, pipe: Any):
         self.pipe = pipe
@@ -110,17 +113,8 @@ class Recognizer:
 
     def align(self, clips: list[np.ndarray], texts: list[str], chinese: list[bool]) -> list[list[tuple[str, float, float]]]:
         """Each clip's text (the words asked for, not heard) timed against it: alignment.py."""
-        from .alignment import align
-
         return align(self, clips, texts, chinese)
 
     def _features(self, clips: list[np.ndarray]):
         return self.pipe.feature_extractor(clips, sampling_rate=self.rate, return_tensors="pt",
                                            return_attention_mask=True)
-
-
-def has_alignment_heads(pipe) -> bool:
-    """Whether Whisper can time its words: its generation config names the cross-attention heads
-    that follow the audio."""
-    config = getattr(getattr(pipe, "model", None), "generation_config", None)
-    return bool(getattr(config, "alignment_heads", None))

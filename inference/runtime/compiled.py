@@ -80,8 +80,19 @@ def hopper_choices(ops: LayerOps) -> tuple[tuple[str, LayerOps], ...]:
     if reason is not None:
         log.info("Hopper kernels not used: %s", reason)
         return ()
-    return tuple((name, dataclasses.replace(ops, layer_output=hopper.layer_output_with(parts)))
-                 for name, parts in hopper.CHOICES)
+    return tuple((name, hopper_ops(ops, parts)) for name, parts in hopper.CHOICES)
+
+
+def hopper_ops(ops: LayerOps, parts: frozenset[str]) -> LayerOps:
+    """`ops` with the layer's named parts (hopper.PARTS) on Hopper GEMMs."""
+    from . import hopper  # imports QuACK's interface on first use only
+
+    return dataclasses.replace(ops, layer_output=hopper.layer_output_with(frozenset(parts), static_compiled))
+
+
+def static_compiled(fn, *batch_args: int):
+    """fn compiled with static shapes, dim 0 of the given arguments symbolic past 2 (batch_dynamic)."""
+    return batch_dynamic(torch.compile(fn, fullgraph=True, dynamic=False), *batch_args)
 
 
 def batch_dynamic(fn, *batch_args: int):

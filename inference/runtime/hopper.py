@@ -14,6 +14,7 @@ the engine's warm-up makes that call, outside any request and any graph capture.
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 import torch
 
@@ -57,23 +58,19 @@ def _residual(x, update, residual_scale: float):
     return x + update * residual_scale
 
 
-def _compiled(fn, *batch_args: int):
-    from .compiled import batch_dynamic  # compiled.py picks this module's functions: import here
-    return batch_dynamic(torch.compile(fn, fullgraph=True, dynamic=False), *batch_args)
-
-
 @functools.cache
-def layer_output_with(parts: frozenset[str] = frozenset(PARTS)):
+def layer_output_with(parts: frozenset[str], compiled: Callable):
     """`transformer.layer_output`'s contract, with the named parts (of PARTS) on Hopper GEMMs and
-    the rest as cuBLAS products beside compiled elementwise kernels."""
+    the rest as cuBLAS products beside elementwise functions wrapped by `compiled(fn, *batch_args)`
+    (compiled.static_compiled, the one place that compiles)."""
     unknown = set(parts) - set(PARTS)
     if unknown:
         raise ValueError(f"unknown parts {sorted(unknown)}; known: {', '.join(PARTS)}")
     if not parts:
         return plain_layer_output
     from quack.gemm_interface import gemm_act, gemm_add
-    residual_norm, norm = _compiled(_residual_norm, 0, 1), _compiled(rms_norm, 0)
-    gated, residual = _compiled(_gated, 0), _compiled(_residual, 0, 1)
+    residual_norm, norm = compiled(_residual_norm, 0, 1), compiled(rms_norm, 0)
+    gated, residual = compiled(_gated, 0), compiled(_residual, 0, 1)
 
     def layer_output(x, attn, o_weight, norm_weight, gate_up_weight, down_weight, eps: float,
                      residual_scale: float):
