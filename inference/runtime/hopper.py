@@ -24,9 +24,11 @@ from ..model.transformer import rms_norm
 # Which of the layer's products take a Hopper kernel: "o" (output projection + residual), "gate_up"
 # (with the SiLU gate in its epilogue), "down" (+ residual).
 PARTS = ("o", "gate_up", "down")
-# What the engine offers its DiT beside cuBLAS (compiled.hopper_choices), each timed per batch
-# bucket at warm-up: every part, and the two whose epilogues save a whole pass over memory.
-CHOICES = (("hopper", frozenset(PARTS)), ("hopper gate_up+down", frozenset({"gate_up", "down"})))
+# What the engine offers its DiT beside cuBLAS (compiled.hopper_choices), timed per batch bucket at
+# warm-up: the two products whose epilogues save a pass over memory. The output projection's
+# residual epilogue is left out: with it the DiT call was no faster at any size (H200, 2026-11-28,
+# docs/benchmarks.md "The LocDiT on Hopper kernels"), and warm-up never chose it.
+CHOICES = (("hopper gate_up+down", frozenset({"gate_up", "down"})),)
 
 
 @functools.cache
