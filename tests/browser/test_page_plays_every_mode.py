@@ -20,7 +20,7 @@ from ui.library.uploads import decode_audio
 
 from ..support.app_helpers import BROWSER_FLAGS as FLAGS
 from ..support.app_helpers import CHROMIUM, assert_same_audio, expected_pcm, load_engine, set_max_len
-from ..support.page_handles import click_generate, take_handles
+from ..support.page_handles import click_generate, take_handles, underruns_with_audio_waiting
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 MAX_LEN = 8  # patches: about a second of audio per run keeps the test short
@@ -110,7 +110,9 @@ def test_each_mode_streams_and_plays_gaplessly(app, page, mode, row):
     assert run["body"]["mode"] == mode and run["body"]["max_len"] == MAX_LEN and run["body"]["seed"] is None
     assert run["contextRate"] == 48000 and run["contextState"] == "running"
     assert run["samples"] > 0 and run["played"] == run["samples"] == run["server"]["samples"]
-    assert run["underruns"] == 0 and run["buffered"] == 0
+    # Gapless wherever the audio came in time: on two busy cores the tiny model can fall behind
+    # real time for a moment, and the player then waits, as it should.
+    assert underruns_with_audio_waiting(run) == [] and run["buffered"] == 0
     assert run["firstByteAt"] > run["t0"] and run["audibleAt"] >= run["firstByteAt"]
     assert run["server"]["rtf"] > 0 and run["clientRtf"] > 0 and run["reads"] >= 1
     for field in ("ttfb", "ttfa", "server_ttfp"):
@@ -141,7 +143,7 @@ def test_microphone_clip_clones(app, page):
     page.fill("#vox-text textarea", "Hello world, this is a test.")
     run = _run(page)
     assert run["state"] == "finished", run.get("error")
-    assert run["played"] == run["samples"] == run["server"]["samples"] > 0 and run["underruns"] == 0
+    assert run["played"] == run["samples"] == run["server"]["samples"] > 0 and underruns_with_audio_waiting(run) == []
 
 
 def test_waiting_request_shows_its_queue_position(app, page):
@@ -159,7 +161,7 @@ def test_waiting_request_shows_its_queue_position(app, page):
             blocker.cancel()
     page.wait_for_function("window.player.run.state === 'finished'", timeout=60_000)
     run = page.evaluate("window.player.snapshot()")
-    assert run["server"]["queue_s"] > 0 and run["played"] == run["samples"] and run["underruns"] == 0
+    assert run["server"]["queue_s"] > 0 and run["played"] == run["samples"] and underruns_with_audio_waiting(run) == []
 
 
 def test_stop_halts_playback(app, page):
@@ -225,7 +227,7 @@ def test_a_new_request_replaces_the_playing_one(app, page):
     first = page.evaluate("window.player.snapshot()")
     run = _run(page)
     assert run["id"] != first["id"] and run["state"] == "finished"
-    assert run["played"] == run["samples"] == run["server"]["samples"] and run["underruns"] == 0
+    assert run["played"] == run["samples"] == run["server"]["samples"] and underruns_with_audio_waiting(run) == []
 
 
 def test_the_drawn_sliders_have_the_specs_ranges(page):

@@ -28,3 +28,20 @@ def click_generate(page):
     before = page.evaluate("window.player.run && window.player.run.id")
     page.click("#vox-generate")
     page.wait_for_function("before => window.player.run && window.player.run.id !== before", arg=before)
+
+
+def underruns_with_audio_waiting(run: dict, slack_ms: float = 50.0) -> list[dict]:
+    """The underruns of a player snapshot that the network does not explain: the player ran dry
+    although the patch it needed next had arrived (more than `slack_ms` before, for the worklet's
+    messages). A CPU that makes audio slower than real time for a moment gives underruns; these
+    mean the player lost or held back audio it had. The time of each is read off the audio clock:
+    first sound, plus what was played, plus the gaps before it."""
+    rate = run["contextRate"]
+    unexplained, gaps_ms = [], 0.0
+    for gap in run["underrunTimes"]:
+        dry_at_ms = run["audibleAt"] - run["t0"] + gap["at"] / rate * 1000 + gaps_ms
+        needed = next((b for b in run["boundaries"] if b["offset"] + b["samples"] > gap["at"]), None)
+        if needed is not None and needed["client_ms"] < dry_at_ms - slack_ms:
+            unexplained.append({**gap, "dry_at_ms": dry_at_ms, "arrived_ms": needed["client_ms"]})
+        gaps_ms += gap["gapMs"] or 0.0
+    return unexplained
