@@ -58,12 +58,6 @@ def app(serve_app, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def client(app):
-    with httpx.Client(base_url=app.url, timeout=120) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
 def page(app, tmp_path_factory):
     with desktop_page(app, tmp_path_factory.mktemp("downloads")) as page:
         set_max_len(page, PATCHES)

@@ -33,14 +33,8 @@ def app(serve_app):
 
 
 @pytest.fixture(scope="module")
-def client(app):
-    with httpx.Client(base_url=app.url, timeout=120) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def framed(client):
-    response = client.post("/voxcpm/stream", json=BODY, params={"format": "frames"})
+def framed(app):
+    response = httpx.post(app.url + "/voxcpm/stream", json=BODY, params={"format": "frames"}, timeout=120)
     assert response.status_code == 200, response.text
     return read_frames(response.content)
 
