@@ -20,7 +20,6 @@ import re
 import signal
 from urllib.parse import urlparse
 
-import httpx
 import numpy as np
 import pytest
 
