@@ -73,21 +73,21 @@ def step_functions(compile: bool, hopper: bool = True) -> StepFunctions:
 
 
 def hopper_choices(ops: LayerOps) -> tuple[tuple[str, LayerOps], ...]:
-    """`ops` with each of hopper.CHOICES' layer functions, where the Hopper kernels can run."""
+    """`ops` with the Hopper kernels' layer function, where they can run."""
     from . import hopper
 
     reason = hopper.unavailable()
     if reason is not None:
         log.info("Hopper kernels not used: %s", reason)
         return ()
-    return tuple((name, hopper_ops(ops, parts)) for name, parts in hopper.CHOICES)
+    return (("hopper", hopper_ops(ops)),)
 
 
-def hopper_ops(ops: LayerOps, parts: frozenset[str]) -> LayerOps:
-    """`ops` with the layer's named parts (hopper.PARTS) on Hopper GEMMs."""
+def hopper_ops(ops: LayerOps) -> LayerOps:
+    """`ops` with the layer's gate/up and down products on Hopper GEMMs (hopper.py)."""
     from . import hopper  # imports QuACK's interface on first use only
 
-    return dataclasses.replace(ops, layer_output=hopper.layer_output_with(frozenset(parts), static_compiled))
+    return dataclasses.replace(ops, layer_output=hopper.layer_output_with(static_compiled))
 
 
 def static_compiled(fn, *batch_args: int):

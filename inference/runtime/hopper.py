@@ -3,8 +3,8 @@ CUTLASS's Python DSL: wgmma, TMA, warp-specialized), for the GPUs and installs t
 
 What it saves over cuBLAS plus compiled elementwise kernels is passes over memory between the
 products: the SiLU gate is applied to the gate and up tiles in the gate/up product's epilogue (the
-[tokens, 2 x ffn] product is never written), and the residuals are added in the output and down
-products' epilogues. The norm stays a compiled kernel of its own: the official model rounds the
+[tokens, 2 x ffn] product is never written), and the last residual is added in the down product's
+epilogue. The norm stays a compiled kernel of its own: the official model rounds the
 normalized row before multiplying the weight, which a GEMM prologue would not.
 
 Optional (requirements-gpu.txt); `unavailable()` says why it cannot be used here, and the engine
@@ -18,17 +18,7 @@ from typing import Callable
 
 import torch
 
-from ..model.transformer import layer_output as plain_layer_output
 from ..model.transformer import rms_norm
-
-# Which of the layer's products take a Hopper kernel: "o" (output projection + residual), "gate_up"
-# (with the SiLU gate in its epilogue), "down" (+ residual).
-PARTS = ("o", "gate_up", "down")
-# What the engine offers its DiT beside cuBLAS (compiled.hopper_choices), timed per batch bucket at
-# warm-up: the two products whose epilogues save a pass over memory. The output projection's
-# residual epilogue is left out: with it the DiT call was no faster at any size (H200, 2026-11-28,
-# docs/benchmarks.md "The LocDiT on Hopper kernels"), and warm-up never chose it.
-CHOICES = (("hopper gate_up+down", frozenset({"gate_up", "down"})),)
 
 
 @functools.cache
@@ -51,47 +41,27 @@ def _residual_norm(x, update, residual_scale: float, norm_weight, eps: float):
     return x, rms_norm(x, norm_weight, eps)
 
 
-def _gated(gate_up):
-    gate, up = gate_up.chunk(2, dim=-1)
-    return torch.nn.functional.silu(gate) * up
-
-
-def _residual(x, update, residual_scale: float):
-    return x + update * residual_scale
-
-
 @functools.cache
-def layer_output_with(parts: frozenset[str], compiled: Callable):
-    """`transformer.layer_output`'s contract, with the named parts (of PARTS) on Hopper GEMMs and
-    the rest as cuBLAS products beside elementwise functions wrapped by `compiled(fn, *batch_args)`
-    (compiled.static_compiled, the one place that compiles)."""
-    unknown = set(parts) - set(PARTS)
-    if unknown:
-        raise ValueError(f"unknown parts {sorted(unknown)}; known: {', '.join(PARTS)}")
-    if not parts:
-        return plain_layer_output
+def layer_output_with(compiled: Callable):
+    """`transformer.layer_output`'s contract with the gate/up product (its SiLU gate in the
+    epilogue) and the down product (its residual in the epilogue) on Hopper GEMMs; the output
+    projection stays on cuBLAS beside the residual and norm, compiled by `compiled(fn, *batch_args)`
+    (compiled.static_compiled, the one place that compiles). The output projection's residual in a
+    Hopper epilogue was measured too and made the DiT call no faster at any size (H200, 2026-11-28,
+    docs/benchmarks.md "The LocDiT on Hopper kernels"; the variants' code: commit 9df0a40)."""
     from quack.gemm_interface import gemm_act, gemm_add
-    residual_norm, norm = compiled(_residual_norm, 0, 1), compiled(rms_norm, 0)
-    gated, residual = compiled(_gated, 0), compiled(_residual, 0, 1)
+
+    residual_norm = compiled(_residual_norm, 0, 1)
 
     def layer_output(x, attn, o_weight, norm_weight, gate_up_weight, down_weight, eps: float,
                      residual_scale: float):
         b, heads, t, d = attn.shape
         rows = b * t
         attended = attn.transpose(1, 2).reshape(rows, heads * d)  # free after the short kernel
-        if "o" in parts:
-            x = gemm_add(attended, o_weight.T, x.reshape(rows, -1), alpha=residual_scale).view(b, t, -1)
-            normed = norm(x, norm_weight, eps)
-        else:
-            x, normed = residual_norm(x, torch.nn.functional.linear(attended, o_weight).view(b, t, -1),
-                                      residual_scale, norm_weight, eps)
-        if "gate_up" in parts:
-            _, hidden = gemm_act(normed.view(rows, -1), gate_up_weight.T, activation="swiglu",
-                                 store_preact=False, concat_layout=("B",))
-        else:
-            hidden = gated(torch.nn.functional.linear(normed, gate_up_weight)).view(rows, -1)
-        if "down" in parts:
-            return gemm_add(hidden, down_weight.T, x.reshape(rows, -1), alpha=residual_scale).view(b, t, -1)
-        return residual(x, torch.nn.functional.linear(hidden, down_weight).view(b, t, -1), residual_scale)
+        x, normed = residual_norm(x, torch.nn.functional.linear(attended, o_weight).view(b, t, -1),
+                                  residual_scale, norm_weight, eps)
+        _, hidden = gemm_act(normed.view(rows, -1), gate_up_weight.T, activation="swiglu", store_preact=False,
+                             concat_layout=("B",))
+        return gemm_add(hidden, down_weight.T, x.reshape(rows, -1), alpha=residual_scale).view(b, t, -1)
 
     return layer_output

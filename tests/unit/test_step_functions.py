@@ -19,7 +19,7 @@ from inference.request.listener import Listener
 from inference.model.locdit import LocDiT, guided_euler
 from inference.model.transformer import PLAIN_OPS, LayerOps, Transformer, attention_inputs, decode_attention
 from inference.request.continuation import DecoderStart
-from inference.runtime.compiled import PLAIN, StepFunctions, hopper_ops, step_functions
+from inference.runtime.compiled import PLAIN, StepFunctions, step_functions
 from inference.runtime.prepare import RequestPreparer
 from inference.runtime.runner import BatchRunner
 from inference.runtime.scheduler import Scheduler
@@ -145,6 +145,3 @@ def test_without_a_hopper_gpu_the_dit_has_no_other_choice_and_says_why():
 
     assert hopper.unavailable() == "no CUDA device"
     assert step_functions(compile=True).dit_choices == () and step_functions(compile=True, hopper=False).dit_choices == ()
-    with pytest.raises(ValueError, match="unknown parts \\['qkv'\\]; known: o, gate_up, down"):
-        hopper_ops(PLAIN_OPS, frozenset({"qkv", "down"}))
-    assert hopper_ops(PLAIN_OPS, frozenset()).layer_output is hopper.plain_layer_output
