@@ -52,6 +52,11 @@ class StepFunctions:
     dit_choices: tuple[tuple[str, LayerOps], ...] = ()
 
     @property
+    def dit_options(self) -> dict[str, LayerOps]:
+        """Every bundle the DiT may run on, by name, the step's own ("cuBLAS") first."""
+        return {"cuBLAS": self.ops, **dict(self.dit_choices)}
+
+    @property
     def compiled(self) -> bool:
         return self.ops is not PLAIN_OPS
 

@@ -143,7 +143,7 @@ class BatchRunner:
         kernel compiles and tunes on its first call) and timed as a graph of nine Euler steps, a
         patch's worth. The step keeps the winner (DecodeStep.dit_ops); a choice that fails to run
         here is left out. Returns each bucket's times in ms, by name."""
-        choices = dict((("cuBLAS", self.step.fns.ops),) + self.step.fns.dit_choices)
+        choices = self.step.fns.dit_options
         if len(choices) == 1:
             return {}
         timed: dict[int, dict[str, float]] = {}
