@@ -6,7 +6,7 @@
 # Why not wheels: the DSL ships as three wheels that share one folder (pip --target keeps only
 # the first), and its compiled part (nvidia-cutlass-dsl-libs-cu13, 88 MB) is larger than one copy
 # allows. Unpacked and recompressed with xz the whole set is about 62 MB: two parts, each sent
-# in its own call and joined there (bench/gpu_session.sh, phase `kernels`).
+# in its own call and joined there (bench/gpu_session.sh does, before its phases).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dl=$(mktemp -d)
