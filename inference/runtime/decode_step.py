@@ -83,7 +83,7 @@ class DecodeStep:
         self.side_stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
         self._schedules: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         # The DiT's layer functions per batch bucket where the runner's warm-up chose one of
-        # fns.dit_choices over fns.ops (BatchRunner.choose_dit_ops).
+        # fns.dit_choices over fns.ops (BatchRunner.choose_dit_ops, through run_dit_on).
         self.dit_ops: dict[int, LayerOps] = {}
 
     def _allocate(self, cfg, rows: int, capacity: int, max_timesteps: int):
@@ -210,6 +210,10 @@ class DecodeStep:
         self.cond_pair[: 2 * b].copy_(cond_pair)
         self.x[:b].copy_(self.noise[self.row_ids[:b], self.patch_index[:b]])
         self.k.zero_()
+
+    def run_dit_on(self, b: int, name: str):
+        """Bucket b's Euler steps call the DiT through fns.dit_options[name] from now on."""
+        self.dit_ops[b] = self.fns.dit_options[name]
 
     @in_scope
     def euler(self, b: int):

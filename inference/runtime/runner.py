@@ -143,20 +143,20 @@ class BatchRunner:
         kernel compiles and tunes on its first call) and timed as a graph of nine Euler steps, a
         patch's worth. The step keeps the winner (DecodeStep.dit_ops); a choice that fails to run
         here is left out. Returns each bucket's times in ms, by name."""
-        choices = self.step.fns.dit_options
-        if len(choices) == 1:
+        names = list(self.step.fns.dit_options)
+        if len(names) == 1:
             return {}
         timed: dict[int, dict[str, float]] = {}
         for b in reversed(self.buckets):
             times = {}
-            for name, ops in choices.items():
-                self.step.dit_ops[b] = ops
+            for name in names:
+                self.step.run_dit_on(b, name)
                 try:
                     times[name] = self._euler_ms(b, stream)
                 except Exception as exc:  # a kernel that does not compile or capture here: the others stay
                     log.warning("DiT layer functions %r at %d rows failed, not used: %s", name, b, exc)
             best = min(times, key=times.get)
-            self.step.dit_ops[b] = choices[best]
+            self.step.run_dit_on(b, best)
             timed[b] = times
             log.info("DiT at %d rows: %s (%s)", b, best, ", ".join(f"{n} {ms:.3f} ms" for n, ms in times.items()))
         return timed

@@ -126,10 +126,11 @@ def test_the_dit_runs_on_the_bundle_chosen_for_its_bucket_and_the_rest_on_the_st
     """The warm-up's choice of the DiT's kernels (BatchRunner.choose_dit_ops) is read per batch
     bucket: an Euler step of a bucket with a chosen bundle calls the DiT through it alone, one of
     any other bucket through the step's own functions."""
-    loaded, calls = load_checkpoint(str(CKPT), device="cpu", dtype="float32"), collections.Counter()
-    runner = BatchRunner(loaded.model, loaded.vae, 4, recording(calls))
-    chosen = collections.Counter()
-    runner.step.dit_ops[2] = recording(chosen).ops
+    loaded = load_checkpoint(str(CKPT), device="cpu", dtype="float32")
+    calls, chosen = collections.Counter(), collections.Counter()
+    fns = dataclasses.replace(recording(calls), dit_choices=(("counted", recording(chosen).ops),))
+    runner = BatchRunner(loaded.model, loaded.vae, 4, fns)
+    runner.step.run_dit_on(2, "counted")
     layers = loaded.cfg.local_dit.num_layers
     with torch.inference_mode():
         runner.step.prologue(2)
