@@ -4,8 +4,10 @@
 # (bench/README.md, "A session on a GPU machine", says how to fetch them). Phases, each optional:
 #
 #   bash bench/gpu_session.sh tests sweep profile     # GPU tests, in-process sweep, step profile
+#   TEST_FILES=tests/gpu/test_fast_path.py bash bench/gpu_session.sh tests   # some of the GPU test files
 #   bash bench/gpu_session.sh vae dit                 # the VAE decoder alone (VAE_ARGS), the LocDiT alone
 #   bash bench/gpu_session.sh hopper                  # the LocDiT's products on QuACK's Hopper GEMMs against cuBLAS
+#   NO_KERNELS=1 bash bench/gpu_session.sh sweep      # with the Hopper kernels installed, left off: a before-run
 #   bash bench/gpu_session.sh vae-snr                 # the streamed decode's SNR table of bench.bench (--vae-only)
 #   bash bench/gpu_session.sh precision               # our latents and the official's, each in bf16 and float32
 #   bash bench/gpu_session.sh admission               # a burst of 64 to its first chunks; prefill graphs
@@ -43,10 +45,12 @@ fi
 if [ -f "$KERNELS/quack-cache.tgz" ] && [ ! -d "$KERNELS/cache" ]; then  # an earlier machine's compiled kernels
   tar -xzf "$KERNELS/quack-cache.tgz" -C "$KERNELS"
 fi
-if [ -d "$KERNELS/site-packages" ]; then
+if [ -d "$KERNELS/site-packages" ] && [ -z "${NO_KERNELS:-}" ]; then
   export PYTHONPATH=$KERNELS/site-packages:$KERNELS/site-packages/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
   export QUACK_CACHE_DIR=$KERNELS/cache QUACK_CACHE_AUTOTUNING=1
   echo "Hopper kernels on the path ($KERNELS/site-packages)"
+elif [ -n "${NO_KERNELS:-}" ]; then
+  echo "Hopper kernels left off the path (NO_KERNELS)"
 elif [ -f "$KERNELS/SHA256SUMS" ]; then
   echo "Hopper kernels: parts so far: $(cd "$KERNELS" && ls site.tar.xz.part-* 2>/dev/null | tr '\n' ' ')"
 fi
@@ -58,10 +62,13 @@ if [ ! -f "$CKPT/model.safetensors" ]; then
   python3 -c "from pathlib import Path; from bench.serve import write_random_checkpoint as w; \
 w(Path('bench/voxcpm2_config.json'), Path('$CKPT'))"
 fi
+# The files with GPU tests; TEST_FILES runs a part of them (a call's time limit may not hold them all)
+GPU_TESTS="tests/gpu/test_fast_path.py tests/gpu/test_hopper_kernels.py tests/unit/test_short_attention.py
+  tests/unit/test_vae_kernels.py tests/unit/test_vae_stream.py tests/unit/test_split_products.py"
 for phase in "$@"; do
   echo "== $phase ($(date +%T))"
   case "$phase" in
-    tests) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_fast_path.py tests/gpu/test_hopper_kernels.py tests/unit/test_short_attention.py tests/unit/test_vae_kernels.py tests/unit/test_vae_stream.py tests/unit/test_split_products.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
+    tests) python3 -m pytest -q -p no:cacheprovider ${TEST_FILES:-$GPU_TESTS} 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
     sweep) python3 -m bench.bench --checkpoint "$CKPT" --sweep-only --concurrency 1 8 32 64 128 --rounds 2 \
              --max-streams 128 ${SWEEP_ARGS:-} 2>&1 | grep -v "^20..-" | tee "$OUT/sweep.md" ;;
     profile) python3 -m bench.lab.profile_step --buckets 1 8 32 64 128 ${PROFILE_ARGS:-} 2>&1 | tee "$OUT/profile.txt" | tail -60 ;;
