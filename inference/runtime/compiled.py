@@ -78,21 +78,25 @@ def step_functions(compile: bool, hopper: bool = True) -> StepFunctions:
 
 
 def hopper_choices(ops: LayerOps) -> tuple[tuple[str, LayerOps], ...]:
-    """`ops` with the Hopper kernels' layer function, where they can run."""
+    """`ops` with the Hopper kernels' layer functions, without and with their RoPE, where they can run."""
     from . import hopper
 
     reason = hopper.unavailable()
     if reason is not None:
         log.info("Hopper kernels not used: %s", reason)
         return ()
-    return (("hopper", hopper_ops(ops)),)
+    return (("hopper", hopper_ops(ops)), ("hopper + RoPE", hopper_ops(ops, rope=True)))
 
 
-def hopper_ops(ops: LayerOps) -> LayerOps:
-    """`ops` with the layer's gate/up and down products on Hopper GEMMs (hopper.py)."""
+def hopper_ops(ops: LayerOps, rope: bool = False) -> LayerOps:
+    """`ops` with the layer's gate/up and down products on Hopper GEMMs (hopper.py); with `rope`,
+    RoPE on QuACK's rotary kernel too."""
     from . import hopper  # imports QuACK's interface on first use only
 
-    return dataclasses.replace(ops, layer_output=hopper.layer_output_with(static_compiled))
+    changes = dict(layer_output=hopper.layer_output_with(static_compiled))
+    if rope:
+        changes["attention_inputs"] = hopper.attention_inputs_with(static_compiled)
+    return dataclasses.replace(ops, **changes)
 
 
 def static_compiled(fn, *batch_args: int):

@@ -4,8 +4,10 @@ CUTLASS's Python DSL: wgmma, TMA, warp-specialized), for the GPUs and installs t
 What it saves over cuBLAS plus compiled elementwise kernels is passes over memory between the
 products: the SiLU gate is applied to the gate and up tiles in the gate/up product's epilogue (the
 [tokens, 2 x ffn] product is never written), and the last residual is added in the down product's
-epilogue. The norm stays a compiled kernel of its own: the official model rounds the
-normalized row before multiplying the weight, which a GEMM prologue would not.
+epilogue. RoPE may run as QuACK's rotary kernel, in place on the QKV product's output (a choice of
+its own: it measured faster than the compiled pass from 128 rows on, slower at 64). The norm
+stays a compiled kernel: the official model rounds the normalized row before multiplying the
+weight, which a GEMM prologue would not, and QuACK's RMSNorm kernel measured no faster.
 
 Optional (requirements-gpu.txt); `unavailable()` says why it cannot be used here, and the engine
 then keeps the plain path. QuACK compiles and tunes a kernel per shape family on its first call:
@@ -17,6 +19,7 @@ import functools
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 
 from ..model.transformer import rms_norm
 
@@ -34,6 +37,30 @@ def unavailable(device: torch.device | None = None) -> str | None:
     except Exception as exc:  # missing, or the DSL's compiled parts do not load on this install
         return f"QuACK not importable ({type(exc).__name__}: {exc}); see requirements-gpu.txt"
     return None
+
+
+def _pre_norm(x, norm_weight, eps: float):  # its own code object: its own compiled graphs
+    return rms_norm(x, norm_weight, eps)
+
+
+@functools.cache
+def attention_inputs_with(compiled: Callable):
+    """`transformer.attention_inputs`' contract with RoPE applied by QuACK's rotary kernel in
+    place on the QKV product's output; q, k and v are views of it, as v is on the other paths."""
+    from quack.rotary import apply_rotary_emb_qkv_
+
+    norm = compiled(_pre_norm, 0)
+
+    def attention_inputs(x, norm_weight, qkv_weight, cos, sin, eps: float, heads: tuple[int, int, int]):
+        num_heads, num_kv, head_dim = heads
+        b, t, _ = x.shape
+        qkv = F.linear(norm(x, norm_weight, eps), qkv_weight).view(b, t, num_heads + 2 * num_kv, head_dim)
+        if cos is not None:
+            half = head_dim // 2  # the tables hold each angle twice, once per half; the kernel takes one
+            apply_rotary_emb_qkv_(qkv, cos[:, :half], sin[:, :half], num_heads_q=num_heads)
+        return qkv.transpose(1, 2).split((num_heads, num_kv, num_kv), dim=1)
+
+    return attention_inputs
 
 
 def _residual_norm(x, update, residual_scale: float, norm_weight, eps: float):
@@ -58,7 +85,7 @@ def layer_output_with(compiled: Callable):
         b, heads, t, d = attn.shape
         rows = b * t
         attended = attn.transpose(1, 2).reshape(rows, heads * d)  # free after the short kernel
-        x, normed = residual_norm(x, torch.nn.functional.linear(attended, o_weight).view(b, t, -1),
+        x, normed = residual_norm(x, F.linear(attended, o_weight).view(b, t, -1),
                                   residual_scale, norm_weight, eps)
         _, hidden = gemm_act(normed.view(rows, -1), gate_up_weight.T, activation="swiglu", store_preact=False,
                              concat_layout=("B",))
