@@ -259,7 +259,7 @@ def main():
     print(f"capture {time.perf_counter() - t:.1f} s, {r.graphs} graphs")
     for b, times in sorted(r.dit_choice.items()):  # the warm-up's choice of the DiT's kernels per bucket
         print(f"b={b} DiT kernels: " + ", ".join(f"{name} {ms:.3f} ms" for name, ms in times.items())
-              + f" (9 Euler steps) -> {min(times, key=times.get)}")
+              + f" (9 Euler steps) -> {r.dit_chosen[b]}")
     for k in args.admission:
         admission(engine, k)
     if args.prefill:

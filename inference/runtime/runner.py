@@ -161,6 +161,11 @@ class BatchRunner:
             log.info("DiT at %d rows: %s (%s)", b, best, ", ".join(f"{n} {ms:.3f} ms" for n, ms in times.items()))
         return timed
 
+    @property
+    def dit_chosen(self) -> dict[int, str]:
+        """The name of the DiT's functions warm-up chose for each bucket (none without choices)."""
+        return {b: min(times, key=times.get) for b, times in self.dit_choice.items()}
+
     def _euler_ms(self, b: int, stream: torch.cuda.Stream, patches: int = 3) -> float:
         """The fastest of `patches` replays of nine Euler steps of bucket b, in ms (the step's
         counter k is reset by its prologue before each)."""

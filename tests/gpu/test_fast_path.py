@@ -40,8 +40,8 @@ def same_dit_functions(eager: Engine, graphs: Engine):
     """Each bucket of `eager` on the DiT functions `graphs`' warm-up chose for it. An engine
     without graphs times no choices and keeps cuBLAS; where the Hopper kernels won a bucket, the
     two engines would otherwise run different (each bf16-exact) products."""
-    for b, times in graphs.runner.dit_choice.items():
-        eager.runner.step.run_dit_on(b, min(times, key=times.get))
+    for b, name in graphs.runner.dit_chosen.items():
+        eager.runner.step.run_dit_on(b, name)
 
 
 def test_graph_path_equals_eager_path_step_by_step(ckpt, graph_engine):
