@@ -45,12 +45,12 @@ fi
 if [ -f "$KERNELS/quack-cache.tgz" ] && [ ! -d "$KERNELS/cache" ]; then  # an earlier machine's compiled kernels
   tar -xzf "$KERNELS/quack-cache.tgz" -C "$KERNELS"
 fi
-if [ -d "$KERNELS/site-packages" ] && [ -z "${NO_KERNELS:-}" ]; then
+if [ -n "${NO_KERNELS:-}" ]; then
+  echo "Hopper kernels left off the path (NO_KERNELS)"
+elif [ -d "$KERNELS/site-packages" ]; then
   export PYTHONPATH=$KERNELS/site-packages:$KERNELS/site-packages/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
   export QUACK_CACHE_DIR=$KERNELS/cache QUACK_CACHE_AUTOTUNING=1
   echo "Hopper kernels on the path ($KERNELS/site-packages)"
-elif [ -n "${NO_KERNELS:-}" ]; then
-  echo "Hopper kernels left off the path (NO_KERNELS)"
 elif [ -f "$KERNELS/SHA256SUMS" ]; then
   echo "Hopper kernels: parts so far: $(cd "$KERNELS" && ls site.tar.xz.part-* 2>/dev/null | tr '\n' ' ')"
 fi
