@@ -245,14 +245,17 @@ class Continuation:
         arrived, closed = self.feed.take()
         if not arrived:
             return True if closed else None
+        lead = arrived[0].spoken.pause_ms(0)
         for more in arrived:
-            lead = more.spoken.pause_ms(0)
             self.tokenize.update(more.ids)
             self.spoken.extend(more.spoken)
-            if lead:  # the silence the new clause opens with, after what went out (joined with any before it)
-                rate, piece = self.output
-                for audio in silence(lead, rate, piece):
-                    self._emit(audio, None, max(0, self.segment - 1), pause=True)
+        # The silence the first new clause opens with goes out now, after what went out (a pause the
+        # text ended with went out already: only the clause's own is left). Those of the clauses after
+        # it sit before their first segments, and go out as any pause does, when the segment before ends.
+        if lead:
+            rate, piece = self.output
+            for audio in silence(lead, rate, piece):
+                self._emit(audio, None, max(0, self.segment - 1), pause=True)
         self.report.segment_count = len(self.spoken)
         self.report.pauses = self.spoken.pauses
         return self._again(DecoderStart.CARRY)

@@ -5,6 +5,7 @@ voice kept (its row runs on with the batch meanwhile) and goes on exactly as if 
 waited; it ends once its feed closes."""
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
@@ -36,16 +37,17 @@ def neighbour(engine):
     return engine.start(prepared)
 
 
-def speak(engine, feed_at: dict[int, list[str]] | None = None, close_at: int | None = None, beside: bool = False):
+def speak(engine, feed_at: dict[int, list[str]] | None = None, close_at: int | None = None, beside: bool = False,
+          clauses: list[str] = CLAUSES):
     """The three clauses as one live request (`feed_at`: the step before which each later clause is
     added; the feed closes before step `close_at`), or with `feed_at` None as one whole text.
     Returns (its chunks, the steps it spent parked)."""
     feed = None if feed_at is None else TextFeed()
-    text = "".join(CLAUSES) if feed is None else CLAUSES[0]
+    text = "".join(clauses) if feed is None else clauses[0]
     prepared = engine.prepare(SynthesisRequest(text=text, seed=5, feed=feed))
     stream = engine.start(prepared)
     other = neighbour(engine) if beside else None
-    said, chunks, parked, step = [CLAUSES[0]], [], 0, 0
+    said, chunks, parked, step = [clauses[0]], [], 0, 0
     while not stream.done:
         for clause in (feed_at or {}).get(step, []):
             feed.add(engine.prepare_more(prepared, said, clause))
@@ -87,6 +89,18 @@ def test_a_live_stream_ends_when_its_feed_closes_and_a_pause_it_is_sent_is_heard
     assert sum(len(c.audio) for c in pauses) == round(0.32 * engine.sample_rate)
     assert all(not c.audio.any() for c in pauses)
     assert chunks[-1].segment == 1 and not chunks[-1].pause
+
+
+def test_pauses_in_clauses_fed_together_are_heard_where_and_as_long_as_in_the_whole_text(engine):
+    # The third clause opens with a pause: taken with the second, its silence once went out at once,
+    # ahead of the second clause's speech, and again where it belongs.
+    clauses = [CLAUSES[0], " It was sunny. [pause 200ms] It was May.", " [pause 480ms] Then the rain came down."]
+    whole, _ = speak(engine, clauses=clauses)
+    live, _ = speak(engine, {0: clauses[1:]}, close_at=0, clauses=clauses)
+    silences = [sum(len(c.audio) for c in group) for pause, group in itertools.groupby(live, lambda c: c.pause) if pause]
+    assert silences == [round(0.2 * engine.sample_rate), round(0.48 * engine.sample_rate)]
+    assert [(c.segment, c.pause, len(c.audio)) for c in live] == [(c.segment, c.pause, len(c.audio)) for c in whole]
+    assert all(not c.audio.any() for c in live if c.pause)
 
 
 def test_a_feed_closed_with_nothing_more_ends_the_stream_after_its_first_clause(engine):
