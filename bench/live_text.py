@@ -90,7 +90,8 @@ async def live_session(ws_url: str, seed: int, rate: float, patches: int, start_
         async with websockets.connect(ws_url, max_size=None, open_timeout=60) as ws:
             await ws.send(json.dumps({"type": "session.config", "voice": "design", "seed": seed,
                                       "instructions": "A calm, clear voice", "max_len": patches,
-                                      "stream_audio": True}))
+                                      "stream_audio": True, "response_format": "pcm",
+                                      "split_granularity": "clause"}))
             await asyncio.sleep(max(0.0, start_at - time.perf_counter()))
             t0, pieces = time.perf_counter(), tokens(PARAGRAPH)
 

@@ -8,6 +8,9 @@ import re
 # A clause ends at punctuation followed by a space (so "3.5" and "e.g" mid-word do not end one), or
 # at CJK punctuation, which needs none; closing quotes and brackets stay with it.
 CLAUSE_END = re.compile(r"[.!?;:,…]+[\"'”’)\]]*(?=\s)|[。！？；：，、…]+[”’」』）]*")
+# A sentence ends likewise, at its full stop, question or exclamation mark (what split_granularity
+# "sentence" waits for).
+SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)|[。！？…]+[”’」』）]*")
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 
@@ -18,13 +21,15 @@ class Clauses:
     word; at the end of an utterance, `rest()` gives all of it. Whitespace after a clause stays
     with the next one, which reads it as the space between them."""
 
-    def __init__(self, min_chars: int):
-        self.min_chars, self.buffer = min_chars, ""
+    def __init__(self, min_chars: float, ends: re.Pattern = CLAUSE_END):
+        """min_chars: math.inf keeps everything until rest() (the client commits); ends: where a
+        piece may end (CLAUSE_END, or SENTENCE_END)."""
+        self.min_chars, self.ends, self.buffer = min_chars, ends, ""
 
     def add(self, text: str) -> list[str]:
         self.buffer += text
         out, start = [], 0
-        for end in CLAUSE_END.finditer(self.buffer):
+        for end in self.ends.finditer(self.buffer):
             if len(self.buffer[start:end.end()].strip()) >= self.min_chars:
                 out.append(self.buffer[start:end.end()])
                 start = end.end()

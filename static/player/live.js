@@ -20,7 +20,7 @@ export function tokens(text) {
 export function sessionConfig(form, modes, seed) {
   const body = requestBody({ ...form, voice: pickedVoice(form.mode) }, modes, null);
   const config = { type: 'session.config', seed, normalize: body.normalize, sample_rate: modes.sample_rate,
-    stream_audio: true };
+    stream_audio: true, response_format: 'pcm', split_granularity: 'clause' };
   for (const setting of Object.values(modes.settings)) {
     if (setting.page && setting.name !== 'seed' && body[setting.name] != null) config[setting.name] = body[setting.name];
   }

@@ -17,7 +17,8 @@ from ..support.workbench_page import slowed
 
 TEXT = ("Good evening, and welcome to the late news. Here are tonight's top stories, "
         "read slowly and clearly for everyone listening at home.")
-CONFIG = {"type": "session.config", "voice": "design", "instructions": "A calm voice", "seed": 7, "max_len": 40}
+CONFIG = {"type": "session.config", "voice": "design", "instructions": "A calm voice", "seed": 7, "max_len": 40,
+          "split_granularity": "clause", "response_format": "pcm"}
 PATCH_BYTES = 3840 * 2  # one 160 ms patch of 16-bit PCM at 24 kHz
 
 
@@ -122,12 +123,11 @@ def test_an_interrupt_stops_the_audio_within_a_patch_and_the_next_text_starts_af
         assert again["events"][-1]["utterance_index"] == 1
 
 
-def test_a_session_speaks_several_utterances_and_a_flush_with_nothing_says_so(app):
+def test_a_session_speaks_several_utterances_and_a_flush_with_nothing_is_no_utterance(app):
     with socket(app) as ws:
         ws.send(json.dumps(CONFIG))
-        ws.send(json.dumps({"type": "input.done"}))
-        assert utterance(ws)["events"] == [{"type": "session.done", "utterance_index": 0, "total_sentences": 0}]
-        for index in (1, 2):
+        ws.send(json.dumps({"type": "input.done"}))  # nothing said since the config: no session.done for it
+        for index in (0, 1):
             ws.send(json.dumps({"type": "input.text", "text": "One more short utterance, spoken whole."}))
             ws.send(json.dumps({"type": "input.done"}))
             got = utterance(ws)
@@ -140,7 +140,10 @@ def test_a_session_speaks_several_utterances_and_a_flush_with_nothing_says_so(ap
     (json.dumps({"type": "input.speak"}), "unknown message type 'input.speak'"),
     (json.dumps({"type": "input.text", "text": 5}), "needs `text`, a string"),
     (json.dumps(CONFIG | {"voice": "nobody-by-this-name"}), "no voice named"),
-    (json.dumps(CONFIG | {"response_format": "mp3"}), "raw 16-bit PCM"),
+    (json.dumps(CONFIG | {"response_format": "aac"}), "response_format 'aac' is not supported"),
+    (json.dumps(CONFIG | {"response_format": "mp3", "stream_audio": True}), 'set response_format "pcm"'),
+    (json.dumps(CONFIG | {"stream_format": "sse"}), "unknown parameter 'stream_format'"),
+    (json.dumps(CONFIG | {"split_granularity": "word"}), "split_granularity"),
     (json.dumps(CONFIG | {"speed": 9}), "speed"),
 ])
 def test_bad_input_is_an_error_event_naming_what_is_accepted_and_the_session_goes_on(app, send, said):
@@ -366,8 +369,9 @@ def test_a_clip_and_its_transcript_clone_the_voice_and_an_uploaded_clip_takes_a_
     ({"ref_audio": "https://example.com/clip.wav"}, "fetches no URLs"),
     ({"ref_audio": "data:audio/wav;base64,@@@"}, "not valid base64"),
     ({"ref_audio": "CLIP", "voice": "alloy"}, "not both"),
-    ({"ref_text": "a transcript without its clip"}, "give the clip once"),
-    ({"ref_audio": "CLIP", "min_len": 3}, "unknown setting 'min_len'"),
+    ({"ref_text": "a transcript without its clip"}, "send the clip too"),
+    ({"ref_audio": "CLIP", "min_len": 3}, "unknown parameter 'min_len'"),
+    ({"ref_audio": "/etc/passwd"}, "reads no paths"),
     ({"reference_id": "no-such-clip"}, "expired or was never uploaded"),
 ])
 def test_a_bad_clip_in_the_config_is_an_error_naming_what_is_accepted(app, change, said):

@@ -119,7 +119,7 @@ def test_a_saved_voice_is_continued_from_or_styled(client):
 def test_voices_and_models_are_listed(app, client):
     assert [m.id for m in client.models.list()] == ["voxcpm2", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
     listed = httpx.get(app.url + "/v1/audio/voices").json()
-    assert listed["voices"] == ["Guide", *BUILTIN_VOICES, "design"]
+    assert listed["voices"] == ["Guide", *BUILTIN_VOICES, "design", "default"]
     assert listed["data"][0]["has_transcript"] is True
 
 
@@ -130,7 +130,9 @@ def test_voices_and_models_are_listed(app, client):
     ({"stream_format": "websocket"}, 400, "audio, sse"),
     ({"model": "tts-2"}, 400, "use one of voxcpm2, tts-1, tts-1-hd, gpt-4o-mini-tts"),
     ({"voice": "nobody"}, 404, "no saved voice named 'nobody'"),
-    ({"voice": None}, 400, "voice is required"),
+    ({"voice": "default", "ref_audio": "https://example.com/a.wav"}, 400, "fetches no URLs"),
+    ({"ref_audio": "data:audio/wav;base64,AAAA"}, 400, "not both"),
+    ({"task_type": "Clone"}, 400, "task_type"),
     ({"input": ""}, 400, "input is empty"),
     ({"cfg_value": 99.0}, 400, "cfg_value"),
     ({"temperature": 0.5}, 400, "unknown parameter 'temperature'"),

@@ -1,69 +1,131 @@
 """WS /v1/audio/speech/stream: text spoken while it is still being written (an LLM's tokens as they
 come), in one voice, with audio going out as it is made.
 
-The protocol is vLLM-Omni's streaming-text WebSocket, message for message, so its clients work
-unchanged (it serves VoxCPM2 too, at the same path; its messages are published in its repository,
-docs/serving/speech_api.md, where Mistral's realtime TTS names only some of its fields):
+The protocol is vLLM-Omni's streaming-text WebSocket (docs/serving/speech_api.md in its repository),
+both its 2026-07 version and the newer one, message for message, so that its clients work unchanged:
 
   client                                         server
   {"type": "session.config", ...}                (first; again between utterances to change it)
-  {"type": "input.text", "text": "..."}          {"type": "audio.start", "utterance_index", "sentence_index",
-                                                  "sentence_text", "format": "pcm", "sample_rate"}
-                                                 binary frames: the sentence's int16 PCM (one, or with
-                                                  "stream_audio": true each piece as it is made)
+  {"type": "input.text", "text": "..."}          per sentence: {"type": "audio.start", "utterance_index",
+                                                  "sentence_index", "sentence_text", "format",
+                                                  "sample_rate", "channels"}
+                                                 the sentence's audio: binary frames, or with
+                                                  word_timestamps JSON {"type": "audio.chunk", ...}
                                                  {"type": "audio.done", "utterance_index", "sentence_index",
                                                   "total_bytes", "error"}
+  {"type": "input.commit", "commit_id"}          {"type": "input.committed", ...} (streaming_mode
+                                                  "sentence_commit")
   {"type": "input.done"}                         {"type": "session.done", "utterance_index", "total_sentences"}
   {"type": "session.close"}                      (what is buffered is spoken, then the socket closes)
                                                  {"type": "error", "message": "..."}
 
-session.config takes the body of POST /v1/audio/speech (ui/http/speech_body.py) without `input`:
-`voice` (a saved voice, a built-in name, or "design" with `instructions`), `instructions`, `seed`,
-`sample_rate` and the spec's other settings; or, instead of `voice`, a clip as vLLM-Omni takes one
-(`ref_audio`, a data: URL of base64 audio, and `ref_text`, its transcript, for ultimate cloning;
-our `reference_id` names a clip uploaded to POST /voxcpm/upload); `response_format` is "pcm" (16-bit mono, 24 kHz by
-default). One extension: {"type": "input.interrupt"} stops the utterance being spoken within one
-patch (barge-in) and drops the text not yet spoken; session.done then says "interrupted": true.
+What a "sentence" is follows the session's config, as in vLLM-Omni: `split_granularity` "none" (the
+default) speaks each utterance (the text up to input.done) whole as sentence 0; "sentence" and
+"clause" speak each sentence or clause (inference/text/clauses.py) as soon as it is complete, as
+its own sentence; `streaming_mode` "token_level" and "sentence_commit" speak clauses (by our commit
+policy, or as the client commits them) as they come, heard as one sentence. However they are cut,
+the clauses of one utterance are one request (one job, one row), each continuing the voice of the
+one before as a long text's segments do (inference/request/feed.py), so a seam has no gap while
+text runs ahead of the audio and is silence, not garbage, when it falls behind.
 
-Where vLLM-Omni speaks each sentence as its own request, here a "sentence" is a clause committed to
-the model (inference/text/clauses.py): the clauses of one utterance are one request (one job, one row), each
-continuing the voice of the one before as a long text's segments do (inference/request/feed.py),
-so the seam has no gap while text runs ahead of the audio and is silence, not garbage, when it
-falls behind. An utterance counts against the same rows and line as every other request.
+One extension: {"type": "input.interrupt"} stops the utterance being spoken within one patch
+(barge-in) and drops the text not yet spoken; session.done then says "interrupted": true.
+
+The idle rule closes a session whose client sends nothing for `session_idle_s` while the server
+waits for it; while the server owes it audio (making it, waiting for a row, or sending it) the
+clock does not run. A client that stops reading is cut off by the stall rule instead.
 """
 from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import logging
+import math
 import time
+from dataclasses import dataclass
+from typing import Literal
 
 import anyio
+import numpy as np
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.websockets import WebSocketState
 
 from inference.errors import InputError
-from inference.request import modes
 from inference.request.feed import TextFeed
+from inference.request.request import SynthesisRequest
 from inference.serving.job import Job
-from inference.text.clauses import Clauses
+from inference.text.clauses import SENTENCE_END, Clauses
 
-from .common import admit, next_event, page_asked
-from .schema import parse_body
-from .schema import to_request as page_request
-from .speech_body import check_rate, openai_asked, openai_message, parse_speech, to_request
+from .common import admit, aligner_ready, next_event
+from .speech_body import (ParamError, VoiceFields, check_rate, check_voice_fields, openai_asked, openai_message,
+                          to_request, validated, with_tuning)
 from ..context import app_context
-from ..library.uploads import client_key
-from ..services.audio import Encoder, sent_rate
+from ..guard.answers import Refusal
+from ..services.audio import encode_whole, sent_rate, to_pcm
+from ..services.words import WordTrack
 
 log = logging.getLogger("voxcpm.live")
 live_router = APIRouter()
 
-# What session.config may set beside a clip (the page's body's settings; as OpenAI's body, no min_len).
-CLIP_SETTINGS = {"seed", "normalize", "trim_silence"} | {name for name in modes.TUNING if name != "min_len"}
 LARGE_MESSAGE = 64 * 1024  # characters of a message parsed on the event loop
-MESSAGES = ("session.config", "input.text", "input.done", "input.interrupt", "session.close")
+FRAME_BYTES = 512 * 1024  # a binary frame's most: under the 1 MiB a `websockets` client takes by default
+MESSAGES = ("session.config", "input.text", "input.commit", "input.done", "input.interrupt", "session.close")
+
+
+class SessionFields(VoiceFields):
+    """session.config: the voice as POST /v1/audio/speech takes it, and how the socket sends it."""
+    type: Literal["session.config"]
+    response_format: str = "wav"  # vLLM-Omni's default here
+    stream_audio: bool = False  # each piece of a sentence's audio as it is made (pcm)
+    word_timestamps: bool = False  # the audio as JSON audio.chunk frames, and each sentence's words timed
+    split_granularity: Literal["none", "sentence", "clause"] = "none"
+    streaming_mode: Literal["sentence", "token_level", "sentence_commit"] = "sentence"
+
+
+SessionConfig = with_tuning("SessionConfig", SessionFields)
+
+
+@dataclass(frozen=True)
+class Voice:
+    """One session.config, checked and built once: each utterance's request is `template` with its
+    text. An utterance keeps the Voice it began with, whatever config follows it."""
+    template: SynthesisRequest
+    fmt: str
+    rate: int
+    stream_audio: bool
+    word_timestamps: bool
+    split: str
+    streaming_mode: str
+
+    @property
+    def per_unit(self) -> bool:
+        """Each committed piece of text is a sentence of its own (audio.start ... audio.done)."""
+        return self.split != "none" and self.streaming_mode == "sentence"
+
+    @property
+    def live(self) -> bool:
+        """The utterance's text goes to its request as it comes, not at input.done."""
+        return self.split != "none" or self.streaming_mode != "sentence"
+
+    def request(self, text: str) -> SynthesisRequest:
+        return dataclasses.replace(self.template, text=text, feed=TextFeed() if self.live else None)
+
+    def committer(self, min_clause_chars: int) -> Clauses:
+        """What cuts the text into the pieces that go to the model."""
+        if self.streaming_mode == "sentence_commit" or not self.live:
+            return Clauses(math.inf)  # the client commits (input.commit, input.done)
+        if self.split == "sentence":
+            return Clauses(1, SENTENCE_END)
+        return Clauses(min_clause_chars)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What admit() reads for an utterance: the text its request starts with."""
+    text: str
+    request_id = None
 
 
 class Closed(Exception):
@@ -76,29 +138,57 @@ class Closed(Exception):
 
 
 class Stalled(Closed):
-    """The client read none of its audio for the stall timeout: what waits for it is dropped."""
+    """Nothing more can be sent: the client read none of its audio for the stall timeout, or has
+    gone. What waits for it is dropped."""
 
     def __init__(self):
         super().__init__(1008)
 
 
-class Utterance:
-    """The text between two input.done, spoken as one request: its clauses go to the job as they
-    are committed (the first one starts it), its audio goes out as it is made."""
+@dataclass
+class Sentence:
+    """One audio.start ... audio.done."""
+    index: int
+    start: int  # samples sent before it, at the rate sent
+    samples: int = 0
+    bytes: int = 0
+    held: list = dataclasses.field(default_factory=list)  # its audio, when it is sent whole at its end
+    chunks: int = 0
 
-    def __init__(self, session: Session, index: int, after: Utterance | None = None):
+
+class Utterance:
+    """The text between two input.done, spoken as one request: its pieces go to the job as they are
+    committed (the first one starts it), its audio goes out as it is made."""
+
+    def __init__(self, session: Session, index: int, voice: Voice, after: Utterance | None = None):
         """after: the utterance before, whose audio goes out first (utterances are heard in turn)."""
-        self.session, self.index, self.after = session, index, after
-        self.job: Job | None = None
-        self.clauses: list[str] = []  # as committed
-        self.fed = 0  # clauses the job has
-        self.ended = False  # input.done: no clause follows
+        self.session, self.index, self.voice, self.after = session, index, voice, after
+        self.units: list[str] = []  # committed, not yet given to the job
+        self.spoken: list[str] = []  # given to the job, in its clauses' order
+        self.ended = False  # input.done: no piece follows
         self.interrupted = False
+        self.job: Job | None = None
         self.kick = asyncio.Event()
         self.task: asyncio.Task | None = None
 
-    def add(self, clause: str):
-        self.clauses.append(clause)
+    @property
+    def busy(self) -> bool:
+        """The server owes this utterance's client something: audio, or a place in the line."""
+        return self.task is not None and not self.task.done()
+
+    @property
+    def waits_for_client(self) -> bool:
+        """Live and not ended, with all it was given spoken and sent: the next move is the client's
+        (more text, or input.done), and its silence is idleness."""
+        job = self.job
+        if self.ended or job is None or self.units or not self.busy or len(self.spoken) != len(job.clause_segments):
+            return False
+        report = job.text_report
+        return (len(report.seeds) if report is not None else 0) >= sum(job.clause_segments) \
+            and job.unread_chunks() == 0
+
+    def add(self, text: str):
+        self.units.append(text)
         if self.task is None:
             self.task = asyncio.create_task(self.speak())
         self.kick.set()
@@ -109,102 +199,188 @@ class Utterance:
 
     def interrupt(self):
         self.interrupted = self.ended = True
+        self.units.clear()
         if self.job is not None:
             self.job.cancel()
         self.kick.set()
 
+    async def next_unit(self) -> str | None:
+        """The next committed piece, waited for; None once none will follow."""
+        while True:
+            if self.interrupted:
+                return None
+            if self.units:
+                return self.units.pop(0)
+            if self.ended:
+                return None
+            await self.kick.wait()
+            self.kick.clear()
+
     async def speak(self):
-        """The job started with the first clause, fed the others as they come, and its audio sent."""
-        s = self.session
+        """The job started with the first piece that can be spoken, fed the others as they come,
+        and its audio sent; then session.done, in utterance order."""
         if self.after is not None and self.after.task is not None:
             await asyncio.gather(self.after.task, return_exceptions=True)
             self.after = None
-        if self.interrupted:
-            return await s.send({"type": "session.done", "utterance_index": self.index, "total_sentences": 0,
-                                 "interrupted": True})
-        first = None
         try:
-            body = s.body_of(self.clauses[0])
-            self.fed = 1
-            job, _, first = await admit(s.state, lambda: _ready(body), s.parse, build=s.build, describe=s.describe,
-                                        submitted=lambda job: setattr(self, "job", job))
-        except InputError as exc:
-            await s.error(openai_message(exc))
-            await s.send({"type": "session.done", "utterance_index": self.index, "total_sentences": 0})
-            return
-        feeding = asyncio.create_task(self.feed(job))
-        try:
-            await self.send_audio(job, first)
-        except Stalled:  # the session is closing; the job's audio goes with it (below)
+            job, first = await self.start()
+            sentences = 0
+            if job is not None:
+                feeding = asyncio.create_task(self.feed(job)) if self.voice.live else None
+                try:
+                    sentences = await self.send_audio(job, first)
+                finally:
+                    if feeding is not None:
+                        feeding.cancel()
+                    job.discard()
+                    self.session.state.metrics.job_ended(job)
+            done = {"type": "session.done", "utterance_index": self.index, "total_sentences": sentences}
+            await self.session.send(done | ({"interrupted": True} if self.interrupted else {}))
+        except Stalled:  # the session is closing; the job's audio goes with it
             pass
-        finally:
-            feeding.cancel()
-            job.discard()
-            s.state.metrics.job_ended(job)
+
+    async def start(self) -> tuple[Job | None, object]:
+        """The job, from the first piece its checks accept: a piece refused is said and skipped;
+        a refusal of the server's (busy) ends the utterance with it."""
+        s = self.session
+        while (text := await self.next_unit()) is not None:
+            self.spoken.append(text)
+            try:
+                job, _, first = await admit(s.state, lambda: _ready(Unit(text)), _unit, build=self.build,
+                                            describe=s.describe,
+                                            submitted=lambda job: setattr(self, "job", job))
+            except Refusal as exc:
+                self.spoken.pop()
+                if self.interrupted:  # cancelled while it waited for a row
+                    return None, None
+                if exc.status >= 500 or exc.status == 409:  # the server could not take it: the rest cannot follow
+                    await s.error(f"{openai_message(exc)}: the utterance is not spoken")
+                    self.units.clear()
+                    return None, None
+                await s.error(f"{openai_message(exc)} (not spoken: {text.strip()[:40]!r})")
+            except InputError as exc:
+                self.spoken.pop()
+                await s.error(f"{openai_message(exc)} (not spoken: {text.strip()[:40]!r})")
+            else:
+                return job, first
+        return None, None
+
+    def build(self, unit: Unit) -> SynthesisRequest:
+        return self.voice.request(unit.text)
 
     async def feed(self, job: Job):
-        """Each later clause to the job, prepared off the loop; then the end of its text."""
-        while True:
-            await self.kick.wait()
-            self.kick.clear()
-            while self.fed < len(self.clauses) and not self.interrupted:
-                clause = self.clauses[self.fed]
-                try:
-                    await anyio.to_thread.run_sync(job.add_text, clause)
-                except InputError as exc:  # this clause cannot be spoken: said, and the rest goes on
-                    await self.session.error(f"{openai_message(exc)} (not spoken: {clause.strip()[:40]!r})")
-                    del self.clauses[self.fed]
-                    continue
-                except RuntimeError:  # the job has ended (failed, or fell behind): send_audio says why
-                    return
-                self.fed += 1
-            if self.ended:
-                job.end_text()
-                return
-
-    async def send_audio(self, job: Job, first):
+        """Each later piece to the job, made ready off the loop; then the end of its text."""
         s = self.session
-        encoder = Encoder("pcm", job.listener.output(s.rate), s.rate)
-        sentence, held, sent_bytes, event = -1, [], 0, ("chunk", first)
-        try:
-            while event is not None and event[0] == "chunk":
-                chunk = event[1].chunk
-                clause = clause_of(job.clause_segments, chunk.segment)
-                if clause != sentence:
-                    if sentence >= 0:
-                        await self.sentence_done(sentence, held, sent_bytes)
-                    sentence, held, sent_bytes = clause, [], 0
-                    await s.send({"type": "audio.start", "utterance_index": self.index, "sentence_index": sentence,
-                                  "sentence_text": self.clauses[sentence], "format": "pcm", "sample_rate": s.rate})
-                data = encoder.feed(chunk.audio, chunk.pause) if encoder.inline else \
-                    await anyio.to_thread.run_sync(encoder.feed, chunk.audio, chunk.pause)
-                sent_bytes += len(data)
-                if s.stream_audio and data:
-                    await s.send_bytes(data)
-                elif data:
-                    held.append(data)
-                event = await next_event(job, None)
-            tail = encoder.finish()
-            if tail and s.stream_audio:
-                await s.send_bytes(tail)
-            elif tail:
-                held.append(tail)
-            sent_bytes += len(tail)
-            failed = job.state == "failed"
-            if sentence >= 0:
-                await self.sentence_done(sentence, held, sent_bytes, error=failed)
-            if failed:
-                await s.error(job.error or "the utterance failed on the server")
-            done = {"type": "session.done", "utterance_index": self.index, "total_sentences": sentence + 1}
-            await s.send(done | ({"interrupted": True} if self.interrupted else {}))
-        finally:
-            encoder.close()
+        while (text := await self.next_unit()) is not None:
+            self.spoken.append(text)  # before its audio can come
+            try:
+                await anyio.to_thread.run_sync(job.add_text, text)
+            except InputError as exc:  # this piece cannot be spoken: said, and the rest goes on
+                self.spoken.pop()
+                await s.error(f"{openai_message(exc)} (not spoken: {text.strip()[:40]!r})")
+            except RuntimeError:  # the job has ended (cut, failed, fell behind): send_audio says why
+                self.spoken.pop()
+                return
+        if not self.interrupted:
+            job.end_text()
 
-    async def sentence_done(self, sentence: int, held: list[bytes], total: int, error: bool = False):
-        if held:
-            await self.session.send_bytes(b"".join(held))
-        await self.session.send({"type": "audio.done", "utterance_index": self.index, "sentence_index": sentence,
-                                 "total_bytes": total, "error": error})
+    async def send_audio(self, job: Job, first) -> int:
+        """The job's audio, sentence by sentence; returns how many sentences it counts."""
+        v, s = self.voice, self.session
+        output = job.listener.output(v.rate)
+        words = WordTrack(s.state.analysis, job, v.rate, s.state.settings.evaluation.words_wait_s) \
+            if v.word_timestamps else None
+        sentence, event = None, ("chunk", first)
+
+        async def heard(fn, *args):
+            return await anyio.to_thread.run_sync(fn, *args) if output.works else fn(*args)
+        while event is not None and event[0] == "chunk":
+            chunk = event[1].chunk
+            audio = await heard(output.feed, chunk.audio, chunk.pause)
+            if words is not None:
+                words.add(chunk.segment, audio, chunk.pause)
+            index = clause_of(job.clause_segments, chunk.segment) if v.per_unit else 0
+            if sentence is None or index != sentence.index:
+                if sentence is not None:
+                    await self.sentence_done(sentence, words)
+                sentence = await self.sentence_start(index, 0 if sentence is None else sentence.start + sentence.samples)
+            await self.send_piece(sentence, audio)
+            event = await next_event(job, None)
+        tail = await heard(output.finish)
+        if words is not None:
+            words.finish(tail)
+        if sentence is None and len(tail):
+            sentence = await self.sentence_start(0, 0)
+        if sentence is not None:
+            await self.send_piece(sentence, tail)
+        failed = job.error is not None  # failed, or cut at the bound on a request's audio
+        if failed:
+            spoken = sentence.index + 1 if sentence is not None else 0
+            left = len(self.spoken) + len(self.units) - spoken if v.per_unit else 0
+            await s.error(f"{job.error}" + (f" ({left} more of this utterance's sentences not spoken)" if left > 0 else ""))
+        if sentence is not None:
+            await self.sentence_done(sentence, words, error=failed)
+        if sentence is None:
+            return 0
+        return sentence.index + 1 if v.per_unit else len(self.spoken) if v.live else 1
+
+    async def sentence_start(self, index: int, start: int) -> Sentence:
+        v = self.voice
+        text = self.spoken[index] if v.per_unit else "".join(self.spoken) if not v.live else self.spoken[0]
+        await self.session.send({"type": "audio.start", "utterance_index": self.index, "sentence_index": index,
+                                 "sentence_text": text, "format": v.fmt, "sample_rate": v.rate, "channels": 1}
+                                | ({"word_timestamps": True} if v.word_timestamps else {}))
+        return Sentence(index, start)
+
+    async def send_piece(self, sentence: Sentence, audio: np.ndarray):
+        v, s = self.voice, self.session
+        sentence.samples += len(audio)
+        if not v.stream_audio:
+            sentence.held.append(audio)
+            return
+        data = to_pcm(audio)
+        if not data:
+            return
+        sentence.bytes += len(data)
+        if v.word_timestamps:
+            await self.audio_chunk(sentence, data, None, sentence.samples - len(audio), sentence.samples)
+        else:
+            await s.send_bytes(data)
+
+    async def audio_chunk(self, sentence: Sentence, data: bytes, timestamps, start: int, end: int):
+        rate = self.voice.rate
+        await self.session.send({
+            "type": "audio.chunk", "utterance_index": self.index, "sentence_index": sentence.index,
+            "chunk_id": sentence.chunks, "chunk_start_ms": round(start * 1000 / rate),
+            "chunk_end_ms": round(end * 1000 / rate), "sample_rate": rate, "channels": 1,
+            "audio_b64": base64.b64encode(data).decode("ascii"), "timestamps": timestamps})
+        sentence.chunks += 1
+
+    async def sentence_done(self, sentence: Sentence, words: WordTrack | None, error: bool = False):
+        v, s = self.voice, self.session
+        if not v.stream_audio:  # the sentence whole, as one file of its format, in frames a client takes
+            audio = np.concatenate(sentence.held) if sentence.held else np.zeros(0, np.float32)
+            sentence.held = []
+            data = await anyio.to_thread.run_sync(encode_whole, v.fmt, audio, v.rate)
+            sentence.bytes = len(data)
+            for at in range(0, len(data), FRAME_BYTES):
+                await s.send_bytes(data[at:at + FRAME_BYTES])
+        if words is not None:  # its words, timed from its start, as the last audio.chunk
+            await self.audio_chunk(sentence, b"", await sentence_words(words, sentence, v.rate), 0, sentence.samples)
+        await s.send({"type": "audio.done", "utterance_index": self.index, "sentence_index": sentence.index,
+                      "total_bytes": sentence.bytes, "error": error})
+
+
+async def sentence_words(words: WordTrack, sentence: Sentence, rate: int) -> list[dict] | None:
+    """The words of the segments ended so far (the sentence's), from the sentence's start; None
+    when the aligner could not time them (vLLM-Omni's null: failed; [] is silence)."""
+    start = sentence.start / rate
+    timed, failed = [], False
+    for segment in words.ready() + await words.rest():
+        failed |= "error" in segment
+        timed += [{"word": w["word"], "start_ms": round((w["start_s"] - start) * 1000),
+                   "end_ms": round((w["end_s"] - start) * 1000)} for w in segment["words"]]
+    return None if failed and not timed else timed
 
 
 def clause_of(clause_segments: list[int], segment: int) -> int:
@@ -221,23 +397,19 @@ async def _ready(value):
     return value
 
 
-def parse_live(config: dict):
-    """session.config as the OpenAI body it is (without `input`, which each utterance's first clause
-    fills), its values checked as that route checks them."""
-    return parse_speech(config)
+def _unit(unit: Unit) -> Unit:
+    return unit
 
 
 class Session:
     def __init__(self, ws: WebSocket):
         self.ws, self.state = ws, app_context(ws)
         self.settings = self.state.settings.live
-        self.config: dict | None = None  # the body of each utterance's request, but its text
-        self.clip = False  # the voice is a clip (ref_audio or reference_id): the page's body, not OpenAI's
-        self.stream_audio = False
-        self.rate = 0
+        self.voice: Voice | None = None
         self.clauses = Clauses(self.settings.min_clause_chars)
         self.utterance: Utterance | None = None
         self.utterances = 0
+        self.commits = 0  # input.commit messages taken (their sentence_index)
         self.chars = 0  # text received in this session
         self.pieces: list[float] = []  # when the pieces of the last second came
         self.send_lock = asyncio.Lock()
@@ -245,64 +417,9 @@ class Session:
         self.stalled = False
         self.reading = anyio.CancelScope()  # the reader's wait for the client, cancelled when it stalls
 
-    # The request an utterance makes: OpenAI's body (a designed, built-in or saved voice), or with a clip the
-    # page's (ui/http/schema.py), each read and checked as its own route reads and checks it.
-    def body_of(self, text: str) -> dict:
-        return dict(self.config, **{"text" if self.clip else "input": text})
-
-    def parse(self, raw):
-        return parse_body(raw) if self.clip else parse_live(raw)
-
     def describe(self, data, body=None):
-        return page_asked(data, body) if self.clip else openai_asked(data, body)
-
-    def build(self, body):
-        if self.clip:
-            request = page_request(body, self.state.clips, self.state.voice_lookup)
-        else:
-            request = to_request(body, self.state.voices, self.state.voice_lookup)
-        request.feed = TextFeed()
-        return request
-
-    def clip_config(self, config: dict) -> dict:
-        """session.config with a clip (vLLM-Omni's `ref_audio`, a data: URL of base64 audio, or an id of
-        POST /voxcpm/upload as `reference_id`; `ref_text` its transcript for ultimate cloning) as the
-        page's body; blocking (a clip is decoded and stored): call it off the event loop."""
-        if config.pop("voice", None) is not None:
-            raise InputError("give either `voice` or a clip (`ref_audio` or `reference_id`), not both", "voice")
-        audio, reference_id = config.pop("ref_audio", None), config.pop("reference_id", None)
-        if (audio is None) == (reference_id is None):
-            raise InputError("give the clip once: `ref_audio` (a data: URL of base64 audio) or `reference_id` "
-                             "(from POST /voxcpm/upload)", "ref_audio")
-        if audio is not None:
-            reference_id = self.store_clip(audio)
-        transcript = config.pop("ref_text", None)
-        instructions = config.pop("instructions", None)
-        for name in ("model", "response_format", "sample_rate"):
-            config.pop(name, None)
-        unknown = sorted(set(config) - CLIP_SETTINGS)
-        if unknown:
-            raise InputError(f"unknown setting {unknown[0]!r} with a clip: use ref_text, instructions, sample_rate, "
-                             f"{', '.join(sorted(CLIP_SETTINGS))}")
-        return {**config, "mode": "ultimate" if transcript else "cloning", "reference_id": reference_id,
-                "prompt_text": transcript, "control": instructions}
-
-    def store_clip(self, audio) -> str:
-        if not isinstance(audio, str) or not audio.startswith("data:") or ";base64," not in audio[:100]:
-            raise InputError("ref_audio must be a data: URL of base64 audio (data:audio/wav;base64,...): this "
-                             "server fetches no URLs; or upload the clip (POST /voxcpm/upload) and send its "
-                             "reference_id", "ref_audio")
-        limit = self.state.clips.max_bytes
-        encoded = audio.split(";base64,", 1)[1]
-        if len(encoded) * 3 // 4 > limit:
-            raise InputError(f"ref_audio holds more than {limit // 2**20} MiB of audio", "ref_audio")
-        try:
-            data = base64.b64decode(encoded, validate=True)
-        except ValueError:
-            raise InputError("ref_audio is not valid base64", "ref_audio") from None
-        client = self.ws.client.host if self.ws.client else None
-        clip_id, _ = self.state.clips.add_bytes(data, client_key(client))
-        return clip_id
+        config = self.voice
+        return openai_asked({"input": getattr(data, "text", None), "response_format": config and config.fmt})
 
     # -- out ----------------------------------------------------------------------------------------
     async def send(self, message: dict):
@@ -314,24 +431,28 @@ class Session:
     async def _send(self, send, payload):
         """One message out, within the stall timeout: a client that reads nothing for that long (its
         buffers full) is closed, and the audio waiting for it dropped, as an HTTP stream's is
-        (ui/guard/connections.py)."""
+        (ui/guard/connections.py); one that has gone takes nothing more."""
         if self.stalled:
             raise Stalled()
         async with self.send_lock:
             if self.ws.application_state != WebSocketState.CONNECTED:
-                return
+                raise Stalled()
             try:
                 with anyio.fail_after(self.stall_s):
                     await send(payload)
             except TimeoutError:
-                self.stall()
+                self.stall(f"closed a live-text session: it read none of its audio for {self.stall_s:g} s")
+                raise Stalled() from None
+            except (WebSocketDisconnect, RuntimeError, OSError):  # the client has gone
+                self.stall(None)
                 raise Stalled() from None
 
-    def stall(self):
+    def stall(self, why: str | None):
         if self.stalled:
             return
         self.stalled = True
-        log.warning("closed a live-text session: it read none of its audio for %g s", self.stall_s)
+        if why:
+            log.warning("%s", why)
         self.interrupt_all()
         self.reading.cancel()  # the reader waits for the client's next message: it ends now
 
@@ -344,39 +465,54 @@ class Session:
 
     # -- in -----------------------------------------------------------------------------------------
     async def run(self):
-        last, finish, code = time.monotonic(), False, 1011  # 1011: the server failed, unless a way out below says
+        finish, code = False, 1011  # 1011: the server failed, unless a way out below says
         try:
             with self.reading:
-                await self.read(last)
+                await self.read()
             raise Stalled()  # only a stall ends the reading without a way out of its own
         except (Closed, WebSocketDisconnect) as closing:
             finish = isinstance(closing, Closed) and closing.finish
             code = closing.code if isinstance(closing, Closed) else 1000
         finally:
-            speaking = self.utterance is not None and self.utterance.task is not None and not self.utterance.task.done()
-            if speaking:
+            if self.utterance is not None and self.utterance.busy:
                 if not finish or self.ws.client_state != WebSocketState.CONNECTED:
                     self.interrupt_all()  # nobody hears it any more, or the session broke a rule
                 await asyncio.gather(self.utterance.task, return_exceptions=True)
         if self.ws.application_state == WebSocketState.CONNECTED and self.ws.client_state == WebSocketState.CONNECTED:
-            with anyio.move_on_after(1.0):  # a stalled client's buffers may not take even the close frame
-                await self.ws.close(code)
+            try:
+                with anyio.move_on_after(1.0):  # a stalled client's buffers may not take even the close frame
+                    await self.ws.close(code)
+            except (WebSocketDisconnect, RuntimeError, OSError):  # it left meanwhile: nothing to close
+                pass
 
-    async def read(self, last: float):
-        """The client's messages, until a way out (Closed) or a stall cancels the wait."""
+    def owed(self) -> bool:
+        """The server owes the client audio, or a row for its text: its silence is not idleness."""
+        utterance = self.utterance
+        while utterance is not None:
+            if utterance.busy and not utterance.waits_for_client:
+                return True
+            utterance = utterance.after
+        return False
+
+    async def read(self):
+        """The client's messages, until a way out (Closed) or a stall cancels the wait. The idle
+        clock runs only while the server waits for the client."""
+        last = time.monotonic()
         while True:
-            waiting = self.clauses.buffer.strip() != ""
+            waiting = self.clauses.buffer.strip() != "" and self.idle_commits
             timeout = self.settings.commit_after_s if waiting else self.settings.session_idle_s
             message = None
             with anyio.move_on_after(timeout):
                 message = await self.ws.receive()
             if message is None:
-                if waiting:  # the pieces stopped: speak what is there, up to its last word
-                    if (text := self.clauses.idle()) is not None:
-                        await self.commit(text)
-                if time.monotonic() - last >= self.settings.session_idle_s:
-                    await self.fatal(f"the session sent nothing for {self.settings.session_idle_s:g} s and is "
-                                     f"closed: send input.text, input.done or session.close within that", 1000)
+                if waiting and (text := self.clauses.idle()) is not None:  # the pieces stopped: speak what is there
+                    await self.commit(text)
+                if self.owed():
+                    last = time.monotonic()
+                elif time.monotonic() - last >= self.settings.session_idle_s:
+                    await self.fatal(f"the session sent nothing for {self.settings.session_idle_s:g} s while the "
+                                     f"server waited for it, and is closed: send input.text, input.done or "
+                                     f"session.close within that", 1000)
                 continue
             last = time.monotonic()
             if message["type"] == "websocket.disconnect":
@@ -387,12 +523,18 @@ class Session:
                 continue
             await self.handle(message.get("text") or "")
 
+    @property
+    def idle_commits(self) -> bool:
+        """Pieces that stop are spoken up to their last word (clause by clause, and token level)."""
+        v = self.voice
+        return v is not None and v.live and v.streaming_mode != "sentence_commit" and v.split != "sentence"
+
     async def handle(self, raw: str):
         try:  # a clip's base64 may make a message megabytes long: parsed off the event loop
             message = json.loads(raw) if len(raw) < LARGE_MESSAGE else await anyio.to_thread.run_sync(json.loads, raw)
-        except ValueError:
-            return await self.error("the message is not JSON: send JSON text messages, each with a `type` of "
-                                    f"{', '.join(MESSAGES)}")
+        except (ValueError, RecursionError):  # not JSON, or nested past what the parser follows
+            return await self.error("the message is not JSON that can be read (or is nested too deeply): send "
+                                    f"JSON objects, each with a `type` of {', '.join(MESSAGES)}")
         kind = message.get("type") if isinstance(message, dict) else None
         if kind not in MESSAGES:
             return await self.error(f"unknown message type {str(kind)[:40]!r}: use one of {', '.join(MESSAGES)}")
@@ -402,39 +544,41 @@ class Session:
         if self.clauses.buffer.strip() or (self.utterance is not None and not self.utterance.ended):
             return await self.error("session.config is refused while an utterance is open: send input.done "
                                     "first, so that no text is dropped")
-        config = {k: v for k, v in message.items() if k not in ("type", "stream_audio")}
-        config.setdefault("model", "voxcpm2")
-        config.setdefault("response_format", "pcm")
-        stream_audio = message.get("stream_audio", False)
-        if not isinstance(stream_audio, bool):
-            return await self.error("stream_audio must be true or false")
-        if "input" in config:
-            return await self.error("session.config takes no `input`: send the text as input.text messages")
-        if config["response_format"] != "pcm":
-            return await self.error(f"response_format {str(config['response_format'])[:20]!r} is not offered here: "
-                                    f"this socket sends raw 16-bit PCM (\"pcm\")")
-        rate = config.get("sample_rate")
-        clip = any(name in config for name in ("ref_audio", "reference_id", "ref_text"))
-        before = self.config, self.clip
-        try:  # checked now, as the route checks a body, so that a bad voice is said before any text
-            if clip:
-                config = await anyio.to_thread.run_sync(self.clip_config, dict(config))
-            self.config, self.clip = config, clip
-            body = self.parse(self.body_of("."))
-            await anyio.to_thread.run_sync(self.build, body)
-            if clip:
-                check_rate(rate, "pcm")
+        try:  # checked whole, and its request built, before anything is kept: a refused config changes nothing
+            voice = await anyio.to_thread.run_sync(self.configured, message)
         except InputError as exc:
-            self.config, self.clip = before
-            return await self.error(openai_message(exc))
-        self.stream_audio = stream_audio
-        self.rate = sent_rate("pcm", rate, self.state.worker.sample_rate)
+            return await self.error(f"session.config refused: {openai_message(exc)}")
+        self.voice, self.clauses = voice, voice.committer(self.settings.min_clause_chars)
+
+    def configured(self, message: dict) -> Voice:
+        """A session.config as the Voice its utterances keep; blocking (a clip is decoded, a saved
+        voice read): call it off the event loop."""
+        config = validated(SessionConfig, message)
+        check_voice_fields(config)
+        if config.streaming_mode != "sentence" and config.split_granularity != "none":
+            raise ParamError("streaming_mode", f"streaming_mode {config.streaming_mode!r} cuts the text itself: "
+                                               "leave split_granularity out (or \"none\") with it")
+        stream = config.stream_audio or config.word_timestamps or config.streaming_mode != "sentence"
+        if stream and config.response_format != "pcm":
+            raise ParamError("response_format", "audio sent as it is made (stream_audio, word_timestamps, or a "
+                                                "streaming_mode) is raw pcm: set response_format \"pcm\"")
+        if config.word_timestamps:
+            aligner_ready(self.state)
+        limit = self.state.limits.max_text_chars
+        for name in ("instructions", "ref_text", "prompt_text"):
+            if (value := getattr(config, name)) is not None and len(value) > limit:
+                raise ParamError(name, f"{name} has {len(value)} characters; the limit is {limit}")
+        check_rate(config.sample_rate, config.response_format)
+        template = to_request(config, ".", self.state.voices, self.state.voice_lookup, self.state.clips)
+        rate = sent_rate(config.response_format, config.sample_rate, self.state.worker.sample_rate)
+        return Voice(template, config.response_format, rate, stream, config.word_timestamps,
+                     config.split_granularity, config.streaming_mode)
 
     async def on_input_text(self, message: dict):
         text = message.get("text")
         if not isinstance(text, str):
             return await self.error("input.text needs `text`, a string")
-        if self.config is None:
+        if self.voice is None:
             return await self.error("send session.config first: it says which voice speaks the text")
         now = time.monotonic()
         self.pieces = [t for t in self.pieces if now - t < 1.0] + [now]
@@ -449,20 +593,38 @@ class Session:
         for clause in self.clauses.add(text):
             await self.commit(clause)
 
-    async def commit(self, clause: str):
+    async def commit(self, text: str):
         if self.utterance is None or self.utterance.ended:  # a new one, heard after the one before
-            self.utterance = Utterance(self, self.utterances, after=self.utterance)
+            self.utterance = Utterance(self, self.utterances, self.voice, after=self.utterance)
             self.utterances += 1
-        self.utterance.add(clause)
+        self.utterance.add(text)
+
+    async def on_input_commit(self, message: dict):
+        """streaming_mode "sentence_commit": what was sent since the last commit goes to the model."""
+        if self.voice is None or self.voice.streaming_mode != "sentence_commit":
+            return await self.error('input.commit belongs to streaming_mode "sentence_commit": set it in '
+                                    'session.config, or let the server commit the text')
+        commit_id = message.get("commit_id")
+        if commit_id is not None and not isinstance(commit_id, str):
+            return await self.error("input.commit's commit_id must be a string")
+        text = self.clauses.rest()
+        if text is None:
+            return await self.error("input.commit with no text since the last commit: send input.text first")
+        await self.commit(text)
+        await self.send({"type": "input.committed", "commit_id": commit_id, "sentence_index": self.commits,
+                         "chars_committed": len(text)})
+        self.commits += 1
 
     async def on_input_done(self, _message: dict):
         if (text := self.clauses.rest()) is not None:
             await self.commit(text)
-        if self.utterance is None or self.utterance.ended:
-            index = self.utterances
-            self.utterances += 1
-            return await self.send({"type": "session.done", "utterance_index": index, "total_sentences": 0})
-        self.utterance.end()
+            if self.voice.streaming_mode == "sentence_commit":  # the last commit, implied
+                await self.send({"type": "input.committed", "commit_id": None, "sentence_index": self.commits,
+                                 "chars_committed": len(text)})
+        if self.utterance is not None and not self.utterance.ended:
+            self.utterance.end()
+            self.commits = 0
+        # else: nothing was said since the last one: an empty flush has no utterance to end
 
     async def on_input_interrupt(self, _message: dict):
         self.clauses.rest()  # the text not yet spoken is dropped with the audio
@@ -472,7 +634,7 @@ class Session:
         """The utterance being heard, and any after it waiting for its turn, stop."""
         utterance = self.utterance
         while utterance is not None:
-            if not utterance.interrupted and (utterance.task is None or not utterance.task.done()):
+            if not utterance.interrupted and utterance.busy:
                 utterance.interrupt()
             utterance = utterance.after
 

@@ -6,17 +6,25 @@ becomes the engine's request (ui/http/speech_body.py) and goes through the same 
 queue and worker as the page's; only the body format and the errors' shape are OpenAI's (every
 error under /v1, an unknown path or method included):
 
-- `model`: voxcpm2, or OpenAI's tts-1, tts-1-hd, gpt-4o-mini-tts: all the one model.
-- `voice`: a saved voice's name (or {"id": name}) clones it: continuing from its clip when it has
-  a transcript and no `instructions` are given (ultimate cloning), else as a reference with
-  `instructions` as the style. `voice: "design"` designs a voice from `instructions`. OpenAI's
-  voice names (alloy, ash, ...) are built-in designed voices (ui/http/builtin_voices.py).
+- `model` (optional): voxcpm2, or OpenAI's tts-1, tts-1-hd, gpt-4o-mini-tts: all the one model.
+- `voice` (vLLM-Omni's `speaker`): a saved voice's name (or {"id": name}) clones it: continuing from
+  its clip when it has a transcript and no `instructions` are given (ultimate cloning), else as a
+  reference with `instructions` as the style. `voice: "design"` designs a voice from `instructions`;
+  `"default"` (what vLLM-Omni's VoxCPM2 clients send), or none, is VoxCPM2 with no voice prompt
+  (`instructions`, when given, describe one). OpenAI's voice names (alloy, ash, ...) are built-in
+  designed voices (ui/http/builtin_voices.py).
+- A clip instead of `voice`, as vLLM-Omni's clients send one: `ref_audio` (a data: URL; never
+  fetched), with `ref_text`, its transcript, for ultimate cloning; VoxCPM2's `prompt_audio` and
+  `prompt_text` for the clip continued; or `reference_id` (POST /voxcpm/upload).
 - `response_format`: wav, pcm (16-bit mono, no header), flac, mp3 or opus (ui/services/audio.py).
 - `sample_rate` (an extension): 8000 to 48000 Hz (audio.SAMPLE_RATES), in any format; left out, pcm
   is sent at 24 kHz as OpenAI's is (its clients have no header to read a rate from), the other
   formats at the model's 48 kHz. X-Sample-Rate (and pcm's content type) say the rate sent.
 - `stream_format`: "audio" (the file, sent as it is encoded) or "sse" (events
-  `speech.audio.delta` with base64 audio, then `speech.audio.done` with usage).
+  `speech.audio.delta` with base64 audio, then `speech.audio.done` with usage, or an `error` event
+  for a take that failed or was cut at --max-output-seconds); vLLM-Omni's `stream: true` without a
+  stream_format means "sse". vLLM-Omni's fields for its other models are accepted and not used
+  (speech_body.IGNORED; docs/api.md).
 - `timestamps` (an extension, with "sse" only): "word" adds a `speech.audio.words` event with each
   segment's words timed on the audio sent, as soon as they are aligned (ui/services/words.py).
 - OpenAI's pace field and the extensions (seed, normalize, trim_silence, sample_rate and the spec's
@@ -39,7 +47,7 @@ from inference.serving.job import Job
 
 from .builtin_voices import listed
 from .common import aligner_ready, errors_as, next_event, submit
-from .speech_body import (DESIGN, MODEL_ID, OPENAI_MODELS, openai_asked, openai_message, openai_param, parse_speech,
+from .speech_body import (DEFAULT_VOICE, DESIGN, MODEL_ID, OPENAI_MODELS, openai_asked, openai_message, openai_param, parse_speech,
                           to_request)
 from ..context import app_context
 from ..guard.answers import OPENAI_PREFIX, openai_error_body
@@ -76,8 +84,9 @@ async def speech(request: Request):
     state = app_context(request)
     job, speech, first = await submit(request, state, parse=functools.partial(parse_with_words, state),
                                       describe=openai_asked,
-                                      build=lambda body: to_request(body, state.voices, state.voice_lookup))
-    fmt, events = speech.response_format, speech.stream_format == "sse"
+                                      build=lambda body: to_request(body, body.input, state.voices, state.voice_lookup,
+                                                                    state.clips))
+    fmt, events = speech.response_format, speech.events
     model_rate = state.worker.sample_rate
     rate = sent_rate(fmt, speech.sample_rate, model_rate)
     headers = {"X-Seed": str(job.seed), "X-Request-Id": job.id, "Cache-Control": "no-store",
@@ -135,7 +144,7 @@ async def sse(chunks, job: Job, text_chars: int, words: WordTrack | None = None)
             yield _event({"type": "speech.audio.words", **segment})
     for segment in (words.ready() + await words.rest()) if words is not None else ():
         yield _event({"type": "speech.audio.words", **segment})
-    if job.state == "failed":
+    if job.error is not None:  # failed, or cut at the bound on a request's audio (its audio is kept)
         yield _event({"type": "error", "error": {"message": job.error, "type": "server_error"}})
         return
     patches = job.metrics.patches
@@ -173,7 +182,7 @@ async def voices(request: Request):
              "has_transcript": bool(v.transcript)} for v in saved]
     shadowed = {v.name.casefold() for v in saved}  # a saved voice of a built-in name wins
     data += [v for v in listed() if v["name"] not in shadowed]
-    return {"object": "list", "voices": [v["name"] for v in data] + [DESIGN], "data": data}
+    return {"object": "list", "voices": [v["name"] for v in data] + [DESIGN, DEFAULT_VOICE], "data": data}
 
 
 @openai_router.api_route("", methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])

@@ -1,5 +1,6 @@
-"""The body of POST /v1/audio/speech (OpenAI's, with our extensions) and the engine's
-SynthesisRequest it becomes (to_request): the route resolves `voice` and checks what only it has;
+"""The body of POST /v1/audio/speech (OpenAI's, with vLLM-Omni's fields and our extensions; the live
+socket's session.config shares its voice fields) and the engine's SynthesisRequest it becomes
+(to_request): the route resolves `voice` or decodes the clip sent, and checks what only it has;
 every value the engine takes is checked by the engine, once, against the one spec
 (inference/request/modes.py).
 
@@ -9,11 +10,12 @@ it does not take (min_len) never appear in its messages.
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
 import re
-from typing import ClassVar
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from inference.errors import InputError
 from inference.request import modes
@@ -32,11 +34,10 @@ MODEL_ID = "voxcpm2"
 # changes its base URL. Compared without regard to case.
 OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 MODEL_NAMES = (MODEL_ID, "openbmb/voxcpm2") + OPENAI_MODELS
-DESIGN = RESERVED[0]
+DESIGN, DEFAULT_VOICE = RESERVED  # "design": from `instructions`; "default": VoxCPM2 with no voice prompt
 # The page's and the engine's fields under the names this route gives them: a refusal's `param`
 # (InputError.param) is told in this route's terms, or as null when it names no field of this body.
-OPENAI_NAMES = {"text": "input", "control": "instructions", "reference_id": "voice", "prompt_text": "voice",
-                "reference_audio": "voice", "prompt_audio": "voice"}
+OPENAI_NAMES = {"text": "input", "control": "instructions"}
 # The route takes no min_len, so each request keeps its default: max_len may not go below it, and
 # the refusal says so in this route's terms (the engine's would name min_len, which it has not).
 _MAX_LEN = modes.SETTINGS["max_len"]
@@ -72,71 +73,143 @@ class VoiceId(BaseModel):
     id: str
 
 
-class OpenAIFields(BaseModel):
+class VoiceFields(BaseModel):
+    """What says the voice and the sound, in the POST body and in the live socket's session.config
+    alike: OpenAI's fields, vLLM-Omni's (its clients send them to both doors) and our extensions."""
     model_config = ConfigDict(extra="forbid", strict=True)
-    request_id: ClassVar[None] = None  # OpenAI's body names no request id: the server picks one
-    model: str
-    input: str
-    voice: str | VoiceId | None = None
+    request_id: ClassVar[None] = None  # neither body names a request id: the server picks one
+    model: str = MODEL_ID  # optional, as in vLLM-Omni: there is one model here
+    # vLLM-Omni calls the voice `speaker` too.
+    voice: str | VoiceId | None = Field(None, validation_alias=AliasChoices("voice", "speaker"))
     instructions: str | None = None
-    response_format: str = "mp3"
-    stream_format: str = "audio"
-    # Our extensions, documented in docs/api.md (the page's advanced settings).
+    # A clip, as vLLM-Omni takes one (a data: URL of base64 audio; never fetched), or ours by id (POST
+    # /voxcpm/upload); with its transcript, ultimate cloning. prompt_audio + prompt_text: VoxCPM2's own
+    # names for the clip continued and its transcript (vLLM-Omni's VoxCPM2 demo sends them).
+    ref_audio: str | None = None
+    ref_text: str | None = None
+    reference_id: str | None = None
+    prompt_audio: str | None = None
+    prompt_text: str | None = None
     seed: int | None = None
     normalize: bool = False
     trim_silence: bool = False
     sample_rate: int | None = None  # None: 24 kHz for pcm (OpenAI's), the model's for the other formats
+    max_new_tokens: int | None = None  # vLLM-Omni's name for max_len: VoxCPM2's tokens are its patches
+    # vLLM-Omni's fields for its other models (IGNORED): accepted, so that its clients work unchanged, and
+    # not used, as vLLM-Omni does not use them for VoxCPM2 either (docs/api.md says why for each).
+    task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = None
+    language: str | None = Field(None, max_length=64)
+    x_vector_only_mode: bool | None = None
+    speaker_embedding: list[float] | None = Field(None, max_length=8192)
+    initial_codec_chunk_frames: int | None = Field(None, ge=0)
+    non_streaming_mode: bool | None = None
+    extra_params: dict | None = None
+
+
+# vLLM-Omni's fields that VoxCPM2 does not use: accepted and ignored (docs/api.md).
+IGNORED = ("task_type", "language", "x_vector_only_mode", "speaker_embedding", "initial_codec_chunk_frames",
+           "non_streaming_mode", "extra_params")
+
+
+class OpenAIFields(VoiceFields):
+    input: str
+    response_format: str = "mp3"
+    stream_format: str | None = None  # "audio" unless `stream` asks for events
+    stream: bool | None = None  # vLLM-Omni's: true without a stream_format means events (sse)
     timestamps: str = modes.TIMESTAMPS[0]  # "word": each segment's words timed, as events (sse only)
+    word_timestamps: bool = False  # vLLM-Omni's switch for the same, with events
+
+    @property
+    def events(self) -> bool:
+        """The audio as SSE events rather than the file's bytes."""
+        return self.stream_format == "sse" or (self.stream_format is None and bool(self.stream))
 
 
-# The spec's numeric settings this route takes (OpenAI's pace field among them; min_len not), each
+# The spec's numeric settings these bodies take (OpenAI's pace field among them; min_len not), each
 # None (or absent) for its default: checked against its range once, by the engine's request.
 TUNING = tuple(name for name in modes.TUNING if name != "min_len")
-SpeechBody = create_model("SpeechBody", __base__=OpenAIFields,
-                          **{name: (modes.field_type(name) | None, None) for name in TUNING})
+
+
+def with_tuning(name: str, base: type[BaseModel]) -> type[BaseModel]:
+    """`base` with the spec's numeric settings this door takes."""
+    return create_model(name, __base__=base, **{n: (modes.field_type(n) | None, None) for n in TUNING})
+
+
+SpeechBody = with_tuning("SpeechBody", OpenAIFields)
 
 
 def parse_speech(raw) -> SpeechBody:
     """The OpenAI body, its JSON types and shape checked, and the choices only this route has
     (model, response_format, stream_format, sample_rate, the lowest max_len)."""
-    try:
-        speech = SpeechBody.model_validate(raw)
-    except ValidationError as exc:
-        raise _described(exc) from None
-    if speech.model.lower() not in MODEL_NAMES:
-        raise ParamError("model", f"model {speech.model[:80]!r} is not served here: use one of "
-                                  f"{', '.join((MODEL_ID,) + OPENAI_MODELS)} (GET /v1/models)")
-    _choice("response_format", speech.response_format, [f for f in FORMATS if f not in missing_formats()],
-            NOT_OFFERED)
-    _choice("stream_format", speech.stream_format, ["audio", "sse"])
+    speech = validated(SpeechBody, raw)
+    _choice("stream_format", speech.stream_format or "audio", ["audio", "sse"])
     _choice("timestamps", speech.timestamps, list(modes.TIMESTAMPS))
-    if speech.timestamps == "word" and speech.stream_format != "sse":
+    if speech.word_timestamps and speech.events:
+        speech.timestamps = "word"
+    if speech.timestamps == "word" and not speech.events:
         raise ParamError("timestamps", 'word timestamps are sent as events: use stream_format "sse" with them '
                                        '(or GET /voxcpm/jobs/ID/words after the audio)')
-    check_rate(speech.sample_rate, speech.response_format)
-    if speech.max_len is not None and (problem := MAX_LEN.check(speech.max_len)) is not None:
-        raise ParamError("max_len", f"{problem} (a request here makes at least {MAX_LEN.low:g} patches before it "
-                                    f"may stop)")
+    check_voice_fields(speech)
     return speech
 
 
-def to_request(speech: SpeechBody, library=None, voices=None) -> SynthesisRequest:
-    """The engine's request: `voice` resolved to a design (`design`, a built-in name) or a saved
-    voice, cloned (continued from, in ultimate cloning, when it has a transcript and no
-    `instructions` are given: a style would be read aloud there). `library`
-    (ui/library/voice_store.py) and `voices(name)` -> (Voice, ReferenceClip): None without a
-    library. Reads the index and may read a voice's patches: call it off the event loop."""
+def validated(model: type[BaseModel], raw):
+    """`raw` read as `model`, refused in one sentence naming the parameter."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise _described(exc, model) from None
+
+
+def check_voice_fields(fields: VoiceFields):
+    """What only this route's fields can get wrong, before any request is built."""
+    if fields.model.lower() not in MODEL_NAMES:
+        raise ParamError("model", f"model {fields.model[:80]!r} is not served here: use one of "
+                                  f"{', '.join((MODEL_ID,) + OPENAI_MODELS)} (GET /v1/models), or leave it out")
+    fmt = fields.response_format
+    _choice("response_format", fmt, [f for f in FORMATS if f not in missing_formats()], NOT_OFFERED)
+    check_rate(fields.sample_rate, fmt)
+    max_len = _max_len(fields)
+    if max_len is not None and (problem := MAX_LEN.check(max_len)) is not None:
+        name = "max_len" if fields.max_len is not None else "max_new_tokens"
+        raise ParamError(name, f"{problem.replace('max_len', name)} (a request here makes at least "
+                               f"{MAX_LEN.low:g} patches before it may stop)")
+
+
+def _max_len(fields: VoiceFields) -> int | None:
+    if fields.max_len is not None and fields.max_new_tokens is not None and fields.max_len != fields.max_new_tokens:
+        raise ParamError("max_new_tokens", "max_new_tokens and max_len are the same setting (patches of 160 ms): "
+                                           "give one of them")
+    return fields.max_len if fields.max_len is not None else fields.max_new_tokens
+
+
+def to_request(speech: VoiceFields, text: str, library=None, voices=None, clips=None) -> SynthesisRequest:
+    """The engine's request for `text`: a clip (ref_audio, prompt_audio or reference_id) cloned,
+    continued from in ultimate cloning when its transcript is given; else `voice` resolved to a
+    design (`design`, `default` or none, a built-in name) or a saved voice, cloned (continued from
+    when it has a transcript and no `instructions` are given: a style would be read aloud there).
+    `library` (ui/library/voice_store.py) and `voices(name)` -> (Voice, ReferenceClip): None
+    without a library; `clips`: the upload store (ui/library/uploads.py), which decodes a data: URL
+    without keeping it. Reads the index, a voice's patches, a clip: call it off the event loop."""
     voice = speech.voice.id if isinstance(speech.voice, VoiceId) else speech.voice
-    if blank(voice):
-        raise ParamError("voice", f"voice is required: a saved or built-in voice (GET /v1/audio/voices), or "
-                                  f"{DESIGN!r} to design one from `instructions`")
-    if len(voice) > MAX_VOICE_CHARS:
+    if voice is not None and len(voice) > MAX_VOICE_CHARS:
         raise ParamError("voice", f"parameter 'voice': String should have at most {MAX_VOICE_CHARS} characters")
     instructions = None if blank(speech.instructions) else speech.instructions.strip()
     seed = random_seed() if speech.seed is None else speech.seed
     common = dict(normalize=speech.normalize, trim_silence=speech.trim_silence,
                   **{name: value for name in TUNING if (value := getattr(speech, name)) is not None})
-    designed = voice.strip().casefold() == DESIGN
+    if (max_len := _max_len(speech)) is not None:
+        common["max_len"] = max_len
+    unnamed = blank(voice) or voice.strip().casefold() == DEFAULT_VOICE
+    if any(v is not None for v in (speech.ref_audio, speech.prompt_audio, speech.reference_id)):
+        if not unnamed:
+            raise ParamError("voice", f"give either a voice ({voice[:40]!r}) or a clip (ref_audio, prompt_audio or "
+                                      f"reference_id), not both")
+        return _cloned(speech, text, clips, instructions, seed, common)
+    if speech.ref_text is not None or speech.prompt_text is not None:
+        name = "ref_text" if speech.ref_text is not None else "prompt_text"
+        raise ParamError(name, f"{name} is the transcript of a clip: send the clip too (ref_audio, a data: URL)")
+    designed = unnamed or voice.strip().casefold() == DESIGN
     builtin = None if designed else builtin_voice(voice)
     if builtin is not None and _is_saved(voice, library):  # a saved voice of a built-in name wins
         builtin = None
@@ -147,15 +220,56 @@ def to_request(speech: SpeechBody, library=None, voices=None) -> SynthesisReques
         if builtin is not None:  # its description with the request's instructions, its seed unless one is given
             instructions = builtin.control(instructions)
             seed = builtin.seed if speech.seed is None else speech.seed
-        return SynthesisRequest(speech.input, control=instructions, seed=seed, **common)
+        return SynthesisRequest(text, control=instructions, seed=seed, **common)
     if library is None:
         raise unknown_voice(f"no voice named {voice[:80]!r}: this server keeps no voice library")
     transcript = _saved(voice, library).transcript
     _, clip = voices(voice)
     if instructions is None and transcript:
-        return SynthesisRequest(speech.input, reference_audio=clip, prompt_audio=clip, prompt_text=transcript.strip(),
+        return SynthesisRequest(text, reference_audio=clip, prompt_audio=clip, prompt_text=transcript.strip(),
                                 seed=seed, **common)
-    return SynthesisRequest(speech.input, control=instructions, reference_audio=clip, seed=seed, **common)
+    return SynthesisRequest(text, control=instructions, reference_audio=clip, seed=seed, **common)
+
+
+def _cloned(speech: VoiceFields, text: str, clips, instructions, seed, common) -> SynthesisRequest:
+    """A request that brings its clip: the reference (ref_audio or reference_id) and the clip
+    continued (prompt_audio, else the reference when a transcript is given)."""
+    if speech.ref_audio is not None and speech.reference_id is not None:
+        raise ParamError("ref_audio", "give the clip once: ref_audio (a data: URL) or reference_id, not both")
+    decoded = {}
+
+    def clip(url: str, name: str):
+        if url not in decoded:
+            decoded[url] = clips.unkept(data_url_bytes(url, name, clips.max_bytes)).as_engine_input()
+        return decoded[url]
+    reference = clip(speech.ref_audio, "ref_audio") if speech.ref_audio is not None else \
+        clips.get(speech.reference_id).as_engine_input() if speech.reference_id is not None else None
+    prompt = clip(speech.prompt_audio, "prompt_audio") if speech.prompt_audio is not None else None
+    transcript = speech.prompt_text if speech.prompt_text is not None else speech.ref_text
+    if blank(transcript):
+        if prompt is not None:
+            raise ParamError("prompt_text", "prompt_audio is continued from, which needs its exact transcript: "
+                                            "give prompt_text, or send the clip as ref_audio to clone its voice")
+        return SynthesisRequest(text, control=instructions, reference_audio=reference, seed=seed, **common)
+    prompt = prompt if prompt is not None else reference
+    # A style is passed on so that SynthesisRequest refuses it with its own message (it would be read aloud).
+    return SynthesisRequest(text, control=instructions, reference_audio=reference if reference is not None else prompt,
+                            prompt_audio=prompt, prompt_text=transcript.strip(), seed=seed, **common)
+
+
+def data_url_bytes(url, name: str, limit: int) -> bytes:
+    """A clip sent in the body: a data: URL of base64 audio (a URL is never fetched, a path never read)."""
+    if not isinstance(url, str) or not url.startswith("data:") or ";base64," not in url[:100]:
+        raise ParamError(name, f"{name} must be a data: URL of base64 audio (data:audio/wav;base64,...): this server "
+                               f"fetches no URLs and reads no paths; or upload the clip (POST /voxcpm/upload) and "
+                               f"send its reference_id")
+    encoded = url.split(";base64,", 1)[1]
+    if len(encoded) * 3 // 4 > limit:
+        raise ParamError(name, f"{name} holds more than {limit // 2**20} MiB of audio")
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except ValueError:
+        raise ParamError(name, f"{name} is not valid base64") from None
 
 
 def _saved(voice: str, library):
@@ -170,8 +284,9 @@ def _saved(voice: str, library):
 
 def unknown_voice(why: str) -> VoiceError:
     """A 404 for `voice` that names this route's other choices and where they are listed."""
-    unknown = VoiceError(404, f"{why}; built-in voices: {', '.join(BUILTIN_VOICES)}, or {DESIGN!r} to design one "
-                              f"from `instructions` (GET /v1/audio/voices lists them all)")
+    unknown = VoiceError(404, f"{why}; built-in voices: {', '.join(BUILTIN_VOICES)}, {DESIGN!r} to design one "
+                              f"from `instructions`, or {DEFAULT_VOICE!r} for VoxCPM2 with no voice prompt (GET "
+                              f"/v1/audio/voices lists them all)")
     unknown.param = "voice"
     return unknown
 
@@ -194,11 +309,13 @@ def openai_asked(data, body=None) -> Asked:
     (from the JSON as sent: `body`, the parsed SpeechBody, adds nothing to it)."""
     if not isinstance(data, dict):
         return Asked()
-    voice = data.get("voice")
+    voice = data.get("voice", data.get("speaker"))
     voice = voice.get("id") if isinstance(voice, dict) else voice
     voice = voice if isinstance(voice, str) else None
-    designed = not blank(voice) and (voice.strip().casefold() == DESIGN or builtin_voice(voice) is not None)
-    mode = "?" if blank(voice) else "design" if designed else "cloning"
+    clip = any(data.get(name) is not None for name in ("ref_audio", "prompt_audio", "reference_id"))
+    transcript = any(data.get(name) is not None for name in ("ref_text", "prompt_text"))
+    designed = blank(voice) or voice.strip().casefold() in RESERVED or builtin_voice(voice) is not None
+    mode = ("ultimate" if transcript else "cloning") if clip else "design" if designed else "cloning"
     fmt = data.get("response_format", SpeechBody.model_fields["response_format"].default)
     return Asked(mode=mode, text_chars=text_length(data.get("input")), voice=voice,
                  format=fmt if isinstance(fmt, str) else None)
@@ -229,17 +346,19 @@ def _rate_refused(problem: str) -> ParamError:
                                      f"the model's rate")
 
 
-def _described(exc: ValidationError) -> ParamError:
+def _described(exc: ValidationError, model: type[BaseModel]) -> ParamError:
     """Pydantic's first complaint about the body in one sentence, naming the parameter."""
     err = exc.errors(include_url=False, include_input=False)[0]
     loc = [str(p) for p in err.get("loc", ())] or ["body"]
     param = loc[0][:40]
     where = ".".join([param] + loc[1:])[:40]
     if err.get("type") == "extra_forbidden":
-        accepted = ", ".join(SpeechBody.model_fields)
+        accepted = ", ".join(f"{n} (or speaker)" if n == "voice" else n for n in model.model_fields)
         return ParamError(param, f"unknown parameter {where!r}: the accepted ones are {accepted}")
     if err.get("type") == "missing":
         return ParamError(param, f"missing required parameter {where!r}")
+    if err.get("type") == "literal_error":  # its accepted values, as pydantic words them
+        return ParamError(param, f"parameter {where!r}: {err.get('msg', 'invalid value')}")
     if param == "sample_rate":  # a string or a fraction: still told the rates there are
         return _rate_refused("sample_rate must be a whole number of hertz")
     return ParamError(param, f"parameter {where!r}: {err.get('msg', 'invalid value')}")

@@ -18,7 +18,7 @@ from inference.errors import InputError
 
 MAX_NAME = 64
 # "design" means voice design on the OpenAI route (ui/http/openai.py), so no saved voice may take it.
-RESERVED = ("design",)
+RESERVED = ("design", "default")  # /v1's voice names: a voice designed from `instructions`, and VoxCPM2 with no voice prompt
 _NAME = re.compile(r"[^\W_](?:[\w .'-]*[^\W_])?")
 RULE = (f"1 to {MAX_NAME} characters: letters or digits (any script), with spaces, - _ . ' between them; "
         f"not {', '.join(RESERVED)}")

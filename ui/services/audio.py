@@ -23,6 +23,7 @@ stream stays a valid file, and decoders take the tag as absent.
 """
 from __future__ import annotations
 
+import io
 import struct
 
 import numpy as np
@@ -41,16 +42,33 @@ def pcm16(audio: np.ndarray) -> bytes:
     return np.clip(np.rint(np.asarray(audio, np.float64) * 32767.0), -32768, 32767).astype("<i2").tobytes()
 
 
-def wav_header(rate: int, samples: int, info: dict[bytes, str]) -> bytes:  # an offline render's (renders.py)
-    """A 16-bit mono PCM WAV header for `samples` samples, with a LIST INFO chunk (tags such as
-    INAM title, ISFT software, ICMT comment: what soundfile reads as .title, .software, .comment)."""
+def wav_header(rate: int, samples: int, info: dict[bytes, str] | None = None) -> bytes:
+    """A 16-bit mono PCM WAV header for `samples` samples, with a LIST INFO chunk when `info` has
+    tags (INAM title, ISFT software, ICMT comment: what soundfile reads as .title, .software,
+    .comment; an offline render's, renders.py)."""
     data = 2 * samples
-    listing = b"INFO" + b"".join(_chunk(tag, text.encode("utf-8") + b"\0") for tag, text in info.items())
-    chunks = _chunk(b"fmt ", struct.pack("<HHIIHH", 1, 1, rate, 2 * rate, 2, 16)) + _chunk(b"LIST", listing)
+    chunks = _chunk(b"fmt ", struct.pack("<HHIIHH", 1, 1, rate, 2 * rate, 2, 16))
+    if info:
+        chunks += _chunk(b"LIST", b"INFO" + b"".join(_chunk(tag, text.encode("utf-8") + b"\0")
+                                                      for tag, text in info.items()))
     size = 4 + len(chunks) + 8 + data
     if size > 0xFFFFFFFF:
         raise ValueError(f"{samples} samples do not fit a WAV file")
     return b"RIFF" + struct.pack("<I", size) + b"WAVE" + chunks + b"data" + struct.pack("<I", data)
+
+
+def encode_whole(fmt: str, audio: np.ndarray, rate: int) -> bytes:
+    """Audio whose end is known (a live sentence sent whole) as one complete file of `fmt`, its
+    header's sizes exact; lossy formats take a while: call it off the event loop."""
+    if fmt == "pcm":
+        return to_pcm(audio)
+    if fmt == "wav":
+        return wav_header(rate, len(audio)) + to_pcm(audio)
+    container, codec, options = _LIBSNDFILE[fmt]
+    out = io.BytesIO()
+    with sf.SoundFile(out, "w", rate, 1, format=container, subtype=codec, **options) as f:
+        f.write(audio)
+    return out.getvalue()
 
 
 def _chunk(tag: bytes, body: bytes) -> bytes:
