@@ -173,7 +173,9 @@ def test_text_before_a_config_is_refused_and_a_config_is_refused_while_text_is_o
 
 @pytest.fixture(scope="module")
 def strict(serve_app):
-    return serve_app(max_text_chars=60, max_pieces_per_s=5, session_idle_s=1.0, commit_after_s=0.3)
+    from ..support.app_helpers import load_engine
+
+    return serve_app(engine=load_engine(max_text_chars=60), max_pieces_per_s=5, session_idle_s=1.0, commit_after_s=0.3)
 
 
 def test_text_past_the_sessions_limit_is_refused_and_what_fits_is_spoken(strict):

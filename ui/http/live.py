@@ -585,7 +585,7 @@ class Session:
         if len(self.pieces) > self.settings.max_pieces_per_s:
             await self.fatal(f"more than {self.settings.max_pieces_per_s} input.text messages in a second: "
                              "send larger pieces")
-        limit = self.state.settings.limits.max_text_chars
+        limit = self.state.limits.max_text_chars
         if self.chars + len(text) > limit:
             return await self.error(f"the session's text would pass {limit} characters: this piece "
                                     f"({len(text)} characters) is not spoken; open a new session for more")
