@@ -58,6 +58,15 @@ CASES = [
     ("花了$42.50。", "花了四十二点五美元。"),
     ("花了42.50美元。", "花了四十二点五美元。"),
     ("约3.5万元。", "约三点五万元。"),
+    # A sign before 万 or 亿 (issue 58): the amount is read with its scale, then the currency, as
+    # people say it and as written without the sign ("3.5万元"); WeText alone reads "¥50万" 五元零万.
+    ("融资¥50万元，另有$5000万，以及¥3.5万。", "融资五十万元，另有五千万美元，以及三点五万元。"),
+    ("¥50万", "五十万元"),
+    ("￥1.25亿元", "一点二五亿元"),
+    ("$5000万", "五千万美元"),
+    ("$1.5亿美元", "一点五亿美元"),
+    ("€5万", "五万欧元"),
+    ("£3千万", "三千万英镑"),
     # An amount before an ASCII comma in Chinese text, as in English.
     ("花了¥42.50,还剩¥3。", "花了四十二元五角,还剩三元。"),
     ("花了$42.50,还剩$3。", "花了四十二点五美元,还剩三美元。"),
