@@ -39,13 +39,14 @@ _DIGITS = re.compile(r"\d+")
 # number and every amount after a currency sign is spelled by inflect before WeText sees it, one
 # way ("and" before the tens of each group, as WeText says "twelve thousand three hundred and forty
 # five"; "forty two dollars and fifty cents"). An amount glued to letters ("$1.5m") is left to
-# WeText, which reads the scale ("one point five million dollars").
+# WeText, which reads the scale ("one point five million dollars"). A comma or a point goes on with
+# the number only before a digit: before anything else it is punctuation ("$42.50, please").
 _AMOUNT = re.compile(r"""(?<![\d.,])
     (?:(?P<minus>(?<!\w)-)?(?<!\w)(?P<sign>[$€£¥]))?
     (?P<number>(?(sign)\d+|\d{1,3}(?=,\d{3}))(?:,\d{3})*)  # any number after a sign, else a grouped one
     (?P<fraction>\.\d+)?
     (?P<scale>\s(?i:thousand|million|billion|trillion))?
-    (?![\d,]|\.\d)(?(sign)(?!\w))""", re.VERBOSE)
+    (?!\d|[.,]\d)(?(sign)(?!\w))""", re.VERBOSE)
 # A version number ("3.2.1"): WeText reads it "three.two point one". Three or more dotted parts,
 # the last not a four-digit year (WeText reads "24.12.2024" as a date).
 _DOTTED = re.compile(r"(?<![\d.])\d+(?:\.\d+){2,}(?![\d.]|\.\d)")
@@ -62,9 +63,14 @@ _SPACES = re.compile(r" {2,}")
 # Money in Chinese text. Renminbi ("42.50元", "¥42.50") is read in 元, 角 and 分 (四十二元五角, where
 # WeText reads 四十二点五零元); another currency as a decimal without its cents' trailing zero
 # ("$42.50": 四十二点五美元, not 四十二点五零美元). Both are handed to WeText in a form it reads so.
-# An amount before 百, 千, 万 or 亿 ("¥3.5万") is left as written.
+# An amount without a sign before 百, 千, 万 or 亿 ("3.5万元") is left as written: WeText reads it.
+# With a sign WeText misreads it ("¥50万": 五元零万, "$5000万": 五百美元零万, "¥3.5万": ¥三点五万), so
+# the sign becomes the unit said after the scale, as people say and write it ("50万元", "5000万美元").
+_ZH_SCALED_MONEY = re.compile(r"(?<![\d.,])(?P<sign>[$€£￡¥￥])(?P<number>\d{1,3}(?:,\d{3})+|\d+)(?P<fraction>\.\d+)?"
+                              r"(?P<scale>[百千万亿]+)(?P<unit>美元|欧元|英镑|日元|港元|元)?")
+_SIGN_UNITS = {"$": "美元", "€": "欧元", "£": "英镑", "￡": "英镑", "¥": "元", "￥": "元"}
 _ZH_MONEY = re.compile(r"(?<![\d.,])(?P<sign>[$€£￡¥￥]?)(?P<number>\d{1,3}(?:,\d{3})+|\d+)(?P<fraction>\.\d{1,2})?"
-                       r"(?P<unit>美元|欧元|英镑|日元|港元|元)?(?![\d,百千万亿]|\.\d)")
+                       r"(?P<unit>美元|欧元|英镑|日元|港元|元)?(?![\d百千万亿]|[.,]\d)")
 # Symbols WeText's Chinese grammar leaves alone, and brackets nobody reads aloud.
 _ZH_SYMBOLS = {"²": "平方", "³": "立方", "√": "根号", "≈": "约等于", "<": "小于",
                "（": " ", "）": " ", "【": " ", "】": " ", "`": "", "——": " "}
@@ -169,6 +175,8 @@ def _verbalize_chinese(text: str, grammar) -> str:
     text = text.replace("=", "等于")  # WeText would otherwise read "550 + 320 = 870" as one number
     if _MATH_SIGNS.search(text):
         text = _DASH_BEFORE_DIGIT.sub(" - ", text)
+    text = _ZH_SCALED_MONEY.sub(lambda m: m["number"].replace(",", "") + (m["fraction"] or "") + m["scale"]
+                                + (m["unit"] or _SIGN_UNITS[m["sign"]]), text)
     text = _ZH_MONEY.sub(_chinese_money, text)
     text = _drop_spaces_between_non_ascii(_apply(grammar, text))
     return _ZH_SYMBOL_RE.sub(lambda m: _ZH_SYMBOLS[m.group()], text)

@@ -26,6 +26,13 @@ export const pauseLabel = (span) => `pause ${span.ms} ms`;
 // The model's patches among the chunks: a pause's silence is not one.
 export const patchCount = (boundaries) => boundaries.filter((b) => !b.pause).length;
 
+// The pace bar's words for an RTF: how many times real time. Below 1, two significant digits: one
+// decimal read a take slower than a tenth of real time as "0.0×" (issue 58), as if nothing came.
+export function timesRealTime(rtf) {
+  const times = 1 / rtf;
+  return `${times >= 1 ? times.toFixed(1) : String(Number(times.toPrecision(2)))}× real time`;
+}
+
 const dash = '–';
 const ms = (v) => (v == null ? dash : `${Math.round(v)} ms`);
 const ratio = (v) => (v == null || !isFinite(v) ? dash : v.toFixed(3));
@@ -119,7 +126,7 @@ export class Panel {
     const pos = Math.min(1, Math.max(0, (Math.log10(times) + 1) / 3));
     fill.style.width = `${(pos * 100).toFixed(1)}%`;
     fill.dataset.slow = times < 1 ? 'true' : 'false';
-    const text = `${times.toFixed(1)}× real time`;
+    const text = timesRealTime(rtf);
     bar.setAttribute('aria-valuenow', Math.log10(times).toFixed(2));
     bar.setAttribute('aria-valuetext', text);
     this.set(`pacelabel_${source}`, text);

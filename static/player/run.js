@@ -2,6 +2,20 @@
 // the player reported, and the server's figures. The player (static/player/player.js) writes it;
 // the panel shows it and the workbench keeps it as a take.
 
+// The server's RTF over the audio as heard: from the last metadata frame's clock (its offset and
+// samples are in the audio sent), until the status frame gives the whole take's. The status frame's
+// own `rtf` is over the model's audio, which at a speed other than 1 is not what was heard (issue
+// 58: 3.876 against the client's 4.899 at speed 1.26), so the take's is its generation time over
+// the audio sent; a status without those figures keeps its `rtf`.
+export function heardRtf(final, boundaries, sampleRate) {
+  if (final && final.generation_s != null && final.output_samples > 0 && final.output_rate > 0) {
+    return final.generation_s / (final.output_samples / final.output_rate);
+  }
+  if (final && final.rtf != null) return final.rtf;
+  const last = boundaries[boundaries.length - 1];
+  return last ? last.server_ms / 1000 / ((last.offset + last.samples) / sampleRate) : null;
+}
+
 export class Run {
   constructor() {
     this.id = (crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random()}`).replace(/[^A-Za-z0-9-]/g, '');
@@ -38,11 +52,8 @@ export class Run {
     return ((this.lastByteAt ?? performance.now()) - this.t0) / 1000 / (this.samples / this.sampleRate);
   }
 
-  // The server's RTF from the last metadata frame's clock, until the status frame gives the final one.
   serverRtf() {
-    if (this.final && this.final.rtf != null) return this.final.rtf;
-    const last = this.boundaries[this.boundaries.length - 1];
-    return last ? last.server_ms / 1000 / ((last.offset + last.samples) / this.sampleRate) : null;
+    return heardRtf(this.final, this.boundaries, this.sampleRate);
   }
 
   gapMs() {

@@ -20,7 +20,7 @@ import soundfile as sf
 from inference.analysis.process import Analysis
 from inference.config import AnalysisSettings
 
-from ..support.app_helpers import load_engine, state_swapped
+from ..support.app_helpers import MODEL_LOAD_WAIT_S, load_engine, recognizer_loaded, state_swapped
 from ..fixtures.tiny_whisper import write_tiny_whisper
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "voices"
@@ -43,7 +43,12 @@ def direct(whisper):
 
 @pytest.fixture(scope="module")
 def app(serve_app, whisper, tmp_path_factory):
-    return serve_app(recognizer=whisper, data_dir=str(tmp_path_factory.mktemp("data")), engine=load_engine())
+    """The app once its analysis process has loaded the recognizer: a transcript asked for before
+    the load ends would hear that the model is still being loaded (issue 58, on a busy machine)."""
+    running = serve_app(recognizer=whisper, load_wait_s=MODEL_LOAD_WAIT_S,
+                        data_dir=str(tmp_path_factory.mktemp("data")), engine=load_engine())
+    recognizer_loaded(running)
+    return running
 
 
 def calls(app) -> int:

@@ -113,6 +113,20 @@ def wait_healthy(base: str, proc, timeout: float = 120.0):
     raise AssertionError("app.py did not become healthy in time")
 
 
+# How long an analysis job may wait for a model being loaded, in an app served for tests that need
+# the model: on a busy machine (tests beside others' on two cores) Whisper's load outlasts the
+# app's 10 s, and the job would hear "still being loaded". The job's wait ends when the load does.
+MODEL_LOAD_WAIT_S = 600.0
+
+
+def recognizer_loaded(app: RunningApp):
+    """Returns once the app's analysis process holds its recognizer, which it loads on first use:
+    the process itself is asked for a short silence's transcript, a job that waits on the model's
+    load. Raises the process's ModelUnavailable when the model cannot be loaded, or is still being
+    loaded after the app's load_wait_s (serve the app with MODEL_LOAD_WAIT_S)."""
+    app.app.state.ctx.analysis.transcribe(16000, np.zeros(1600, np.float32)).result()
+
+
 @contextlib.contextmanager
 def state_swapped(ctx, name: str, value):
     """Sets one field of the app's context (`app.state.ctx`, ui/context.AppContext) for a block and

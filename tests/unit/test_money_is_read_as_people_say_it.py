@@ -30,6 +30,14 @@ CASES = [
     ("-$5", "minus five dollars"),
     ("It costs $4.50.", "It costs four dollars and fifty cents."),
     ("I paid $12 and got $7.25 back.", "I paid twelve dollars and got seven dollars and twenty five cents back."),
+    # An amount before punctuation other than a full stop (issue 58): a comma ends the amount as
+    # much as a full stop does, where only a comma before three digits continues it.
+    ("$42.50, please.", "forty two dollars and fifty cents, please."),
+    ("£1.01, then", "one pound and one penny, then"),
+    ("1,250, then", "one thousand two hundred and fifty, then"),
+    ("$1,234.56, in all", "one thousand two hundred and thirty four dollars and fifty six cents, in all"),
+    ("-$5, owed", "minus five dollars, owed"),
+    ("$3.5 million, raised", "three point five million dollars, raised"),
     ("It is 3.14 meters, not 42.50.", "It is three point one four meters, not forty two point five oh."),  # no currency
     ("42.50元", "四十二元五角"),
     ("42.55元", "四十二元五角五分"),
@@ -50,6 +58,18 @@ CASES = [
     ("花了$42.50。", "花了四十二点五美元。"),
     ("花了42.50美元。", "花了四十二点五美元。"),
     ("约3.5万元。", "约三点五万元。"),
+    # A sign before 万 or 亿 (issue 58): the amount is read with its scale, then the currency, as
+    # people say it and as written without the sign ("3.5万元"); WeText alone reads "¥50万" 五元零万.
+    ("融资¥50万元，另有$5000万，以及¥3.5万。", "融资五十万元，另有五千万美元，以及三点五万元。"),
+    ("¥50万", "五十万元"),
+    ("￥1.25亿元", "一点二五亿元"),
+    ("$5000万", "五千万美元"),
+    ("$1.5亿美元", "一点五亿美元"),
+    ("€5万", "五万欧元"),
+    ("£3千万", "三千万英镑"),
+    # An amount before an ASCII comma in Chinese text, as in English.
+    ("花了¥42.50,还剩¥3。", "花了四十二元五角,还剩三元。"),
+    ("花了$42.50,还剩$3。", "花了四十二点五美元,还剩三美元。"),
     ("圆周率约3.14，增长了42.50%。", "圆周率约三点一四，增长了百分之四十二点五零。"),  # no currency
 ]
 
