@@ -110,8 +110,14 @@ def aligner_ready(state):
     try:
         state.analysis.check_recognizer()
     except ModelUnavailable as exc:
-        retry = None if exc.retry_after_s is None else {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
-        raise Refusal(503, f"word timestamps are not available: {exc}", retry) from None
+        raise unavailable(exc, "word timestamps are not available: ") from None
+
+
+def unavailable(exc: ModelUnavailable, lead: str = "") -> Refusal:
+    """A model that is off, cannot be loaded or is being loaded, as a 503 that says which (its
+    message), with a Retry-After where asking again may help (never when it is switched off)."""
+    retry = None if exc.retry_after_s is None else {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+    return Refusal(503, f"{lead}{exc}", retry)
 
 
 async def next_event(job: Job, request: Request | None):
