@@ -120,7 +120,7 @@ async def read_source(request: Request, state, model: str) -> Source:
     try:
         body = TranscribeBody.model_validate(await read_json(request))
     except ValidationError as exc:
-        raise InputError(describe_validation(exc)) from None
+        raise InputError(describe_validation(exc, TranscribeBody.model_fields)) from None
     if blank(body.voice) == blank(body.reference_id):
         raise InputError(SOURCES)
     if not blank(body.reference_id):
