@@ -201,6 +201,8 @@ def test_without_an_aligner_timestamps_are_refused_at_once_and_plain_requests_st
         sse = client.post("/v1/audio/speech", json={"model": "voxcpm2", "input": "Hi.", "voice": "alloy",
                                                     "stream_format": "sse", "timestamps": "word"})
         assert sse.status_code == 503
+        # Issue 60: a model that is not there is no overload: OpenAI's clients read the type.
+        assert sse.json()["error"]["type"] == "service_unavailable", sse.json()
         align = client.post("/voxcpm/align", files={"file": ("t.wav", wav(1.0), "audio/wav")}, data={"text": "Hi"})
         assert align.status_code == 503
         assert client.post("/voxcpm/stream", json={**BODY, "timestamps": "none"}).status_code == 200

@@ -29,7 +29,7 @@ from inference.serving.worker import QueueFullError
 from .doorbell import doorbell
 from .schema import StreamBody, parse_body, to_request
 from ..guard.limits import too_large
-from ..guard.answers import Refusal
+from ..guard.answers import WORDS_UNAVAILABLE, Refusal
 from ..services.metrics import observe_refusal
 
 log = logging.getLogger("voxcpm.http")
@@ -110,7 +110,7 @@ def aligner_ready(state):
     try:
         state.analysis.check_recognizer()
     except ModelUnavailable as exc:
-        raise unavailable(exc, "word timestamps are not available: ") from None
+        raise unavailable(exc, WORDS_UNAVAILABLE) from None
 
 
 def unavailable(exc: ModelUnavailable, lead: str = "") -> Refusal:
