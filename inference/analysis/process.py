@@ -87,11 +87,11 @@ class Analysis:
         from .recognition import KIND
 
         if self.settings.recognizer is None:
-            raise ModelUnavailable(KIND.off, option=KIND.option)
+            raise ModelUnavailable(KIND.off, state="off", option=KIND.option)
         refusal = self._refusals.get(KIND.option)
         if refusal is not None and time.monotonic() < refusal[0]:
             why = refusal[1]
-            raise ModelUnavailable(str(why), refusal[0] - time.monotonic(), why.loading)
+            raise ModelUnavailable(str(why), refusal[0] - time.monotonic(), why.state, why.option)
 
     @property
     def pending(self) -> int:
@@ -171,8 +171,9 @@ class Analysis:
                 future.set_exception(value)
 
     def _remember(self, exc: BaseException):
-        """A model that could not be loaded is refused at once until it may be tried again."""
-        if isinstance(exc, ModelUnavailable) and exc.retry_after_s and not exc.loading and exc.option:
+        """A model that could not be loaded is refused at once until it may be tried again (one
+        being loaded is asked about again: the process answers that at once too)."""
+        if isinstance(exc, ModelUnavailable) and exc.retry_after_s and exc.state == "failed" and exc.option:
             self._refusals[exc.option] = (time.monotonic() + exc.retry_after_s, exc)
 
     def _stopped(self, process, generation: int):

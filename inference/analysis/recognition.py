@@ -9,9 +9,11 @@ it by the feature extractor), so a batch changes nothing of what one clip gives
 """
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,7 +21,7 @@ import torch
 
 from ..errors import InputError
 from .alignment import align, has_alignment_heads
-from .loading import ModelKind, local_folder
+from .loading import ModelKind, Unusable, local_folder
 
 log = logging.getLogger("voxcpm.analysis")
 MAX_SECONDS = 30.0  # one Whisper window
@@ -53,11 +55,38 @@ def load_recognizer(name: str, device: str) -> Recognizer:
     import transformers
 
     name = local_folder(name)  # a hub id not in the cache: the hub asked once, briefly (loading.check_hub)
+    if Path(name).is_dir():
+        check_folder(Path(name))
     dtype = torch.float16 if device.startswith("cuda") else torch.float32
     # Called dtype since transformers 4.56; torch_dtype before (requirements.txt allows 4.40 on).
     major, minor = (int(part) for part in re.findall(r"\d+", transformers.__version__)[:2])
     key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
     return Recognizer(transformers.pipeline("automatic-speech-recognition", model=name, device=device, **{key: dtype}))
+
+
+def check_folder(folder: Path):
+    """Unusable, naming what is wrong, for a folder that transformers would refuse with a message
+    about something else ("Unrecognized model", "Could not load model ... with any of the following
+    classes"): one that is not a Whisper checkpoint, or lacks files a Whisper checkpoint needs."""
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except FileNotFoundError:
+        config = None
+    except (OSError, ValueError) as exc:
+        raise Unusable(f"its config.json cannot be read ({exc})") from None
+    if config is not None and config.get("model_type") != "whisper":
+        kind = config.get("model_type") or ", ".join(config.get("architectures") or []) or "no model_type"
+        raise Unusable(f"the folder {folder} holds a checkpoint that is not a Whisper checkpoint (its config.json "
+                       f"says {kind})")
+    missing = [] if config is not None else ["config.json"]
+    if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.bin")):
+        missing.append("the weights (model.safetensors)")
+    if not any((folder / f).is_file() for f in ("preprocessor_config.json", "processor_config.json")):
+        missing.append("preprocessor_config.json")
+    if not any((folder / f).is_file() for f in ("tokenizer.json", "vocab.json")):
+        missing.append("the tokenizer (tokenizer.json, or vocab.json and merges.txt)")
+    if missing:
+        raise Unusable(f"the folder {folder} is missing files a Whisper checkpoint needs: {', '.join(missing)}")
 
 
 class Recognizer:

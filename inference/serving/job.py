@@ -107,6 +107,7 @@ class Job:
         # Its words timed on the audio sent, when its consumer asked for them (ui/services/words.py
         # adds each segment's as the analysis process aligns it); None: not asked.
         self._words: list[dict] | None = None
+        self._word_errors: list[dict] = []  # {"segment", "error"}: the segments whose words were not made, and why
         self._taken = 0  # the model's samples the consumer took from the channel (its thread writes)
         # Called by the worker's thread after each event it puts; replaced whole, never changed in
         # place, so the worker iterates a consistent tuple while a consumer adds or removes one.
@@ -257,6 +258,8 @@ class Job:
         out.update(self.text_status())
         if self._words is not None:
             out.update(timestamps="word", words=list(self._words))
+            if self._word_errors:
+                out.update(word_errors=list(self._word_errors))
         return out
 
     @property
@@ -269,6 +272,14 @@ class Job:
 
     def add_words(self, words: list[dict]):
         self._words = sorted(self._words + words, key=lambda w: (w["segment"], w["start_s"]))
+
+    @property
+    def word_errors(self) -> list[dict]:
+        """The segments whose words could not be made ({"segment", "error"}), in the order said."""
+        return list(self._word_errors)
+
+    def add_word_error(self, segment: int, error: str):
+        self._word_errors = self._word_errors + [{"segment": segment, "error": error}]
 
     def text_status(self) -> dict:
         """What the page shows of the text: as spoken, which segment ends where in the audio sent,

@@ -10,6 +10,7 @@ import { drawn, fieldValue, onInput, setTranscript } from '../page/gradio.js';
 import { errorText, route } from '../player/server.js';
 
 const FIELD = 'ultimate_transcript';
+const RETRY_S = [1, 30]; // while the model loads: asked again after its Retry-After, within these bounds
 const NOTE = '#vox-ultimate-transcript-note';
 
 class AutoTranscript {
@@ -94,6 +95,14 @@ class AutoTranscript {
     } catch (err) { /* below: the server cannot be reached */ }
     const answer = response && response.ok ? await response.json() : null;
     if (ticket !== this.asked) return; // another clip or voice since
+    if (!answer && response?.headers.get('X-VoxCPM-Model-State') === 'loading') {
+      // The server says how long it expects; the page asks again by itself, until another clip is picked.
+      const why = (await errorText(response)).split('\n')[0].replace(/: try again in \d+ s\.?$/, '');
+      const wait = Math.min(Math.max(Number(response.headers.get('Retry-After')) || 5, RETRY_S[0]), RETRY_S[1]);
+      this.note('loading', `Automatic transcript: ${why}; asking again in ${wait} s…`);
+      setTimeout(() => { if (ticket === this.asked) this.ask(body, what, replace); }, wait * 1000);
+      return;
+    }
     if (!answer) {
       const why = response ? await errorText(response) : 'the server cannot be reached';
       // The reason only: the server's next lines are its operator's fix (a command line), not the visitor's.

@@ -144,3 +144,41 @@ def test_an_automatic_transcript_can_be_made_again_by_a_button(page, whisper):
     note_state(page, "automatic")
     page.wait_for_function("([box, want]) => document.querySelector(box).value === want", arg=[BOX, want])
     assert len(asked) == 1
+
+
+def gated_analysis(folder: Path) -> Analysis:
+    """A recognizer whose load the test ends (tests/fixtures/analysis_stand_ins.py: load_gated)."""
+    from ..fixtures import analysis_stand_ins
+
+    folder.mkdir()
+    analysis = Analysis(AnalysisSettings(recognizer=str(folder), recognizer_loader=analysis_stand_ins.GATED,
+                                         load_wait_s=0.2, device="cpu"))
+    analysis.ping().result(60)
+    return analysis
+
+
+def test_while_the_model_loads_the_note_says_so_and_the_page_asks_again_by_itself(app, page, tmp_path):
+    """Issue 59: the note said the model was "still being loaded (a download on first use)" and
+    never asked again; now it says where it loads from and fills the box once it has loaded."""
+    from ..fixtures import analysis_stand_ins
+
+    analysis = gated_analysis(tmp_path / "whisper")
+    with state_swapped(app.app.state.ctx, "analysis", analysis):
+        upload(page, ASSETS / "guide_en.wav")
+        note = note_state(page, "loading")
+        assert "being loaded from its folder" in note and "download" not in note
+        (tmp_path / "whisper" / "release").touch()
+        note_state(page, "automatic")
+        assert page.locator(BOX).input_value() == analysis_stand_ins.GATED_WORDS
+    analysis.close()
+
+
+def test_a_load_that_fails_after_it_started_ends_the_waiting_with_its_reason(app, page, tmp_path):
+    analysis = gated_analysis(tmp_path / "whisper")
+    with state_swapped(app.app.state.ctx, "analysis", analysis):
+        upload(page, ASSETS / "guide_en.wav")
+        note_state(page, "loading")
+        (tmp_path / "whisper" / "fail").touch()
+        note = note_state(page, "error")
+    assert "could not be loaded" in note and "Type the transcript" in note
+    analysis.close()

@@ -97,3 +97,22 @@ def test_the_token_link_redirects_only_to_this_site(app, path, location):
     assert login.status_code == 303
     assert login.headers["location"] == location
     assert "set-cookie" in login.headers and "x=1" not in login.headers["set-cookie"]
+
+
+@pytest.mark.parametrize("path, body", [("/voxcpm/stream", {"text": TEXT}),
+                                        ("/v1/audio/speech", {"model": "voxcpm2", "input": TEXT, "voice": "alloy"})])
+def test_a_wrong_token_and_a_missing_one_get_different_answers_in_each_doors_shape(app, path, body):
+    """Issue 60: a wrong token heard that a token is needed, and /v1's OpenAI clients were told to send
+    X-VoxCPM-Token rather than the key they send as Authorization: Bearer."""
+    openai = path.startswith("/v1")
+    sent = {"Authorization": "Bearer wrong-token-0000"} if openai else {"X-VoxCPM-Token": "wrong-token-0000"}
+    with client(app) as c:
+        missing, wrong = c.post(path, json=body), c.post(path, json=body, headers=sent)
+    assert missing.status_code == wrong.status_code == 401
+    said = [r.json()["error"]["message"] if openai else r.json()["error"] for r in (missing, wrong)]
+    assert "needs an access token" in said[0] and "not this server's" in said[1]
+    if openai:
+        assert "Authorization: Bearer" in said[0] and "X-VoxCPM-Token" not in said[0]
+        assert missing.json()["error"]["type"] == wrong.json()["error"]["type"] == "authentication_error"
+    else:
+        assert "X-VoxCPM-Token" in said[0]

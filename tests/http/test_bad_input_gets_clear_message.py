@@ -189,6 +189,8 @@ REQUESTS = [
     ({"text": TEXT, "mode": "cloning", "reference_id": "CLIP", "prompt_text": "Hi."}, "only used in ultimate"),
     ({"text": TEXT, "mode": "cloning", "reference_id": str(VOICE)}, "expired or was never uploaded"),
     ({"text": TEXT, "reference_path": str(VOICE)}, "unknown field 'reference_path'"),
+    # Issue 60: a typo for a required field named the missing field only, not the one sent.
+    ({"txt": TEXT}, "unknown field 'txt' (did you mean 'text'?)"),
     ({"text": TEXT, "cfg_value": -0.1}, "cfg_value"),
     ({"text": TEXT, "cfg_value": 10.5}, "cfg_value"),
     ({"text": TEXT, "cfg_value": True}, "cfg_value"),

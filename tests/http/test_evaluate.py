@@ -192,7 +192,7 @@ def test_models_that_cannot_load_are_not_available_with_the_reason_at_once(app, 
 
 def test_a_model_still_loading_is_not_available_for_now_and_the_answer_does_not_wait_for_it(app, client, tmp_path):
     """A first download (a loader that waits for a file): the evaluation answers within the load
-    wait with the recognizer's scores and "still being loaded" for similarity; once loaded, scored."""
+    wait with the recognizer's scores and "being loaded" for similarity; once loaded, scored."""
     speaker = write_tiny_wavlm(tmp_path / "wavlm")
     analysis = Analysis(AnalysisSettings(recognizer=app.app.state.ctx.analysis.settings.recognizer, speaker=str(speaker),
                                          speaker_loader=analysis_stand_ins.SLOW_SPEAKER, load_wait_s=0.3, device="cpu"))
@@ -203,7 +203,7 @@ def test_a_model_still_loading_is_not_available_for_now_and_the_answer_does_not_
         began = time.monotonic()
         first = evaluate(client, text=TEXT, reference=VOICE).json()
         assert time.monotonic() - began < 10 and not first["similarity"]["available"]
-        assert "still being loaded" in first["similarity"]["reason"] and first["intelligibility"]["available"]
+        assert "is being loaded" in first["similarity"]["reason"] and first["intelligibility"]["available"]
         (speaker / "release").touch()
         deadline = time.monotonic() + 60
         while not (again := evaluate(client, text=TEXT, reference=VOICE).json())["similarity"]["available"]:

@@ -118,6 +118,7 @@ def test_a_saved_voice_without_a_transcript_is_transcribed_and_may_keep_it(app, 
     ({"reference_id": "a", "voice": "b"}, "give one clip"),
     ({"reference_id": "no-such-clip"}, "expired or was never uploaded"),
     ({"text": "hello"}, "unknown field 'text'"),
+    ({"text": "hello"}, "the accepted fields are reference_id, voice, save"),
 ])
 def test_a_request_without_one_usable_clip_gets_a_400_saying_why(client, body, says):
     response = client.post("/voxcpm/transcribe", json=body)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import time
 
 import httpx
 import numpy as np
@@ -200,6 +201,8 @@ def test_without_an_aligner_timestamps_are_refused_at_once_and_plain_requests_st
         sse = client.post("/v1/audio/speech", json={"model": "voxcpm2", "input": "Hi.", "voice": "alloy",
                                                     "stream_format": "sse", "timestamps": "word"})
         assert sse.status_code == 503
+        # Issue 60: a model that is not there is no overload: OpenAI's clients read the type.
+        assert sse.json()["error"]["type"] == "service_unavailable", sse.json()
         align = client.post("/voxcpm/align", files={"file": ("t.wav", wav(1.0), "audio/wav")}, data={"text": "Hi"})
         assert align.status_code == 503
         assert client.post("/voxcpm/stream", json={**BODY, "timestamps": "none"}).status_code == 200
@@ -232,3 +235,30 @@ def test_words_waiting_in_numbers_leave_room_for_a_persons_transcript(serve_app)
         analysis.align(take)
     assert transcript.result(60) == "slow"
     assert all([w["word"] for w in f.result(60)] == ["one", "two"] for f in words)
+
+
+def test_an_aligner_that_cannot_load_is_a_503_saying_why_on_every_call_never_a_500(serve_app, tmp_path):
+    """Issue 60: once the app's memory of the failure ran out (retry_after_s), the next /align went
+    to the analysis process, whose refusal escaped as a 500."""
+    app = serve_app(recognizer=str(tmp_path / "no-whisper-here"), speaker=None, retry_after_s=0.3)
+    with httpx.Client(base_url=app.url, timeout=120) as client:
+        for _ in range(3):
+            align = client.post("/voxcpm/align", files={"file": ("t.wav", wav(1.0), "audio/wav")}, data={"text": "Hi"})
+            assert align.status_code == 503, align.text
+            assert "could not be loaded" in align.json()["error"] and "does not exist" in align.json()["error"]
+            time.sleep(0.4)
+
+
+def test_a_jobs_words_and_subtitles_say_why_when_the_aligner_could_not_make_them(serve_app, tmp_path):
+    """Issue 60: the stream played whole with the reason in its words frames, but its words URL then
+    answered an empty list and its subtitles empty files, as if nothing had been said."""
+    app = serve_app(recognizer=str(tmp_path / "no-whisper-here"), speaker=None)
+    with httpx.Client(base_url=app.url, timeout=120) as client:
+        got = read_frames(client.post("/voxcpm/stream", json=BODY, params={"format": "frames"}).content)
+        assert got[-1][0] == STATUS and audio_of(got).size == got[-1][1]["samples"], "the audio is whole"
+        assert all("could not be loaded" in v["error"] for k, v in got if k == WORDS)
+        job = got[-1][1]["id"]
+        for path in (f"/voxcpm/jobs/{job}/words", f"/voxcpm/jobs/{job}/subtitles.srt", f"/voxcpm/jobs/{job}/subtitles.vtt"):
+            answer = client.get(path)
+            assert answer.status_code == 503, (path, answer.status_code, answer.text)
+            assert "could not be loaded" in answer.json()["error"] and "/voxcpm/align" in answer.json()["error"]

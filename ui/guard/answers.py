@@ -21,6 +21,12 @@ OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: 
                 404: "not_found_error", 405: "invalid_request_error", 408: "invalid_request_error",
                 409: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error",
                 499: "client_closed", 503: "server_overloaded"}
+# A 503 for a model that is switched off, cannot be loaded or is being loaded is no overload. The
+# /v1 routes' error handler hands this module the status and message alone, so such a refusal is
+# known by the lead its message starts with (ui/http/common.aligner_ready writes it).
+WORDS_UNAVAILABLE = "word timestamps are not available: "
+UNAVAILABLE_LEADS = (WORDS_UNAVAILABLE,)
+UNAVAILABLE_TYPE = "service_unavailable"
 
 
 class Refusal(InputError):
@@ -34,8 +40,13 @@ def is_openai_path(path: str) -> bool:
 
 
 def openai_error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
-    return {"error": {"message": message, "type": OPENAI_TYPES.get(status, "server_error"), "param": param,
-                      "code": code}}
+    return {"error": {"message": message, "type": openai_type(status, message), "param": param, "code": code}}
+
+
+def openai_type(status: int, message: str) -> str:
+    if status == 503 and message.startswith(UNAVAILABLE_LEADS):
+        return UNAVAILABLE_TYPE
+    return OPENAI_TYPES.get(status, "server_error")
 
 
 def error_body(path: str, status: int, message: str, code: str | None = None) -> dict:

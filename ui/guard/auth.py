@@ -16,7 +16,7 @@ import re
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qsl, quote, urlencode
 
-from .answers import error_body
+from .answers import error_body, is_openai_path
 
 COOKIE = "voxcpm_token"
 HEADER = "x-voxcpm-token"
@@ -25,6 +25,10 @@ COOKIE_DAYS = 30
 TOKEN_PATTERN = r"[A-Za-z0-9._~-]{8,256}"
 
 REFUSED = "this server needs an access token: open the link with ?token=… you were given, or send the X-VoxCPM-Token header"
+# OpenAI's clients send their key as Authorization: Bearer, which the gate reads: the token goes there.
+REFUSED_OPENAI = ("this server needs an access token: give it as your client's API key (sent as "
+                  "Authorization: Bearer <token>)")
+WRONG = "the access token sent is not this server's: check it against the one you were given"
 PAGE = """<!doctype html><meta charset="utf-8"><title>Access token needed</title>
 <body style="font-family: sans-serif; max-width: 40em; margin: 4em auto">
 <h1>Access token needed</h1><p>This VoxCPM2 demo is private. Open the link you were given
@@ -41,7 +45,8 @@ class TokenGate:
     async def __call__(self, scope, receive, send):
         if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
             return await self.app(scope, receive, send)
-        if self._carries_token(scope):
+        sent = self._sent(scope)
+        if any(self._matches(c) for c in sent):
             return await self.app(scope, receive, send)
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         if scope["type"] == "http" and self._matches(query.get("token", "")):
@@ -50,12 +55,13 @@ class TokenGate:
             if self._matches(query.get("token", "")):
                 return await self.app(scope, receive, send)
             return await send({"type": "websocket.close", "code": 1008})
-        await self._refuse(scope, send)
+        await self._refuse(scope, send, wrong=bool(sent))
 
     def _matches(self, candidate: str) -> bool:
         return hmac.compare_digest(candidate.encode(), self._token)
 
-    def _carries_token(self, scope) -> bool:
+    def _sent(self, scope) -> list[str]:
+        """The tokens the request carries (header, bearer, cookie), right or wrong."""
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         bearer = headers.get("authorization", "")
         candidates = [headers.get(HEADER, ""), bearer[7:] if bearer.lower().startswith("bearer ") else ""]
@@ -66,7 +72,7 @@ class TokenGate:
             pass
         if COOKIE in cookie:
             candidates.append(cookie[COOKIE].value)
-        return any(c and self._matches(c) for c in candidates)
+        return [c for c in candidates if c]
 
     async def _login(self, scope, query: dict, send):
         """Set the cookie and send the browser to the same URL without the token."""
@@ -80,10 +86,11 @@ class TokenGate:
         await send({"type": "http.response.start", "status": 303, "headers": headers})
         await send({"type": "http.response.body", "body": b""})
 
-    async def _refuse(self, scope, send):
+    async def _refuse(self, scope, send, wrong: bool):
         accept = dict(scope.get("headers", [])).get(b"accept", b"").decode("latin-1")
         wants_page = scope.get("method") == "GET" and "text/html" in accept
-        error = error_body(scope["path"], 401, REFUSED, code="invalid_api_key")
+        message = WRONG if wrong else REFUSED_OPENAI if is_openai_path(scope["path"]) else REFUSED
+        error = error_body(scope["path"], 401, message, code="invalid_api_key")
         body = PAGE.encode() if wants_page else json.dumps(error).encode()
         kind = b"text/html; charset=utf-8" if wants_page else b"application/json"
         headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode()),

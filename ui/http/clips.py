@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -39,7 +38,7 @@ from inference.analysis.process import AnalysisStopped
 from inference.analysis.recognition import MAX_SECONDS, check_length
 from inference.errors import InputError, QueueFullError
 
-from .common import Refusal, guarded, read_json, read_limited, retry_later
+from .common import Refusal, guarded, read_json, read_limited, retry_later, unavailable
 from .schema import blank, describe_validation
 from .voices import READ_ONLY
 from ..context import app_context
@@ -108,9 +107,8 @@ async def transcript_of(state, find) -> str:
             text = await asyncio.wrap_future(await anyio.to_thread.run_sync(analysis.transcribe, source.rate, audio))
         if source.cached is None or source.save:
             await anyio.to_thread.run_sync(source.keep, text)
-    except ModelUnavailable as exc:  # a failed load is tried again after a while: say when
-        retry = None if exc.retry_after_s is None else {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
-        raise Refusal(503, str(exc), retry) from None
+    except ModelUnavailable as exc:
+        raise unavailable(exc) from None
     except (QueueFullError, AnalysisStopped) as exc:
         raise retry_later(state, f"the clip was not transcribed: {exc}") from None
     return text
@@ -122,7 +120,7 @@ async def read_source(request: Request, state, model: str) -> Source:
     try:
         body = TranscribeBody.model_validate(await read_json(request))
     except ValidationError as exc:
-        raise InputError(describe_validation(exc)) from None
+        raise InputError(describe_validation(exc, TranscribeBody.model_fields)) from None
     if blank(body.voice) == blank(body.reference_id):
         raise InputError(SOURCES)
     if not blank(body.reference_id):

@@ -29,11 +29,12 @@ from inference.serving.worker import QueueFullError
 from .doorbell import doorbell
 from .schema import StreamBody, parse_body, to_request
 from ..guard.limits import too_large
-from ..guard.answers import Refusal
+from ..guard.answers import WORDS_UNAVAILABLE, Refusal
 from ..services.metrics import observe_refusal
 
 log = logging.getLogger("voxcpm.http")
-POLL_S = 0.05  # how often a waiting route looks for a closed connection and new audio
+POLL_S = 0.05
+MODEL_STATE = "X-VoxCPM-Model-State"  # off, failed or loading, on a 503 for a model that is not there  # how often a waiting route looks for a closed connection and new audio
 
 
 def error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -110,8 +111,16 @@ def aligner_ready(state):
     try:
         state.analysis.check_recognizer()
     except ModelUnavailable as exc:
-        retry = None if exc.retry_after_s is None else {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
-        raise Refusal(503, f"word timestamps are not available: {exc}", retry) from None
+        raise unavailable(exc, WORDS_UNAVAILABLE) from None
+
+
+def unavailable(exc: ModelUnavailable, lead: str = "") -> Refusal:
+    """A model that is off, cannot be loaded or is being loaded, as a 503 that says which (its
+    message), with a Retry-After where asking again may help (never when it is switched off)."""
+    headers = {MODEL_STATE: exc.state}  # the page asks again by itself while it is "loading"
+    if exc.retry_after_s is not None:
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+    return Refusal(503, f"{lead}{exc}", headers)
 
 
 async def next_event(job: Job, request: Request | None):

@@ -14,7 +14,7 @@ A multipart form (what `curl -F` and `requests.post(files=...)` send), so a scri
 
 -> 200 {"intelligibility": {...}, "similarity": {...} or null, "segments": [...], "seconds", "elapsed_s"}.
 A measure whose model is switched off or cannot be loaded comes back as {"available": false,
-"reason": ...}, never as a wait: a model still loading (a download on first use) says so within
+"reason": ...}, never as a wait: a model being loaded (from a folder, or downloaded) says so within
 the analysis settings' load_wait_s, and a later call finds it loaded. 400: no audio, no text, a
 malformed field; 503: the analysis queue is full, or its process stopped (Retry-After).
 

@@ -11,6 +11,7 @@ of limits and one wording; an error names the field at fault (InputError.param).
 """
 from __future__ import annotations
 
+import difflib
 import secrets
 from typing import Literal
 
@@ -50,18 +51,26 @@ def parse_body(raw) -> StreamBody:
     try:
         return StreamBody.model_validate(raw)
     except ValidationError as exc:
-        loc = exc.errors(include_url=False, include_input=False)[0].get("loc", ())
+        errors = exc.errors(include_url=False, include_input=False)
+        loc = next((e for e in errors if e.get("type") == "extra_forbidden"), errors[0]).get("loc", ())
         raise InputError(describe_validation(exc), str(loc[0]) if loc else None) from None
 
 
-def describe_validation(exc: ValidationError) -> str:
-    """Pydantic's first complaint in one sentence, without echoing the (possibly huge) input."""
-    err = exc.errors(include_url=False, include_input=False)[0]
+def describe_validation(exc: ValidationError, fields=None) -> str:
+    """Pydantic's complaint in one sentence, without echoing the (possibly huge) input. An unknown
+    field is named first, with the accepted field it is closest to: a typo ("txt") would otherwise
+    be heard only as the required field it left out. `fields`: the body's accepted fields (default
+    the page's StreamBody's)."""
+    errors = exc.errors(include_url=False, include_input=False)
+    err = next((e for e in errors if e.get("type") == "extra_forbidden"), errors[0])
     where = ".".join(str(p) for p in err.get("loc", ())) or "body"
     if len(where) > 40:
         where = where[:40] + "…"
     if err.get("type") == "extra_forbidden":
-        return f"unknown field {where!r}: the accepted fields are {', '.join(StreamBody.model_fields)}"
+        accepted = list(fields if fields is not None else StreamBody.model_fields)
+        close = difflib.get_close_matches(where, accepted, n=1)
+        guess = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"unknown field {where!r}{guess}: the accepted fields are {', '.join(accepted)}"
     return f"field {where!r}: {err.get('msg', 'invalid value')}"
 
 

@@ -69,7 +69,7 @@ async def body_of(request: Request, model: type[BaseModel]):
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise InputError(describe_validation(exc)) from None
+        raise InputError(describe_validation(exc, model.model_fields)) from None
 
 
 @voice_router.get("")

@@ -21,10 +21,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from inference.analysis.evaluation import RATE
+from inference.analysis.loading import ModelUnavailable
 from inference.analysis.process import AnalysisStopped
 from inference.errors import InputError, QueueFullError
 
-from .common import Refusal, aligner_ready, busy, guarded
+from .common import Refusal, aligner_ready, busy, guarded, unavailable
 from .evaluate import read_take
 from .stream import find_job
 from ..context import app_context
@@ -37,7 +38,9 @@ FIELDS = ("file", "text", "segments", "language")
 @words_router.get("/jobs/{job_id}/words")
 @guarded
 async def job_words(request: Request, job_id: str):
-    return {"id": job_id, "words": asked_words(request, job_id)}
+    words = asked_words(request, job_id)
+    errors = find_job(request, job_id).word_errors
+    return {"id": job_id, "words": words, **({"errors": errors} if errors else {})}
 
 
 @words_router.get("/jobs/{job_id}/subtitles.{fmt}")
@@ -62,6 +65,8 @@ async def align(request: Request):
         words = await asyncio.wrap_future(submitted)
     except (QueueFullError, AnalysisStopped) as exc:
         raise busy(request, f"the take was not aligned: {exc}") from None
+    except ModelUnavailable as exc:  # the process's own answer, once the app no longer remembers it
+        raise unavailable(exc, "the take was not aligned: ") from None
     if fmt != "json":
         return subtitle_file(words, fmt, "take")
     return {"words": words, "seconds": round(len(take.audio) / RATE, 3), "elapsed_s": round(time.monotonic() - began, 3)}
@@ -73,6 +78,11 @@ def asked_words(request: Request, job_id: str) -> list[dict]:
     if words is None:
         raise Refusal(404, "this request did not ask for word timestamps: send timestamps \"word\" with it, or "
                            "post its audio and text to POST /voxcpm/align")
+    errors = job.word_errors
+    if errors and not words:  # none made: say why, not an empty list that reads as silence
+        raise Refusal(503, f"this request's words were not made ({errors[0]['error']}); post its audio "
+                           f"(/voxcpm/jobs/{job_id}/offline.wav) and text to POST /voxcpm/align once the aligner "
+                           "is available")
     return words
 
 

@@ -113,6 +113,7 @@ def add_endpoints(ctx: AppContext):
     async def transcribe(reference: FileData | None = None, voice: str | None = None) -> str:
         """A clip's automatic transcript (for ultimate cloning's prompt_text): a file, or a saved voice."""
         with gradio_errors():
+            _one_clip(reference, voice)  # a call without a clip hears that first, whatever the model's state
             return await transcript_of(ctx, functools.partial(_clip_to_transcribe, ctx, reference, voice))
 
     async def voices() -> dict:
@@ -218,8 +219,7 @@ def file_path(value) -> str:
 
 async def _clip_to_transcribe(ctx: AppContext, reference, voice: str | None, model: str):
     """/transcribe's clip, as POST /voxcpm/transcribe reads its file or saved voice (ui/http/clips.py)."""
-    if (reference is None) == blank(voice):
-        raise InputError(f"give one clip: reference ({FILE_HINT}) or voice (a saved voice's name)", "reference_id")
+    _one_clip(reference, voice)
     if reference is None:
         return await anyio.to_thread.run_sync(voice_source, ctx, voice, False, model)
     try:
@@ -230,6 +230,11 @@ async def _clip_to_transcribe(ctx: AppContext, reference, voice: str | None, mod
         raise
     except InputError as exc:
         raise InputError(f"reference: {exc}", "reference_id") from None
+
+
+def _one_clip(reference, voice: str | None):
+    if (reference is None) == blank(voice):
+        raise InputError(f"give one clip: reference ({FILE_HINT}) or voice (a saved voice's name)", "reference_id")
 
 
 async def voice_list(ctx: AppContext) -> dict:

@@ -137,4 +137,5 @@ class WordTrack:
             else:
                 self.job.add_words(words)
                 return {"segment": segment.index, "words": words}
+        self.job.add_word_error(segment.index, segment.error)  # its words URL and subtitles say why later
         return {"segment": segment.index, "words": [], "error": segment.error}
