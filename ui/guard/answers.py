@@ -21,11 +21,10 @@ OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: 
                 404: "not_found_error", 405: "invalid_request_error", 408: "invalid_request_error",
                 409: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error",
                 499: "client_closed", 503: "server_overloaded"}
-# A 503 for a model that is switched off, cannot be loaded or is being loaded is no overload. The
-# /v1 routes' error handler hands this module the status and message alone, so such a refusal is
-# known by the lead its message starts with (ui/http/common.aligner_ready writes it).
+# A 503 for a model that is switched off, cannot be loaded or is being loaded is no overload: it
+# carries this header (off, failed or loading: ui/http/common.unavailable), and /v1 types it so.
+MODEL_STATE = "X-VoxCPM-Model-State"
 WORDS_UNAVAILABLE = "word timestamps are not available: "
-UNAVAILABLE_LEADS = (WORDS_UNAVAILABLE,)
 UNAVAILABLE_TYPE = "service_unavailable"
 
 
@@ -39,14 +38,11 @@ def is_openai_path(path: str) -> bool:
     return path == OPENAI_PREFIX or path.startswith(OPENAI_PREFIX + "/")
 
 
-def openai_error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
-    return {"error": {"message": message, "type": openai_type(status, message), "param": param, "code": code}}
-
-
-def openai_type(status: int, message: str) -> str:
-    if status == 503 and message.startswith(UNAVAILABLE_LEADS):
-        return UNAVAILABLE_TYPE
-    return OPENAI_TYPES.get(status, "server_error")
+def openai_error_body(status: int, message: str, param: str | None = None, code: str | None = None,
+                      headers: dict | None = None) -> dict:
+    """OpenAI's error shape; `headers`: the refusal's, which say a model's state (MODEL_STATE)."""
+    kind = UNAVAILABLE_TYPE if status == 503 and MODEL_STATE in (headers or {}) else OPENAI_TYPES.get(status, "server_error")
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 def error_body(path: str, status: int, message: str, code: str | None = None) -> dict:

@@ -29,12 +29,11 @@ from inference.serving.worker import QueueFullError
 from .doorbell import doorbell
 from .schema import StreamBody, parse_body, to_request
 from ..guard.limits import too_large
-from ..guard.answers import WORDS_UNAVAILABLE, Refusal
+from ..guard.answers import MODEL_STATE, WORDS_UNAVAILABLE, Refusal
 from ..services.metrics import observe_refusal
 
 log = logging.getLogger("voxcpm.http")
-POLL_S = 0.05
-MODEL_STATE = "X-VoxCPM-Model-State"  # off, failed or loading, on a 503 for a model that is not there  # how often a waiting route looks for a closed connection and new audio
+POLL_S = 0.05  # how often a waiting route looks for a closed connection and new audio
 
 
 def error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:

@@ -61,7 +61,7 @@ openai_router = APIRouter()
 
 def openai_error(status: int, message: str, headers: dict | None = None, param: str | None = None,
                  code: str | None = None) -> JSONResponse:
-    return JSONResponse(openai_error_body(status, message, param, code), status_code=status, headers=headers)
+    return JSONResponse(openai_error_body(status, message, param, code, headers), status_code=status, headers=headers)
 
 
 def openai_guarded(handler):
