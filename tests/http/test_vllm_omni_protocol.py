@@ -435,3 +435,24 @@ def test_a_clip_as_a_data_url_clones_and_with_its_transcript_is_continued(app):
         response = post(app, {"input": TEXT, "voice": "default", "ref_audio": url})
         assert response.status_code == 400 and said in response.json()["error"]["message"]
         assert response.json()["error"]["param"] == "ref_audio"
+
+
+def test_a_session_keeps_one_seed_so_its_utterances_share_one_voice(app):
+    config = {k: v for k, v in VLLM.items() if k != "seed"} | {"response_format": "pcm", "max_new_tokens": 12}
+    with socket(app) as ws:
+        first = speak(ws, config, ["The same words, twice."])
+        ws.send(json.dumps({"type": "input.text", "text": "The same words, twice."}))
+        ws.send(json.dumps({"type": "input.done"}))
+        second = utterance(ws)
+    assert first["audio"] and first["audio"] == second["audio"]
+
+
+def test_the_docs_say_what_each_accepted_and_unused_field_of_vllm_omni_is():
+    from pathlib import Path
+
+    from ui.http.speech_body import IGNORED
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    section = docs[docs.index("vLLM-Omni's fields for its other models"):]
+    section = section[:section.index("- **Where vLLM-Omni and OpenAI differ")]
+    assert [name for name in IGNORED if f"`{name}`" not in section] == []
