@@ -52,6 +52,7 @@ class Session:
     starts: list[tuple[float, str]] = field(default_factory=list)  # audio.start: (time, sentence_text)
     arrivals: list[tuple[float, int]] = field(default_factory=list)  # (time, bytes)
     error: str | None = None
+    done: bool = False  # its session.done came: the utterance was spoken to its end
 
     def first_clause_to_audio(self) -> float | None:
         if not self.starts or not self.arrivals:
@@ -115,6 +116,7 @@ async def live_session(ws_url: str, seed: int, rate: float, patches: int, start_
                 elif event["type"] == "error":
                     s.error = event["message"]
                 elif event["type"] == "session.done":
+                    s.done = True
                     break
             await sender
     except Exception as exc:  # noqa: BLE001 - counted as an error of the load
@@ -146,7 +148,8 @@ def summarize(results: list[Session], wall: float, prebuffer_s: float) -> dict:
     all_gaps, seam_gaps = [g for a, _ in gaps for g in a], [g for _, b in gaps for g in b]
     audio_s = sum(size for s in ok for _, size in s.arrivals) / 2 / PCM_RATE
     ms = lambda v: None if v is None else round(v * 1e3, 1)  # noqa: E731
-    return {"sessions": len(results), "errors": len(results) - len(ok),
+    return {"sessions": len(results), "completed": sum(s.done and s.error is None for s in results),
+            "errors": len(results) - len(ok),
             "clause_to_audio_p50_ms": ms(percentile([f for f in first if f is not None], 50)),
             "clause_to_audio_p95_ms": ms(percentile([f for f in first if f is not None], 95)),
             "underruns": len(all_gaps), "underrun_max_ms": ms(max(all_gaps, default=None)),
@@ -171,7 +174,7 @@ def main(argv=None):
     p.add_argument("--checkpoint", default=None)
     p.add_argument("--app-args", default="", help="options for app.py")
     p.add_argument("--rates", type=float, nargs="+", default=[20, 60])
-    p.add_argument("--sessions", type=int, nargs="+", default=[1, 16, 64])
+    p.add_argument("--sessions", type=int, nargs="+", default=[1, 16, 64, 128])
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--patches", type=int, default=12, help="patches per clause (random weights never stop)")
     p.add_argument("--prebuffer-ms", type=float, default=80.0)
