@@ -38,6 +38,8 @@ clock does not run. A client that stops reading is cut off by the stall rule ins
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import json
 import logging
 import time
@@ -87,7 +89,9 @@ class Session:
         self.utterances = 0
         self.commits = 0  # input.commit messages taken (their sentence_index)
         self.chars = 0  # text received in this session
-        self.pieces: list[float] = []  # when the pieces of the last second came
+        self.pieces: collections.deque[float] = collections.deque()  # when the pieces of the last second came
+        self.last = time.monotonic()  # when the client's last message came
+        self.ended: Closed | None = None  # why the watch ended the session
         self.send_lock = asyncio.Lock()
         self.stall_s = self.state.settings.http.stall_timeout_s
         self.stalled = False
@@ -142,14 +146,16 @@ class Session:
     # -- in -----------------------------------------------------------------------------------------
     async def run(self):
         finish, code = False, 1011  # 1011: the server failed, unless a way out below says
+        watching = asyncio.create_task(self.watch())
         try:
             with self.reading:
                 await self.read()
-            raise Stalled()  # only a stall ends the reading without a way out of its own
+            raise self.ended or Stalled()  # the watch ended the reading: idle, or a stall
         except (Closed, WebSocketDisconnect) as closing:
             finish = isinstance(closing, Closed) and closing.finish
             code = closing.code if isinstance(closing, Closed) else 1000
         finally:
+            watching.cancel()
             if self.utterance is not None and self.utterance.busy:
                 if not finish or self.ws.client_state != WebSocketState.CONNECTED:
                     self.interrupt_all()  # nobody hears it any more, or the session broke a rule
@@ -171,26 +177,11 @@ class Session:
         return False
 
     async def read(self):
-        """The client's messages, until a way out (Closed) or a stall cancels the wait. The idle
-        clock runs only while the server waits for the client."""
-        last = time.monotonic()
+        """The client's messages, until a way out (Closed) or the watch cancels the wait. No timer
+        per message: at thousands of pieces a second, the loop's time is the sessions' budget."""
         while True:
-            waiting = self.clauses.buffer.strip() != "" and self.idle_commits
-            timeout = self.settings.commit_after_s if waiting else self.settings.session_idle_s
-            message = None
-            with anyio.move_on_after(timeout):
-                message = await self.ws.receive()
-            if message is None:
-                if waiting and (text := self.clauses.idle()) is not None:  # the pieces stopped: speak what is there
-                    await self.commit(text)
-                if self.owed():
-                    last = time.monotonic()
-                elif time.monotonic() - last >= self.settings.session_idle_s:
-                    await self.fatal(f"the session sent nothing for {self.settings.session_idle_s:g} s while the "
-                                     f"server waited for it, and is closed: send input.text, input.done or "
-                                     f"session.close within that", 1000)
-                continue
-            last = time.monotonic()
+            message = await self.ws.receive()
+            self.last = time.monotonic()
             if message["type"] == "websocket.disconnect":
                 raise Closed(1000)
             if message.get("bytes") is not None:
@@ -198,6 +189,31 @@ class Session:
                                  f"`type` of {', '.join(MESSAGES)}")
                 continue
             await self.handle(message.get("text") or "")
+
+    async def watch(self):
+        """The session's clocks, looked at a few times a second beside the reader: pieces that
+        stopped for commit_after_s are spoken up to their last word; a session that sent nothing for
+        session_idle_s while the server waited for it (it owed no audio and no row) is closed."""
+        live = self.settings
+        tick = max(0.02, min(live.commit_after_s, live.session_idle_s) / 5)
+        idle_from = time.monotonic()
+        while True:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            quiet = now - self.last
+            if quiet >= live.commit_after_s and self.idle_commits and (text := self.clauses.idle()) is not None:
+                await self.commit(text)
+            if self.owed():
+                idle_from = now
+            idle_from = max(idle_from, self.last)
+            if now - idle_from >= live.session_idle_s:
+                self.ended = Closed(1000)
+                with contextlib.suppress(Closed):  # a client gone meanwhile is closed all the same
+                    await self.error(f"the session sent nothing for {live.session_idle_s:g} s while the server "
+                                     f"waited for it, and is closed: send input.text, input.done or session.close "
+                                     f"within that")
+                self.reading.cancel()
+                return
 
     @property
     def idle_commits(self) -> bool:
@@ -256,8 +272,10 @@ class Session:
             return await self.error("input.text needs `text`, a string")
         if self.voice is None:
             return await self.error("send session.config first: it says which voice speaks the text")
-        now = time.monotonic()
-        self.pieces = [t for t in self.pieces if now - t < 1.0] + [now]
+        now = self.last
+        while self.pieces and now - self.pieces[0] >= 1.0:
+            self.pieces.popleft()
+        self.pieces.append(now)
         if len(self.pieces) > self.settings.max_pieces_per_s:
             await self.fatal(f"more than {self.settings.max_pieces_per_s} input.text messages in a second: "
                              "send larger pieces")
