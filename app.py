@@ -252,7 +252,7 @@ def serve(args, cleanup: contextlib.ExitStack):
     settings = app_settings(args, host)
     quiet_engine_warmup()
     phases = Phases()
-    gate = LoadingGate(phases)
+    gate = LoadingGate(phases, settings.page.loading_retry_s)
     # Clip shares go by client address: behind a Space's proxy that is X-Forwarded-For, which only
     # the proxy can reach this port to set; elsewhere uvicorn trusts it from loopback proxies only.
     forwarded = "*" if os.environ.get("SPACE_ID") else None

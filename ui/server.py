@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 from dataclasses import replace
 from pathlib import Path
 
@@ -48,14 +49,17 @@ from .http.stream import stream_router
 from .http.words import words_router
 from .http.voices import voice_lookup, voice_router
 from .library.uploads import UploadStore
-from .library.voice_store import VoiceLibrary, VoiceStore
+from .library.voice_store import VoiceLibrary, VoiceStore, library_options
 from .page.layout import build_blocks, served_line
 from .services.metrics import Metrics
 from .services.renders import OfflineRenders
 
+log = logging.getLogger("voxcpm.app")
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "static"
 ASSETS = ROOT / "assets"
+# The limits an engine enforces itself (RequestPreparer): the served ones are the engine's.
+ENGINE_LIMITS = ("max_text_chars", "max_audio_seconds", "max_output_seconds")
 ROUTERS = ((stream_router, "/voxcpm"), (clips_router, "/voxcpm"), (evaluate_router, "/voxcpm"), (words_router, "/voxcpm"),
            (voice_router, "/voxcpm/voices"),
            (live_router, "/v1"), (openai_router, "/v1"), (status_router, ""))
@@ -77,8 +81,8 @@ def _head() -> str:
 def create_app(engine, settings: Settings | None = None) -> tuple[FastAPI, EngineWorker | WorkerPool]:
     """engine: one engine, or a list of them (one per GPU), served by one WorkerPool whose
     workers each warm up their engine on their own thread, in turn (Engine.warmup's lock)."""
-    settings = settings or Settings()
     engines = list(engine) if isinstance(engine, (list, tuple)) else [engine]
+    settings = served_settings(settings or Settings(), engines[0])
     limits = settings.limits
     latents = LatentStore(max_bytes=limits.latents_mb * 2**20, ttl_s=limits.latents_ttl_s)
     worker = _worker(engines, settings, latents)
@@ -102,24 +106,36 @@ def create_app(engine, settings: Settings | None = None) -> tuple[FastAPI, Engin
     return app, worker
 
 
+def served_settings(settings: Settings, engine) -> Settings:
+    """The settings with the engine's own limits, the ones it enforces: one Limits, which the
+    worker, the routes (ctx.limits) and the page (the spec) are all given. app.py loads the engine
+    from these settings, so they agree; an engine built apart (a test's) keeps its own, and the log
+    names each limit the settings asked otherwise. `engine`: the first one (every GPU's is the same)."""
+    own = {name: type(getattr(settings.limits, name))(getattr(engine, name)) for name in ENGINE_LIMITS}
+    ignored = [f"{name} {getattr(settings.limits, name)} (the engine's: {value})"
+               for name, value in own.items() if getattr(settings.limits, name) != value]
+    if ignored:
+        log.warning("the engine was built with other limits than the settings give; it serves its own: %s",
+                    ", ".join(ignored))
+    return replace(settings, limits=replace(settings.limits, **own))
+
+
 def _worker(engines: list, settings: Settings, latents: LatentStore) -> EngineWorker | WorkerPool:
     options = dict(settings.limits.worker_options(), warm_up=settings.warm_up, latents=latents)
     # One engine keeps its plain worker: nothing to route, and one thread fewer.
-    return EngineWorker(engines[0], **options) if len(engines) == 1 else WorkerPool(engines, **options)
+    if len(engines) == 1:
+        return EngineWorker(engines[0], **options)
+    return WorkerPool(engines, failing_pause_s=settings.limits.failing_gpu_pause_s, **options)
 
 
 def _context(engine, settings: Settings, worker, latents: LatentStore, voices: VoiceStore | None) -> AppContext:
-    """What the routes read (ui/context.app_context). `engine`: the first one; the limits and
-    rates are the same on every GPU, and are the engine's own (a test may build it apart)."""
-    limits = replace(settings.limits, max_text_chars=int(engine.max_text_chars),
-                     max_audio_seconds=float(engine.max_audio_seconds))
-    clips = UploadStore(ttl_s=settings.clips.upload_ttl_s, max_seconds=limits.max_audio_seconds,
-                        max_bytes=settings.http.max_upload_mb * 2**20, target_rate=_input_rate(engine),
-                        max_per_client=settings.clips.clips_per_client)
+    """What the routes read (ui/context.app_context). `engine`: the first one; `settings`: the
+    served ones (served_settings), whose limits are the engine's."""
+    clips = UploadStore.of(settings, _input_rate(engine))
     build = {"model": settings.build.model_id, "revision": settings.build.model_revision, "lora": settings.build.lora,
              "app_version": _asset_version()}
     lookup = voice_lookup(voices, engine.encoder_identity)
-    return AppContext(settings=settings, worker=worker, limits=limits, clips=clips, latents=latents,
+    return AppContext(settings=settings, worker=worker, limits=settings.limits, clips=clips, latents=latents,
                       renders=OfflineRenders(settings.renders), metrics=Metrics(worker), analysis=Analysis(_analysis_settings(settings, engine)),
                       voices=voices, voice_lookup=lookup, encoder_identity=engine.encoder_identity, build=build)
 
@@ -166,14 +182,13 @@ def _guard(app: FastAPI, settings: Settings, demo: gr.Blocks):
 def _library(settings: Settings, engine) -> VoiceStore | None:
     """The store the settings name: PostgreSQL at `voice_store`, else DATA_DIR/voices, else none."""
     library = settings.library
-    limits = dict(sample_rate=_input_rate(engine), max_voices=library.max_voices, max_bytes=library.max_library_mb * 2**20)
     if library.voice_store:
         from .library.pg_voice_store import PostgresVoiceLibrary  # psycopg only where it is used
 
-        return PostgresVoiceLibrary(library.voice_store, **limits)
+        return PostgresVoiceLibrary(library.voice_store, **PostgresVoiceLibrary.options(settings, _input_rate(engine)))
     if library.data_dir is None:
         return None
-    return VoiceLibrary(Path(library.data_dir) / "voices", **limits)
+    return VoiceLibrary(Path(library.data_dir) / "voices", **library_options(settings, _input_rate(engine)))
 
 
 def _input_rate(engine) -> int:

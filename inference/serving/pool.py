@@ -27,8 +27,7 @@ from .worker import EngineWorker
 
 log = logging.getLogger("voxcpm.pool")
 
-FAILURES_TO_AVOID = 3  # this many internal errors in a row mark a GPU as failing
-FAILING_PAUSE_S = LIMITS.failing_gpu_pause_s  # then it gets no request (while another can take it) for this long
+FAILURES_TO_AVOID = 3  # this many internal errors in a row mark a GPU as failing (for the pool's failing_pause_s)
 REAP_EVERY_S = 0.5  # how often finished jobs are counted and dead worker threads are looked for
 
 
@@ -36,8 +35,9 @@ class _Member:
     """One GPU: its worker, the jobs the pool gave it whose outcome it has not counted yet, and
     recent outcomes."""
 
-    def __init__(self, worker: EngineWorker, warm_up: bool):
+    def __init__(self, worker: EngineWorker, warm_up: bool, failing_pause_s: float):
         self.worker = worker
+        self.failing_pause_s = failing_pause_s
         self.device, self.rows = worker.device, worker.rows
         self.warm_up = warm_up
         self.live: list[Job] = []
@@ -54,7 +54,7 @@ class _Member:
 
     def failing(self, now: float) -> bool:
         errors = len(self.outcomes) == FAILURES_TO_AVOID and all(o == "error" for o in self.outcomes)
-        return self.warm_up_failed() or (errors and now - self.last_error < FAILING_PAUSE_S)
+        return self.warm_up_failed() or (errors and now - self.last_error < self.failing_pause_s)
 
     def count_finished(self):
         for job in [j for j in self.live if not j.live]:
@@ -72,8 +72,9 @@ class WorkerPool:
     """One EngineWorker per engine; requests go to the least loaded one that is serving."""
 
     def __init__(self, engines: list[BatchEngine], max_queue: int = LIMITS.max_queue, warm_up: bool = False,
-                 serial_warm_up: bool = False, **worker_options):
-        """max_queue: requests allowed to wait on each GPU once its rows are taken. serial_warm_up:
+                 serial_warm_up: bool = False, failing_pause_s: float = LIMITS.failing_gpu_pause_s, **worker_options):
+        """max_queue: requests allowed to wait on each GPU once its rows are taken. failing_pause_s:
+        a GPU whose last jobs all failed gets none (while another can take them) for this long. serial_warm_up:
         start each worker only once the previous one is ready (its warm-up done); by default all
         start at once and each warms up its engine on its own thread, which Engine.warmup's lock
         makes take turns."""
@@ -85,11 +86,12 @@ class WorkerPool:
         self.sample_rate = rates.pop()
         self.patch_samples = int(engines[0].patch_samples)
         self.max_queue = max_queue * len(engines)
+        self.failing_pause_s = failing_pause_s
         self._lock = threading.Lock()
         self._members: list[_Member] = []
         for engine in engines:
             worker = EngineWorker(engine, max_queue=max_queue, warm_up=warm_up, **worker_options)
-            self._members.append(_Member(worker, warm_up))
+            self._members.append(_Member(worker, warm_up, failing_pause_s))
             if serial_warm_up:
                 _wait_ready(worker)
         self.ready = threading.Event()

@@ -43,6 +43,7 @@ class LiveText {
     this.sends = []; // {at (ms from the run's start), chars: all sent so far}
     this.starts = []; // audio.start: {at, samples: where the clause's audio begins, text}
     this.timer = null;
+    this.patchSamples = 0;
   }
 
   el(name) {
@@ -79,6 +80,7 @@ class LiveText {
     const config = sessionConfig(form, modes, seed);
     const run = new Run();
     run.sampleRate = modes.sample_rate;
+    this.patchSamples = modes.patch_samples; // the server's patch, as its spec gives it
     run.seed = String(seed);
     // Live text's socket sends no words (issue 47 covers the stream route): the box is not asked of it.
     run.body = { ...requestBody({ ...form, voice: pickedVoice(form.mode), word_timestamps: false }, modes, run.id), text: '', seed, live: true };
@@ -161,7 +163,7 @@ class LiveText {
   figures(run) {
     const first = this.starts[0];
     const done = first && this.sends.find((s) => s.chars >= first.text.length + 1);
-    const patch = run.sampleRate * 0.16;
+    const patch = this.patchSamples;
     const seams = this.starts.slice(1).map((s) => s.samples);
     const atSeam = run.underrunTimes.filter((u) => seams.some((at) => u.at >= at - patch && u.at <= at + patch)).length;
     return { clauseToAudioMs: first && done && run.firstByteAt != null ? run.firstByteAt - run.t0 - done.at : null,

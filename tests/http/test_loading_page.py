@@ -11,6 +11,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from ui.page.loading import LoadingGate, Phases
+from ui.settings import DEFAULTS
 
 from ..support.app_helpers import free_port
 
@@ -27,7 +28,7 @@ def test_loading_page_then_the_real_app_with_its_lifespan():
     real = FastAPI(lifespan=lifespan)
     real.get("/")(lambda: {"page": "real"})
     phases = Phases()
-    gate = LoadingGate(phases)
+    gate = LoadingGate(phases, retry_s=7)  # the settings' loading_retry_s, as app.py gives it
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(gate, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -37,9 +38,10 @@ def test_loading_page_then_the_real_app_with_its_lifespan():
         phases.begin("loading weights")
         page = _get_when_listening(f"{base}/")
         assert page.status_code == 503 and "VoxCPM2 demo loading… (loading weights)" in page.text
-        assert 'http-equiv="refresh"' in page.text  # it reloads itself into the real page
+        assert 'http-equiv="refresh" content="7"' in page.text  # it reloads itself into the real page
         health = httpx.get(f"{base}/voxcpm/health", timeout=5)
         assert health.status_code == 503 and health.json()["loading"] == "loading weights"
+        assert health.headers["retry-after"] == "7"
         stream = httpx.post(f"{base}/voxcpm/stream", json={"text": "Hi."}, timeout=5)
         assert stream.status_code == 503 and "still starting" in stream.json()["error"]
         assert events == []
@@ -53,7 +55,7 @@ def test_loading_page_then_the_real_app_with_its_lifespan():
 
 
 def test_open_after_the_server_stopped_says_so():
-    gate = LoadingGate(Phases())
+    gate = LoadingGate(Phases(), DEFAULTS.page.loading_retry_s)
     assert gate.open(FastAPI(), timeout=0.1) is False  # never listening: nothing to hand over to
 
 

@@ -78,11 +78,14 @@ class RunningApp:
 
 
 def serve(settings=None, engine: Engine | None = None) -> RunningApp:
-    """The whole app (routes, player files, Gradio page) on 127.0.0.1, in a background thread."""
-    from ui import create_app
+    """The whole app (routes, player files, Gradio page) on 127.0.0.1, in a background thread.
+    Without an engine, one is loaded from the settings' limits, as app.py loads it; an engine given
+    keeps its own (create_app serves them, and logs the settings' that differ)."""
+    from ui import Settings, create_app
     from ui.guard.connections import server_config
 
-    app, worker = create_app(engine or load_engine(), settings)
+    settings = settings or Settings()
+    app, worker = create_app(engine or load_engine(**settings.limits.engine_options()), settings)
     port = free_port()
     server = uvicorn.Server(server_config(app, app.state.ctx.settings, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

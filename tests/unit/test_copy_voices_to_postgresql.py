@@ -11,7 +11,8 @@ psycopg = pytest.importorskip("psycopg")
 
 from ui.library.copy_voices import clip_audio, main  # noqa: E402
 from ui.library.pg_voice_store import LibraryUnavailable, PostgresVoiceLibrary  # noqa: E402
-from ui.library.voice_store import VoiceLibrary  # noqa: E402
+from ui.library.voice_store import VoiceLibrary, library_options  # noqa: E402
+from ui.settings import DEFAULTS  # noqa: E402
 
 RATE = 16000
 
@@ -20,7 +21,7 @@ RATE = 16000
 def folder(tmp_path):
     """A folder library of two voices: one with a transcript and patches of one encoder, one with an
     automatic transcript only."""
-    library = VoiceLibrary(tmp_path / "voices", sample_rate=RATE)
+    library = VoiceLibrary(tmp_path / "voices", **library_options(DEFAULTS, RATE))
     noise = np.random.default_rng(0).uniform(-0.2, 0.2, (2, RATE)).astype(np.float32)
     patches = {"enc1": {"left": np.arange(12, dtype=np.float32).reshape(3, 4), "none": np.ones((2, 4), np.float32)}}
     library.save("Narrator", noise[0], "Hello there.", patches)
@@ -35,7 +36,7 @@ def test_a_folder_library_arrives_whole_and_a_second_run_copies_nothing(folder, 
         conn.execute("DROP TABLE IF EXISTS voxcpm_voice_patches, voxcpm_voices")
     assert main(["--from", str(folder.folder), "--to", postgres_database]) == 0
     assert "copied 2 voice(s)" in capsys.readouterr().out
-    shared = PostgresVoiceLibrary(postgres_database, sample_rate=RATE)
+    shared = PostgresVoiceLibrary(postgres_database, **PostgresVoiceLibrary.options(DEFAULTS, RATE))
     try:
         assert [(v.name, v.transcript, v.seconds) for v in shared.list()] == \
             [(v.name, v.transcript, v.seconds) for v in folder.list()]
@@ -64,7 +65,7 @@ def test_names_are_the_same_by_the_databases_rule_not_pythons(folder, postgres_d
     empty(postgres_database)
     folder.save("Strau\u00df", np.zeros(RATE // 4, np.float32))
     folder.save("ZO\u00eb", np.zeros(RATE // 4, np.float32))
-    shared = PostgresVoiceLibrary(postgres_database, sample_rate=RATE)
+    shared = PostgresVoiceLibrary(postgres_database, **PostgresVoiceLibrary.options(DEFAULTS, RATE))
     try:
         shared.save("Strauss", np.zeros(RATE // 4, np.float32))
         shared.save("Zo\u00eb", np.zeros(RATE // 4, np.float32))  # ASCII case apart: the same name

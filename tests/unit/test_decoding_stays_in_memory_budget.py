@@ -12,7 +12,8 @@ import pytest
 import soundfile as sf
 
 from inference.request.audio_input import load_audio
-from ui.library.uploads import MAX_DECODED_BYTES, UploadStore
+from ui.library.uploads import UploadStore
+from ui.settings import DEFAULTS
 
 from ..support.app_helpers import record_figure
 
@@ -39,20 +40,20 @@ def traced_peak(work) -> float:
 
 
 def test_one_decode_stays_well_inside_its_budget(bomb):
-    store = UploadStore()
-    assert RATE * SECONDS * CHANNELS * 4 <= MAX_DECODED_BYTES  # accepted by the header check, so decoded
+    store = UploadStore.of(DEFAULTS, 16000)
+    assert RATE * SECONDS * CHANNELS * 4 <= store.max_decoded_bytes  # accepted by the header check, so decoded
     results = []
     peak = traced_peak(lambda: results.append(store.add_bytes(bomb)))
     clip = results[0][1]
     assert clip.seconds == pytest.approx(SECONDS) and clip.source_channels == CHANNELS
     assert np.array_equal(clip.audio, load_audio(bomb, target_rate=16000, label="x"))  # the engine's result
     record_figure(f"decode, {len(bomb) // 1024} KB FLAC of {SECONDS} s, {RATE} Hz, {CHANNELS} channels: "
-                  f"traced peak {peak:.1f} MiB (budget {MAX_DECODED_BYTES / 2**20:.0f} MiB)")
+                  f"traced peak {peak:.1f} MiB (budget {store.max_decoded_bytes / 2**20:.0f} MiB)")
     assert peak < 32, f"one decode peaked at {peak:.0f} MiB"
 
 
 def test_three_parallel_decodes_stay_inside_one_budget(bomb):
-    store = UploadStore()
+    store = UploadStore.of(DEFAULTS, 16000)
     threads = [threading.Thread(target=store.add_bytes, args=(bomb,)) for _ in range(3)]
 
     def run():
@@ -63,4 +64,4 @@ def test_three_parallel_decodes_stay_inside_one_budget(bomb):
     peak = traced_peak(run)
     assert len(store) == 3
     record_figure(f"decode, three of the same in parallel: traced peak {peak:.1f} MiB")
-    assert peak < MAX_DECODED_BYTES / 2**20 / 2, f"three decodes peaked at {peak:.0f} MiB"
+    assert peak < store.max_decoded_bytes / 2**20 / 2, f"three decodes peaked at {peak:.0f} MiB"

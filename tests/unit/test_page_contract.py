@@ -13,6 +13,7 @@ import pytest
 from inference.request import modes
 from ui.library.uploads import UploadStore
 from ui.page.layout import ADAPTER, FIELDS, FILLED, build_blocks
+from ui.settings import DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[2]
 STATIC = ROOT / "static"
@@ -23,7 +24,8 @@ SLIDERS = {"cfg_value": "vox-cfg", "inference_timesteps": "vox-steps", "max_len"
 @pytest.fixture(scope="module")
 def components() -> dict[str, dict]:
     """Gradio's config of the built page: each component with an elem_id, by that id."""
-    demo = build_blocks(UploadStore(), sample_rate=48000, prebuffer_ms=80)
+    demo = build_blocks(UploadStore.of(DEFAULTS, 16000), sample_rate=48000, prebuffer_ms=80,
+                        max_text_chars=DEFAULTS.limits.max_text_chars)
     config = demo.get_config_file()
     return {c["props"]["elem_id"]: c for c in config["components"] if c.get("props", {}).get("elem_id")}
 

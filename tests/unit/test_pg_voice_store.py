@@ -19,6 +19,12 @@ psycopg = pytest.importorskip("psycopg")
 
 from ui.library.pg_voice_store import ConnectionLost, LibraryUnavailable, PostgresVoiceLibrary  # noqa: E402
 from ui.library.voice_store import VoiceError  # noqa: E402
+from ui.settings import DEFAULTS  # noqa: E402
+
+
+def opened_library(url: str, **limits) -> PostgresVoiceLibrary:
+    """A library as the default settings open it, with `limits` changed."""
+    return PostgresVoiceLibrary(url, **{**PostgresVoiceLibrary.options(DEFAULTS, 16000), **limits})
 
 
 def tone(seconds: float = 0.25, rate: int = 16000) -> np.ndarray:
@@ -34,7 +40,7 @@ def replicas(postgres_database):
     opened = []
 
     def open_library(**limits):
-        opened.append(PostgresVoiceLibrary(postgres_database, **limits))
+        opened.append(opened_library(postgres_database, **limits))
         return opened[-1]
     yield open_library
     for lib in opened:
@@ -147,7 +153,7 @@ def test_a_save_cut_short_leaves_nothing(replicas, postgres_database):
     lib._before_commit = connection_lost  # on the fresh connection of the retry too: then 503
     with pytest.raises(LibraryUnavailable) as lost:
         lib.save("half", tone(), "a transcript", {"enc": {"right": torch.zeros(2, 4, 64)}})
-    assert lost.value.status == 503 and lost.value.headers == {"Retry-After": "5"}
+    assert lost.value.status == 503 and lost.value.headers == {"Retry-After": str(DEFAULTS.http.busy_retry_s)}
     assert rows(postgres_database) == (1, 0)
     del lib._before_commit
     assert lib.save("half", tone()).name == "half"  # the name is free, and the pool has a new connection
@@ -221,11 +227,11 @@ def test_a_library_opened_while_the_database_is_down_answers_503_then_recovers(p
     with fresh_database(postgres_cluster.url) as url:
         postgres_cluster.stop()
         try:
-            lib = PostgresVoiceLibrary(url, wait_s=0.5)
+            lib = opened_library(url, wait_s=0.5)
             for call in (lib.list, lambda: lib.get("anna"), lambda: lib.save("anna", tone())):
                 with pytest.raises(LibraryUnavailable) as down:
                     call()
-                assert down.value.status == 503 and down.value.headers == {"Retry-After": "5"}
+                assert down.value.status == 503 and down.value.headers == {"Retry-After": str(DEFAULTS.http.busy_retry_s)}
                 assert "cannot be reached (" in str(down.value)
         finally:
             postgres_cluster.start()

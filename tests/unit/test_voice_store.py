@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from inference.errors import InputError
-from ui.library.voice_store import VoiceError, VoiceLibrary
+from ui.library.voice_store import VoiceError, VoiceLibrary, library_options
+from ui.settings import DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +37,7 @@ class Store:
 @pytest.fixture(params=["folder", "postgresql"])
 def store(request, tmp_path):
     if request.param == "folder":
-        make = lambda **limits: VoiceLibrary(tmp_path, **limits)  # noqa: E731
+        make = lambda **limits: VoiceLibrary(tmp_path, **{**library_options(DEFAULTS, 16000), **limits})  # noqa: E731
     else:
         import psycopg
 
@@ -45,7 +46,8 @@ def store(request, tmp_path):
         url = request.getfixturevalue("postgres_database")
         with psycopg.connect(url, autocommit=True) as conn:  # each test starts from an empty library
             conn.execute("DROP TABLE IF EXISTS voxcpm_voice_patches, voxcpm_voices")
-        make = lambda **limits: PostgresVoiceLibrary(url, **limits)  # noqa: E731
+        make = lambda **limits: PostgresVoiceLibrary(  # noqa: E731
+            url, **{**PostgresVoiceLibrary.options(DEFAULTS, 16000), **limits})
     opened = []
 
     def open_library(**limits):
@@ -190,7 +192,8 @@ KILLED_SAVE = """
 import os, signal, sys
 import numpy as np
 import ui.library.voice_store as store
-lib = store.VoiceLibrary(sys.argv[1])
+from ui.settings import DEFAULTS
+lib = store.VoiceLibrary(sys.argv[1], **store.library_options(DEFAULTS, 16000))
 lib.save("kept", np.full(16000, 0.1, np.float32))
 if sys.argv[2] == "before-commit":  # every file written and renamed into place, the row not yet
     lib._before_commit = lambda: os.kill(os.getpid(), signal.SIGKILL)
@@ -214,7 +217,7 @@ def test_a_save_killed_midway_leaves_no_half_voice(tmp_path, where):
     assert proc.returncode == -9, proc.stderr  # SIGKILL: nothing was cleaned up on the way out
     leftovers = {p.name for p in folder.iterdir()} - {"index.sqlite3"}
     assert len(leftovers) > 1, "the kill should have left the cut save's files behind"
-    lib = VoiceLibrary(folder)
+    lib = VoiceLibrary(folder, **library_options(DEFAULTS, 16000))
     assert [v.name for v in lib.list()] == ["kept"]
     assert lib.swept >= 1
     kept = lib.get("kept")

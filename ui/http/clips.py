@@ -30,7 +30,7 @@ import anyio
 import numpy as np
 import soundfile as sf
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from inference.analysis.loading import ModelUnavailable
@@ -39,10 +39,9 @@ from inference.analysis.recognition import MAX_SECONDS, check_length
 from inference.errors import InputError, QueueFullError
 
 from .common import Refusal, guarded, read_json, read_limited, retry_later, unavailable
-from .schema import blank, describe_validation
+from .schema import blank, check_voice_chars, describe_validation
 from .voices import READ_ONLY
 from ..context import app_context
-from ..settings import DEFAULTS
 from ..library.transcripts import content_hash
 from ..library.uploads import StoreFull, client_key
 
@@ -53,7 +52,7 @@ SOURCES = "give one clip: reference_id (from /voxcpm/upload), voice (a saved voi
 class TranscribeBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     reference_id: str | None = None
-    voice: str | None = Field(default=None, max_length=DEFAULTS.http.max_voice_chars)
+    voice: str | None = None  # at most the settings' max_voice_chars
     save: bool = False
 
 
@@ -121,6 +120,7 @@ async def read_source(request: Request, state, model: str) -> Source:
         body = TranscribeBody.model_validate(await read_json(request))
     except ValidationError as exc:
         raise InputError(describe_validation(exc, TranscribeBody.model_fields)) from None
+    check_voice_chars(body.voice, state.settings.http.max_voice_chars)
     if blank(body.voice) == blank(body.reference_id):
         raise InputError(SOURCES)
     if not blank(body.reference_id):

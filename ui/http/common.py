@@ -196,13 +196,13 @@ def text_length(value) -> int:
     return len(value) if isinstance(value, str) else -1
 
 
-async def submit(request: Request, state, parse=parse_body, build=None, describe=page_asked):
+async def submit(request: Request, state, parse=None, build=None, describe=page_asked):
     """A streaming request in, up to its first audio: its JSON body read (at most max_json_kb), then
     admitted as admit() says. Returns (job, the route's body, its first Delivery)."""
     return await admit(state, lambda: read_json(request), parse, build, describe, request)
 
 
-async def admit(state, read, parse=parse_body, build=None, describe=page_asked, request: Request | None = None,
+async def admit(state, read, parse=None, build=None, describe=page_asked, request: Request | None = None,
                 submitted=None):
     """The one intake of every streaming interface (the HTTP routes, Gradio's API): the body read
     (`await read()` -> JSON) and parsed (JSON types and shape: parse(json) -> the route's body,
@@ -214,6 +214,7 @@ async def admit(state, read, parse=parse_body, build=None, describe=page_asked, 
     body asked for. `request`: the HTTP request, whose closed connection cancels the job.
     `submitted(job)`: told the job as soon as serving has it (a live session feeds it more text)."""
     data = body = job = None
+    parse = parse or (lambda raw: parse_body(raw, state.settings.http.max_voice_chars))
     build = build or (lambda page: to_request(page, state.clips, state.voice_lookup))
 
     def refused(status: int, outcome: str):

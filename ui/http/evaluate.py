@@ -41,7 +41,6 @@ from inference.request.audio_input import resample
 
 from .common import Refusal, busy, guarded
 from ..context import app_context
-from ..library.uploads import decode_audio
 
 evaluate_router = APIRouter()
 LANGUAGES = ("auto", "en", "zh")
@@ -71,7 +70,8 @@ async def read_take(request: Request, state, accepted: tuple[str, ...] = FIELDS)
     no reference clip yet (only an evaluation reads one)."""
     form = await read_form(request, accepted)
     limits = state.settings.evaluation
-    audio = (await anyio.to_thread.run_sync(decode_audio, form["file"], limits.max_take_seconds, RATE))[1]
+    # Decoded as a clip is, within the store's budget for one decode and its limit on decodes at once.
+    audio = (await anyio.to_thread.run_sync(state.clips.decode, form["file"], limits.max_take_seconds, RATE))[1]
     parts = split_segments(form, len(audio) / RATE, limits.max_segments, state.limits.max_text_chars)
     language = form.get("language", "auto")
     if language not in LANGUAGES:
@@ -146,7 +146,7 @@ async def read_reference(state, form: dict) -> tuple[int, np.ndarray] | None:
     if given[0] == "reference":
         if not isinstance(value, bytes):
             raise InputError("reference must be a file (WAV, FLAC, OGG or MP3)")
-        return (await anyio.to_thread.run_sync(decode_audio, value, state.clips.max_seconds, RATE))[1]
+        return (await anyio.to_thread.run_sync(state.clips.decode, value, state.clips.max_seconds, RATE))[1]
     if not isinstance(value, str):
         raise InputError(f"{given[0]} must be text, not a file")
     if given[0] == "reference_id":
@@ -154,6 +154,6 @@ async def read_reference(state, form: dict) -> tuple[int, np.ndarray] | None:
         return await anyio.to_thread.run_sync(resample, clip.audio, clip.sample_rate, RATE)
     if state.voice_lookup is None:
         raise Refusal(404, "this server keeps no voice library (start it with --data-dir)")
-    _, clip = await anyio.to_thread.run_sync(state.voice_lookup, value[:200])
+    _, clip = await anyio.to_thread.run_sync(state.voice_lookup, value[:state.settings.http.max_voice_chars])
     rate, audio = await anyio.to_thread.run_sync(clip.samples)
     return await anyio.to_thread.run_sync(resample, audio, rate, RATE)

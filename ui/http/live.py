@@ -261,7 +261,8 @@ class Session:
             if (value := getattr(config, name)) is not None and len(value) > limit:
                 raise ParamError(name, f"{name} has {len(value)} characters; the limit is {limit}")
         check_rate(config.sample_rate, config.response_format)
-        template = to_request(config, ".", self.state.voices, self.state.voice_lookup, self.state.clips)
+        template = to_request(config, ".", self.state.voices, self.state.voice_lookup, self.state.clips,
+                              max_voice_chars=self.state.settings.http.max_voice_chars)
         rate = sent_rate(config.response_format, config.sample_rate, self.state.worker.sample_rate)
         return Voice(template, config.response_format, rate, stream, config.word_timestamps,
                      config.split_granularity, config.streaming_mode)

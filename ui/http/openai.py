@@ -85,7 +85,8 @@ async def speech(request: Request):
     job, speech, first = await submit(request, state, parse=functools.partial(parse_with_words, state),
                                       describe=openai_asked,
                                       build=lambda body: to_request(body, body.input, state.voices, state.voice_lookup,
-                                                                    state.clips))
+                                                                    state.clips,
+                                                                    max_voice_chars=state.settings.http.max_voice_chars))
     fmt, events = speech.response_format, speech.events
     model_rate = state.worker.sample_rate
     rate = sent_rate(fmt, speech.sample_rate, model_rate)

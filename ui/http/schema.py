@@ -22,8 +22,6 @@ from inference.request import modes
 from inference.request.request import SynthesisRequest
 from inference.text.spoken import has_content
 
-from ..settings import DEFAULTS
-
 
 class PageFields(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -35,7 +33,7 @@ class PageFields(BaseModel):
     prompt_text: str | None = None  # exact transcript of the clip (ultimate)
     seed: int | None = None
     request_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
-    voice: str | None = Field(default=None, max_length=DEFAULTS.http.max_voice_chars)  # a saved voice (cloning modes), instead of reference_id
+    voice: str | None = None  # a saved voice (cloning modes), instead of reference_id; at most max_voice_chars
     normalize: bool = False  # numbers, dates and units read as words (inference/text/normalize.py)
     trim_silence: bool = False  # cut the silence at the clip's ends (inference/request/vad.py)
     timestamps: Literal[modes.TIMESTAMPS] = modes.TIMESTAMPS[0]  # "word": every word timed (ui/services/words.py)
@@ -47,13 +45,23 @@ StreamBody = create_model("StreamBody", __base__=PageFields,
                           **{name: (modes.field_type(name), modes.default(name)) for name in modes.TUNING})
 
 
-def parse_body(raw) -> StreamBody:
+def parse_body(raw, max_voice_chars: int) -> StreamBody:
+    """The page's body; max_voice_chars: the settings' longest `voice`."""
     try:
-        return StreamBody.model_validate(raw)
+        body = StreamBody.model_validate(raw)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
         loc = next((e for e in errors if e.get("type") == "extra_forbidden"), errors[0]).get("loc", ())
         raise InputError(describe_validation(exc), str(loc[0]) if loc else None) from None
+    check_voice_chars(body.voice, max_voice_chars)
+    return body
+
+
+def check_voice_chars(voice: str | None, limit: int):
+    """A `voice` is looked up and may be echoed in a refusal: longer than the settings allow, it is
+    refused in pydantic's words, as the body's other fields are."""
+    if voice is not None and len(voice) > limit:
+        raise InputError(f"field 'voice': String should have at most {limit} characters", "voice")
 
 
 def describe_validation(exc: ValidationError, fields=None) -> str:

@@ -26,7 +26,6 @@ from .common import Asked, text_length
 from .schema import blank, random_seed
 from ..library.voice_names import RESERVED
 from ..library.voice_store import VoiceError
-from ..settings import DEFAULTS
 from ..services.audio import FORMATS, NOT_OFFERED, PCM_RATE, SAMPLE_RATES, missing_formats, rates_for
 
 MODEL_ID = "voxcpm2"
@@ -42,7 +41,6 @@ OPENAI_NAMES = {"text": "input", "control": "instructions"}
 # the refusal says so in this route's terms (the engine's would name min_len, which it has not).
 _MAX_LEN = modes.SETTINGS["max_len"]
 MAX_LEN = dataclasses.replace(_MAX_LEN, low=max(_MAX_LEN.low, modes.default("min_len")))
-MAX_VOICE_CHARS = DEFAULTS.http.max_voice_chars  # as the page's body (StreamBody.voice)
 
 
 class ParamError(InputError):
@@ -183,17 +181,19 @@ def _max_len(fields: VoiceFields) -> int | None:
     return fields.max_len if fields.max_len is not None else fields.max_new_tokens
 
 
-def to_request(speech: VoiceFields, text: str, library=None, voices=None, clips=None) -> SynthesisRequest:
+def to_request(speech: VoiceFields, text: str, library=None, voices=None, clips=None, *,
+               max_voice_chars: int) -> SynthesisRequest:
     """The engine's request for `text`: a clip (ref_audio, prompt_audio or reference_id) cloned,
     continued from in ultimate cloning when its transcript is given; else `voice` resolved to a
     design (`design`, `default` or none, a built-in name) or a saved voice, cloned (continued from
     when it has a transcript and no `instructions` are given: a style would be read aloud there).
     `library` (ui/library/voice_store.py) and `voices(name)` -> (Voice, ReferenceClip): None
     without a library; `clips`: the upload store (ui/library/uploads.py), which decodes a data: URL
-    without keeping it. Reads the index, a voice's patches, a clip: call it off the event loop."""
+    without keeping it; `max_voice_chars`: the settings' longest `voice` (as the page's body's).
+    Reads the index, a voice's patches, a clip: call it off the event loop."""
     voice = speech.voice.id if isinstance(speech.voice, VoiceId) else speech.voice
-    if voice is not None and len(voice) > MAX_VOICE_CHARS:
-        raise ParamError("voice", f"parameter 'voice': String should have at most {MAX_VOICE_CHARS} characters")
+    if voice is not None and len(voice) > max_voice_chars:
+        raise ParamError("voice", f"parameter 'voice': String should have at most {max_voice_chars} characters")
     instructions = None if blank(speech.instructions) else speech.instructions.strip()
     seed = random_seed() if speech.seed is None else speech.seed
     common = dict(normalize=speech.normalize, trim_silence=speech.trim_silence,

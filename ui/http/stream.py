@@ -140,7 +140,7 @@ async def stream(request: Request):
 
 def parse_page(state, data) -> StreamBody:
     """The page's body; one that asks for word timestamps only where they can be made."""
-    body = parse_body(data)
+    body = parse_body(data, state.settings.http.max_voice_chars)
     if body.timestamps == "word":
         aligner_ready(state)
     return body

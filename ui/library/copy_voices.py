@@ -24,7 +24,7 @@ import soundfile as sf
 from inference.errors import InputError
 
 from . import transcripts
-from .voice_store import TEMP_SUFFIX, Voice, VoiceError, VoiceLibrary, VoiceStore
+from .voice_store import TEMP_SUFFIX, Voice, VoiceError, VoiceLibrary, VoiceStore, library_options
 
 
 @dataclass
@@ -140,8 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     # The clips' own rate (the engine's input rate when they were saved), so lengths stay right.
     flac = next(folder.glob("*.flac"), None)
     rate = sf.info(str(flac)).samplerate if flac is not None else 16000
-    source = VoiceLibrary(folder, sample_rate=rate)
-    target = PostgresVoiceLibrary(args.target, sample_rate=rate)  # the servers' default limits
+    from ..settings import DEFAULTS  # a command of its own, with no server's settings: the servers' defaults
+
+    source = VoiceLibrary(folder, **library_options(DEFAULTS, rate))
+    target = PostgresVoiceLibrary(args.target, **PostgresVoiceLibrary.options(DEFAULTS, rate))
     try:
         # A database that cannot be reached, or refuses the login, is the first voice's refusal
         # (503), reported with the rest: never "nothing copied" from a run that copied some.

@@ -37,9 +37,9 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from inference.request.reference import ReferenceClip
 
+from ..settings import Settings
 from .voice_names import check_name, name_key, normal_name
-from ..settings import DEFAULTS
-from .voice_store import (Voice, VoiceError, estimated_bytes, flac_bytes, name_taken, no_such_voice,
+from .voice_store import (Voice, VoiceError, estimated_bytes, flac_bytes, library_options, name_taken, no_such_voice,
                           too_large, too_large_encoded, too_many)
 
 log = logging.getLogger("voxcpm.voices")
@@ -66,9 +66,6 @@ CREATE TABLE IF NOT EXISTS voxcpm_voice_patches (
     PRIMARY KEY (voice_id, encoder, side));
 """
 COLUMNS = "id, name, transcript, seconds, bytes, created"
-POOL_SIZE = DEFAULTS.library.db_connections  # per replica; a query holds one for a millisecond or so
-WAIT_S = DEFAULTS.library.db_wait_s  # longest a voice route waits for a connection before it answers 503
-RETRY_AFTER_S = DEFAULTS.http.busy_retry_s
 # Each connection: fail fast when the server does not answer, and notice a peer that vanished
 # (the listener's connection is otherwise silent for as long as nobody changes a voice).
 CONNECTION = dict(connect_timeout=3, application_name="voxcpm2-demo", keepalives=1, keepalives_idle=10,
@@ -77,11 +74,13 @@ UNREACHABLE = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
 
 
 class LibraryUnavailable(VoiceError):
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, retry_after_s: int | None = None):
+        """retry_after_s: the 503's Retry-After (the library's), none when no library gave one."""
         self.reason = reason
         super().__init__(503, f"the voice library is unavailable: its database cannot be reached ({reason}). "
                               f"Saved voices come back by themselves once it answers again; design and "
-                              f"uploaded clips work meanwhile", {"Retry-After": str(RETRY_AFTER_S)})
+                              f"uploaded clips work meanwhile",
+                         None if retry_after_s is None else {"Retry-After": str(retry_after_s)})
 
 
 class ConnectionLost(LibraryUnavailable):
@@ -117,14 +116,24 @@ class PostgresVoiceLibrary:
     the database, so callers on an event loop use a thread. Opening it never waits for the
     database: until it answers, every method raises LibraryUnavailable (503)."""
 
-    def __init__(self, url: str, *, sample_rate: int = 16000, max_voices: int = DEFAULTS.library.max_voices,
-                 max_bytes: int = DEFAULTS.library.max_library_mb * 2**20, wait_s: float = WAIT_S):
+    @staticmethod
+    def options(settings: Settings, sample_rate: int) -> dict:
+        """Its keyword arguments as a settings tree gives them (library_options, and the pool's)."""
+        return dict(library_options(settings, sample_rate), connections=settings.library.db_connections,
+                    wait_s=settings.library.db_wait_s, retry_after_s=settings.http.busy_retry_s)
+
+    def __init__(self, url: str, *, sample_rate: int, max_voices: int, max_bytes: int, connections: int, wait_s: float,
+                 retry_after_s: int):
+        """connections: the pool's most, per replica (a query holds one for a millisecond or so);
+        wait_s: the longest a caller waits for one before the library is unavailable; retry_after_s:
+        the Retry-After of that 503."""
         self.url, self.where = url, where(url)
         self.sample_rate, self.max_voices, self.max_bytes = sample_rate, max_voices, max_bytes
+        self.wait_s, self.retry_after_s = wait_s, retry_after_s
         # Connections are checked as they are handed out, so one the server closed is replaced, not used;
         # reconnection gives up after 10 s and starts again at the next request, so that once the
         # database is back it is used within a second or two, however long it was gone.
-        self._pool = ConnectionPool(url, min_size=1, max_size=POOL_SIZE, open=False, timeout=wait_s,
+        self._pool = ConnectionPool(url, min_size=1, max_size=connections, open=False, timeout=wait_s,
                                     check=ConnectionPool.check_connection, reconnect_timeout=10,
                                     kwargs=CONNECTION, name="voxcpm-voices")
         self._pool.open(wait=False)
@@ -276,6 +285,9 @@ class PostgresVoiceLibrary:
         self._pool.close()
 
     # -- inside --------------------------------------------------------------------------------------
+    def _reason(self, exc: BaseException) -> str:
+        return _reason(exc, self.wait_s)
+
     @contextlib.contextmanager
     def _transaction(self):
         """A connection in a transaction, committed when the block ends, rolled back if it raises;
@@ -283,7 +295,7 @@ class PostgresVoiceLibrary:
         at once while the listener finds it so: no thread then waits wait_s for the same answer."""
         problem = self._problem
         if problem is not None:
-            raise LibraryUnavailable(problem)
+            raise LibraryUnavailable(problem, self.retry_after_s)
         conn = None
         try:
             with self._pool.connection() as conn:
@@ -295,7 +307,8 @@ class PostgresVoiceLibrary:
             # A connection that was handed out and is now closed was lost mid-way; anything else
             # (no connection within wait_s) is the database unreachable.
             lost = conn is not None and conn.closed and self._problem is None
-            raise (ConnectionLost if lost else LibraryUnavailable)(self._problem or _reason(exc)) from None
+            raise (ConnectionLost if lost else LibraryUnavailable)(self._problem or self._reason(exc),
+                                                                   self.retry_after_s) from None
 
     def _once_more(self, work):
         """work(conn) in a transaction; if its connection was lost mid-way, once more on a fresh one
@@ -319,7 +332,7 @@ class PostgresVoiceLibrary:
         except errors.InsufficientPrivilege as exc:  # a setup problem, not a client's: said as such
             log.error("voice library: the role may not create its tables in %s: %s", self.where, exc)
             raise LibraryUnavailable("the database role may not create the library's tables; "
-                                     "the server's log says more") from None
+                                     "the server's log says more", self.retry_after_s) from None
         self._schema_ready = True
 
     def _check_room(self, conn, key: str, name: str, new_bytes: int) -> int:
@@ -412,8 +425,8 @@ class PostgresVoiceLibrary:
                     continue
                 if self._problem is None:
                     log.warning("voice library: PostgreSQL at %s cannot be reached (%s); the voice routes answer "
-                                "503 until it can", self.where, _reason(exc))
-                self._problem = _reason(exc)
+                                "503 until it can", self.where, self._reason(exc))
+                self._problem = self._reason(exc)
                 self._closing.wait(1.0)
 
 
@@ -424,9 +437,9 @@ def _npy(patches) -> bytes:
     return out.getvalue()
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, wait_s: float) -> str:
     """The cause in a few words, without the server's address: e.g. 'Connection refused'."""
     if isinstance(exc, PoolTimeout):
-        return f"no connection within {WAIT_S:g} s"
+        return f"no connection within {wait_s:g} s"
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return first.rsplit(": ", 1)[-1][:200] or type(exc).__name__

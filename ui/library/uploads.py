@@ -22,12 +22,11 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from inference.config import LIMITS
 from inference.errors import InputError
 from inference.request.audio_input import MAX_CHANNELS, MAX_RATE, MIN_RATE, decode_mono, resample
 from inference.request.reference import ReferenceClip
 
-from ..settings import DEFAULTS
+from ..settings import ClipSettings, Settings
 from ..guard.limits import too_large
 from ..guard.answers import Refusal
 from .transcripts import content_hash
@@ -35,12 +34,6 @@ from .transcripts import content_hash
 log = logging.getLogger("voxcpm.uploads")
 FORMATS = "WAV, FLAC, OGG or MP3"
 LABEL = "the uploaded audio"
-# A product rule for uploads (the engine itself takes any length): a shorter clip holds no voice.
-MIN_SECONDS = DEFAULTS.clips.min_seconds
-# What one decode may cost, counted as if every channel were held as float32 (frames x channels x 4,
-# from the header, before reading). Decoding goes block by block and mixes down as it goes, so it
-# really holds only the mono float32 and one block: well inside this.
-MAX_DECODED_BYTES = DEFAULTS.clips.max_decoded_mb * 2**20
 
 
 @dataclass
@@ -68,16 +61,20 @@ class Clip:
         return self.reference
 
 
-def read_mono(data: bytes, max_seconds: float, max_decoded_bytes: int = MAX_DECODED_BYTES) -> tuple[int, int, np.ndarray]:
+def read_mono(data: bytes, max_seconds: float, max_decoded_bytes: float, min_seconds: float) -> tuple[int, int, np.ndarray]:
     """Bytes of an audio file -> (rate, channels, float32 mono), decoded and checked as the engine
     does it. The header is checked before decoding, so a file that claims hours of audio, an absurd
-    rate or more channels than the budget allows costs nothing."""
+    rate or more channels than the budget allows costs nothing. max_decoded_bytes: what one decode
+    may cost, counted as if every channel were held as float32 (frames x channels x 4, from the
+    header); decoding goes block by block and mixes down as it goes, so it really holds only the
+    mono float32 and one block. min_seconds: a product rule for uploads (the engine itself takes any
+    length), as a shorter clip holds no voice."""
     if not data:
         raise InputError("the uploaded file is empty (0 bytes)")
     try:
         with sf.SoundFile(io.BytesIO(data)) as f:
             rate, channels = int(f.samplerate), f.channels
-            _check_header(rate, channels, f.frames, max_seconds, max_decoded_bytes)
+            _check_header(rate, channels, f.frames, max_seconds, max_decoded_bytes, min_seconds)
             mono = decode_mono(f, LABEL)
     except InputError:
         raise
@@ -86,7 +83,8 @@ def read_mono(data: bytes, max_seconds: float, max_decoded_bytes: int = MAX_DECO
     return rate, channels, mono
 
 
-def _check_header(rate: int, channels: int, frames: int, max_seconds: float, max_decoded_bytes: int):
+def _check_header(rate: int, channels: int, frames: int, max_seconds: float, max_decoded_bytes: float,
+                  min_seconds: float):
     if not MIN_RATE <= rate <= MAX_RATE:
         raise InputError(f"{LABEL} has a sample rate of {rate} Hz; the supported range is "
                          f"{MIN_RATE} Hz to {MAX_RATE} Hz")
@@ -94,7 +92,7 @@ def _check_header(rate: int, channels: int, frames: int, max_seconds: float, max
         raise InputError(f"{LABEL} has {channels} channels; at most {MAX_CHANNELS} are supported")
     if frames <= 0:
         raise InputError(f"{LABEL} has no samples")
-    if frames / rate < MIN_SECONDS:
+    if frames / rate < min_seconds:
         raise InputError(f"{LABEL} lasts only {frames / rate * 1000:.0f} ms: give a few seconds of clear speech")
     if frames / rate > max_seconds:
         raise InputError(f"{LABEL} lasts {frames / rate:.1f} s; the limit is {max_seconds:g} s: trim it "
@@ -115,11 +113,12 @@ def read_uploaded_file(path: str, root: str, max_bytes: int) -> bytes:
     return resolved.read_bytes()
 
 
-def decode_audio(data: bytes, max_seconds: float, target_rate: int = 16000,
-                 max_decoded_bytes: int = MAX_DECODED_BYTES) -> tuple[int, np.ndarray]:
-    """Bytes of an audio file -> (target_rate, float32 mono) as the engine converts it, or an
-    InputError that says what is wrong (silent, NaN, out-of-range rate, too long...)."""
-    rate, _, mono = read_mono(data, max_seconds, max_decoded_bytes)
+def decode_audio(data: bytes, max_seconds: float, target_rate: int = 16000) -> tuple[int, np.ndarray]:
+    """Bytes of a file the caller holds itself (a fixture, a file on disk) -> (target_rate, float32
+    mono) as the engine converts it, or an InputError that says what is wrong (silent, NaN,
+    out-of-range rate, too long...). Only max_seconds bounds it: what a client sends goes through
+    an UploadStore, which holds the settings' budget for a decode."""
+    rate, _, mono = read_mono(data, max_seconds, math.inf, 0.0)
     return target_rate, resample(mono, rate, target_rate)
 
 
@@ -142,24 +141,30 @@ class UploadStore:
     and per client. A full store refuses new clips rather than evicting anyone's: one client
     uploading in a loop used to push every other user's clip out."""
 
-    def __init__(self, ttl_s: float = DEFAULTS.clips.upload_ttl_s, max_clips: int = DEFAULTS.clips.max_clips,
-                 max_seconds: float = LIMITS.max_audio_seconds,
-                 max_bytes: int = DEFAULTS.http.max_upload_mb * 2**20,
-                 max_total_bytes: int = DEFAULTS.clips.max_total_mb * 2**20, target_rate: int = 16000,
-                 max_decoded_bytes: int = MAX_DECODED_BYTES, parallel_decodes: int = DEFAULTS.clips.decodes,
-                 max_per_client: int = DEFAULTS.clips.clips_per_client):
-        self.ttl_s = ttl_s
-        self.max_clips = max_clips
-        self.max_per_client = max_per_client
-        self.max_total_bytes = max_total_bytes  # converted float32 held at once
+    def __init__(self, clips: ClipSettings, *, max_seconds: float, max_bytes: int, target_rate: int):
+        """clips: the settings' section; max_seconds: the longest clip the engine takes; max_bytes:
+        the largest file; target_rate: the engine's input rate, which clips are converted to."""
+        self.ttl_s = clips.upload_ttl_s
+        self.max_clips = clips.max_clips
+        self.max_per_client = clips.clips_per_client
+        self.max_total_bytes = clips.max_total_mb * 2**20  # converted float32 held at once
+        self.min_seconds = clips.min_seconds
+        self.max_decoded_bytes = clips.max_decoded_mb * 2**20
+        self.decodes = clips.decodes
         self.max_seconds = max_seconds
         self.max_bytes = max_bytes
         self.target_rate = target_rate
-        self.max_decoded_bytes = max_decoded_bytes
         self._clips: OrderedDict[str, Clip] = OrderedDict()
         self._lock = threading.Lock()
         # Decoding a long 192 kHz file briefly needs ~100 MiB: a few at a time, however many arrive.
-        self._decoding = threading.BoundedSemaphore(parallel_decodes)
+        self._decoding = threading.BoundedSemaphore(clips.decodes)
+
+    @classmethod
+    def of(cls, settings: Settings, target_rate: int) -> UploadStore:
+        """The store a settings tree asks for: its clips' section, its longest clip (the served
+        limits) and its largest upload."""
+        return cls(settings.clips, max_seconds=settings.limits.max_audio_seconds,
+                   max_bytes=settings.http.max_upload_mb * 2**20, target_rate=target_rate)
 
     def add_bytes(self, data: bytes, client: str | None = None) -> tuple[str, Clip]:
         if len(data) > self.max_bytes:
@@ -184,18 +189,23 @@ class UploadStore:
     def _converted(self, data: bytes) -> tuple[int, int, np.ndarray]:
         """(source rate, source channels, float32 mono at the engine's rate), within the limit on decodes at once."""
         with self._decoding:  # the engine's own decoding and refusals, once, at upload
-            rate, channels, mono = read_mono(data, self.max_seconds, self.max_decoded_bytes)
+            rate, channels, mono = self._read(data, self.max_seconds)
             # The source's mono (up to 46 MB at 192 kHz) goes with this frame: only the converted clip is held.
             return rate, channels, resample(mono, rate, self.target_rate)
 
-    def decode(self, data: bytes, max_seconds: float) -> tuple[int, np.ndarray]:
+    def decode(self, data: bytes, max_seconds: float, rate: int | None = None) -> tuple[int, np.ndarray]:
         """A clip decoded as add_bytes decodes one, within the same limit on decodes at once, and not
-        kept (what POST /voxcpm/transcribe sends): (target_rate, float32 mono)."""
+        kept (what POST /voxcpm/transcribe sends, or a take to score): (rate, float32 mono), at
+        `rate` or else the engine's."""
         if len(data) > self.max_bytes:
             raise InputError(too_large("upload", self.max_bytes))
+        rate = rate or self.target_rate
         with self._decoding:
-            rate, _, mono = read_mono(data, max_seconds, self.max_decoded_bytes)
-            return self.target_rate, resample(mono, rate, self.target_rate)
+            source_rate, _, mono = self._read(data, max_seconds)
+            return rate, resample(mono, source_rate, rate)
+
+    def _read(self, data: bytes, max_seconds: float) -> tuple[int, int, np.ndarray]:
+        return read_mono(data, max_seconds, self.max_decoded_bytes, self.min_seconds)
 
     def add(self, rate: int, audio: np.ndarray, client: str | None = None) -> tuple[str, Clip]:
         clip = Clip(rate, audio, time.monotonic() + self.ttl_s, source_rate=rate, client=client)

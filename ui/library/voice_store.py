@@ -35,7 +35,7 @@ import soundfile as sf
 from inference.request.reference import ReferenceClip
 
 from . import transcripts
-from ..settings import DEFAULTS
+from ..settings import Settings
 from ..guard.answers import Refusal
 from .voice_names import check_name, normal_name, same_name
 
@@ -120,11 +120,17 @@ def flac_bytes(audio: np.ndarray, sample_rate: int) -> bytes:
     return out.getvalue()
 
 
+def library_options(settings: Settings, sample_rate: int) -> dict:
+    """Either store's limits as a settings tree gives them, as keyword arguments; `sample_rate`:
+    the engine's input rate, which its clips are kept at."""
+    return dict(sample_rate=sample_rate, max_voices=settings.library.max_voices,
+                max_bytes=settings.library.max_library_mb * 2**20)
+
+
 class VoiceLibrary:
     """Thread-safe; every method may touch the disk, so callers on an event loop use a thread."""
 
-    def __init__(self, folder: str | os.PathLike, *, sample_rate: int = 16000, max_voices: int = DEFAULTS.library.max_voices,
-                 max_bytes: int = DEFAULTS.library.max_library_mb * 2**20):
+    def __init__(self, folder: str | os.PathLike, *, sample_rate: int, max_voices: int, max_bytes: int):
         self.folder = Path(folder)
         self.sample_rate, self.max_voices, self.max_bytes = sample_rate, max_voices, max_bytes
         self.folder.mkdir(parents=True, exist_ok=True)

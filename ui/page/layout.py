@@ -18,7 +18,6 @@ import logging
 import gradio as gr
 from gradio.utils import get_upload_folder as gradio_upload_folder
 
-from inference.config import LIMITS
 from inference.errors import InputError
 from inference.request import modes
 
@@ -60,8 +59,8 @@ def served_line(model: str, lora: str | None) -> str | None:
             "merged into its weights</div>")
 
 
-def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, notice: str | None = None,
-                 max_text_chars: int = LIMITS.max_text_chars, served: str | None = None,
+def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, max_text_chars: int,
+                 notice: str | None = None, served: str | None = None,
                  api: AppContext | None = None) -> gr.Blocks:
     """The page; with `api` (the app it is served by), Gradio's named endpoints on that app's intake
     (ui/page/api.py). A page built alone (the page contract's test) has none."""

@@ -13,11 +13,7 @@ import logging
 import threading
 import time
 
-from ..settings import DEFAULTS
-
 log = logging.getLogger("voxcpm.app")
-
-RETRY_S = DEFAULTS.page.loading_retry_s  # how often the loading page reloads itself, and the Retry-After of a 503
 
 
 class Phases:
@@ -53,8 +49,9 @@ class LoadingGate:
     """The ASGI app uvicorn serves: a loading page, then (after `open`) the real app, whose lifespan
     (Gradio's queue start-up, the worker's shutdown) it runs in a task of the server's event loop."""
 
-    def __init__(self, phases: Phases):
-        self.phases = phases
+    def __init__(self, phases: Phases, retry_s: int):
+        """retry_s: how often the loading page reloads itself, and the Retry-After of a 503."""
+        self.phases, self.retry_s = phases, retry_s
         self.app = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listening = threading.Event()
@@ -112,20 +109,20 @@ class LoadingGate:
     async def _loading(self, scope, send):
         phase = self.phases.current
         if scope["method"] == "GET" and not scope["path"].startswith("/voxcpm/"):
-            body, kind = _page(phase).encode(), "text/html; charset=utf-8"
+            body, kind = _page(phase, self.retry_s).encode(), "text/html; charset=utf-8"
         else:  # the health probe and the API: a machine-readable answer
             answer = {"ok": False, "loading": phase,
                       "error": f"The server is still starting ({phase}); try again in a moment."}
             body, kind = json.dumps(answer).encode(), "application/json"
-        headers = [(b"content-type", kind.encode()), (b"retry-after", str(RETRY_S).encode()),
+        headers = [(b"content-type", kind.encode()), (b"retry-after", str(self.retry_s).encode()),
                    (b"cache-control", b"no-store"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 503, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
 
-def _page(phase: str) -> str:
+def _page(phase: str, retry_s: int) -> str:
     return (f'<!doctype html><html lang="en"><meta charset="utf-8">'
-            f'<meta http-equiv="refresh" content="{RETRY_S}"><title>VoxCPM2 demo: loading…</title>'
+            f'<meta http-equiv="refresh" content="{retry_s}"><title>VoxCPM2 demo: loading…</title>'
             f'<body style="font: 18px system-ui, sans-serif; margin: 3em">'
             f'<p id="vox-loading">VoxCPM2 demo loading… ({html.escape(phase)})</p>'
             f'<p style="color: #666">This page reloads itself until the model is ready.</p></body></html>')

@@ -42,7 +42,7 @@ from inference.serving.services import OfflineRender
 from inference.request.listener import Listener, Output
 
 from .audio import pcm16, wav_header
-from ..settings import DEFAULTS, RenderSettings
+from ..settings import RenderSettings
 from ..guard.answers import Refusal
 
 log = logging.getLogger("voxcpm.http")
@@ -235,7 +235,7 @@ def _give_back(slots: RenderSlots, client: str | None, render: Render, reader: i
 class OfflineRenders:
     """The renders in progress on one app, and the caps on them."""
 
-    def __init__(self, settings: RenderSettings = DEFAULTS.renders):
+    def __init__(self, settings: RenderSettings):
         self.settings = settings
         self.slots = RenderSlots(settings.max_decodes, settings.per_client, settings.retry_s)
         self._shared: dict[str, Render] = {}  # job id -> its render in progress, while readers may join
