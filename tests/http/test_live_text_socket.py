@@ -384,3 +384,14 @@ def test_a_bad_clip_in_the_config_is_an_error_naming_what_is_accepted(app, chang
         ws.send(json.dumps(config))
         error = json.loads(ws.recv(timeout=30))
         assert error["type"] == "error" and said in error["message"], error
+
+
+def test_the_socket_sends_audio_uncompressed_whatever_the_client_offers(app):
+    """A `websockets` client offers permessage-deflate; PCM hardly shrinks, and compressing every
+    frame would cost the event loop that serves every session."""
+    with socket(app) as ws:
+        assert ws.response.headers.get("Sec-WebSocket-Extensions") is None
+        ws.send(json.dumps(CONFIG))
+        ws.send(json.dumps({"type": "input.text", "text": "Uncompressed, please."}))
+        ws.send(json.dumps({"type": "input.done"}))
+        assert utterance(ws)["audio"]

@@ -88,4 +88,7 @@ def server_config(app, settings, **kwargs) -> uvicorn.Config:
     limits the AppSettings ask for."""
     protocol = functools.partial(GuardedH11Protocol, idle_s=settings.http.idle_timeout_s,
                                  stall_s=settings.http.stall_timeout_s, send_buffer=settings.http.send_buffer_bytes)
-    return uvicorn.Config(app, http=protocol, **kwargs)
+    # WebSockets without permessage-deflate: their frames are PCM, which deflate hardly shrinks, and
+    # compressing each one (and inflating each text piece) on the one event loop cost a 128-session
+    # live load a large share of that loop.
+    return uvicorn.Config(app, http=protocol, ws_per_message_deflate=False, **kwargs)
