@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ import torch
 
 from ..errors import InputError
 from .alignment import align, has_alignment_heads
+from .ctranslate2_whisper import NotConvertible, converted, is_ctranslate2_folder
 from .loading import ModelKind, Unusable, local_folder
 
 log = logging.getLogger("voxcpm.analysis")
@@ -28,7 +30,8 @@ MAX_SECONDS = 30.0  # one Whisper window
 KIND = ModelKind(
     what="speech recognition model", option="--asr-model",
     fix=("To fix: give a local copy with --asr-model /path/to/folder (a Whisper checkpoint: config.json, "
-         "model.safetensors, preprocessor_config.json and the tokenizer's files), let the server reach the "
+         "model.safetensors, preprocessor_config.json and the tokenizer's files; or a CTranslate2 one, as "
+         "faster-whisper keeps them: model.bin, config.json and tokenizer.json), let the server reach the "
          "Hugging Face hub once so that it downloads, or switch automatic transcripts off with --asr-model none."),
     off=("automatic transcripts are switched off on this server (--asr-model none): type the clip's "
          "transcript, or start the server with --asr-model set to a Whisper checkpoint (a hub id or a local folder)"))
@@ -42,6 +45,14 @@ class Heard:
     words: list[tuple[str, float | None, float | None]]
 
 
+def converted_root(given: str | None) -> Path:
+    """Where CTranslate2 folders are converted: `given` (the app's DATA_DIR/models), else the
+    user's cache (a benchmark or a script loading a model itself)."""
+    if given:
+        return Path(given).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "voxcpm2-demo" / "models"
+
+
 def check_length(seconds: float):
     if seconds > MAX_SECONDS:
         raise InputError(f"the clip lasts {seconds:.1f} s; automatic transcripts take clips of up to "
@@ -49,13 +60,19 @@ def check_length(seconds: float):
                          "its transcript")
 
 
-def load_recognizer(name: str, device: str) -> Recognizer:
+def load_recognizer(name: str, device: str, converted_in: str | None = None) -> Recognizer:
     """transformers' speech recognition pipeline for a hub id or a local folder, on `device`: half
-    precision on a GPU (as Whisper is published), float32 on the CPU."""
+    precision on a GPU (as Whisper is published), float32 on the CPU. A CTranslate2 folder
+    (faster-whisper's) is converted into `converted_in` first, on first use only."""
     import transformers
 
     name = local_folder(name)  # a hub id not in the cache: the hub asked once, briefly (loading.check_hub)
-    if Path(name).is_dir():
+    if is_ctranslate2_folder(name):
+        try:
+            name = str(converted(name, converted_root(converted_in)))
+        except NotConvertible as exc:  # said as it is: what the folder lacks or holds instead
+            raise Unusable(str(exc)) from None
+    elif Path(name).is_dir():
         check_folder(Path(name))
     dtype = torch.float16 if device.startswith("cuda") else torch.float32
     # Called dtype since transformers 4.56; torch_dtype before (requirements.txt allows 4.40 on).

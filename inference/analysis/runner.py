@@ -9,6 +9,7 @@ crosses as a generic error.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import multiprocessing
 import os
@@ -32,9 +33,12 @@ class Models:
     """The process's models, each loaded on first use (loading.Slot)."""
 
     def __init__(self, settings: AnalysisSettings):
-        def slot(kind, name, loader):
-            return Slot(kind, name, settings.device, resolve(loader), settings.retry_after_s, settings.load_wait_s)
-        self.recognizer = slot(recognition.KIND, settings.recognizer, settings.recognizer_loader)
+        def slot(kind, name, loader, **given):
+            load = functools.partial(resolve(loader), **given) if given else resolve(loader)
+            return Slot(kind, name, settings.device, load, settings.retry_after_s, settings.load_wait_s)
+        # Only when set: the tests' stand-in loaders take (name, device) alone.
+        converted = {"converted_in": settings.converted_models} if settings.converted_models else {}
+        self.recognizer = slot(recognition.KIND, settings.recognizer, settings.recognizer_loader, **converted)
         self.speaker = slot(speaker.KIND, settings.speaker, settings.speaker_loader)
 
 
