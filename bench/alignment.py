@@ -41,7 +41,9 @@ FRAME = RATE // 200  # 5 ms
 GAP_MS = (40, 400)  # the silence between two words, uniformly at random...
 TOUCHING = 0.2  # ...except this share of them: no silence at all
 EDGE_S = 0.3  # silence before the first word and after the last, as a take has
-VOICES = {"en": "en-us", "zh": "cmn"}
+# cmn-latn-pinyin, not cmn: Debian's cmn reads most characters as pinyin with its tone digits said in
+# English ("jin one"); its latn-pinyin twin says the same pinyin as Mandarin. docs/benchmarks.md.
+VOICES = {"en": "en-us", "zh": "cmn-latn-pinyin"}
 BATCHES = (1, 8, 32)
 CLIP_S, CLIP_WORDS = 10.0, 25  # the throughput's clips
 SENTENCES = {
