@@ -29,7 +29,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-CONVERTER_VERSION = 1  # part of a conversion's folder name: a changed conversion is not taken for an old one
+CONVERTER_VERSION = 2  # part of a conversion's folder name: a changed conversion is not taken for an old one
 BINARY_VERSIONS = (5, 6)
 # CTranslate2's DataType ids, in the order its enum declares them.
 DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16, 5: "bfloat16"}
@@ -201,6 +201,9 @@ def generation_config(config: dict, settings: dict, specials: dict[str, int]) ->
         sot, translate = config["decoder_start_token_id"], specials["<|translate|>"]
         out["lang_to_id"] = {token: i for token, i in specials.items() if sot < i < translate}
         out["task_to_id"] = {"translate": translate, "transcribe": specials["<|transcribe|>"]}
+        # Named, as openai/whisper-* name it (forced_decoder_ids there): without a task, transformers
+        # follows a detected language with no <|transcribe|>, and the model rambles.
+        out["task"] = "transcribe"
     return out
 
 

@@ -127,3 +127,24 @@ def test_a_folder_without_a_whisper_model_says_what_it_lacks(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{}")
     with pytest.raises(ct2.NotConvertible, match="TransformerSpec, not a Whisper"):
         ct2.convert(tmp_path, tmp_path / "out")
+
+
+def test_a_multilingual_vocabulary_gets_languages_tasks_and_transcribes_by_default():
+    # Whisper's multilingual token layout: <|startoftranscript|>, the languages, then the tasks.
+    specials = {"<|endoftext|>": 50257, "<|startoftranscript|>": 50258, "<|en|>": 50259, "<|zh|>": 50260,
+                "<|translate|>": 50358, "<|transcribe|>": 50359, "<|startofprev|>": 50361, "<|notimestamps|>": 50363}
+    config = {"vocab_size": 51865, "decoder_layers": 2, "decoder_attention_heads": 2, "max_target_positions": 448,
+              "decoder_start_token_id": 50258, "eos_token_id": 50257, "pad_token_id": 50257, "bos_token_id": 50257}
+    generation = ct2.generation_config(config, {}, specials)
+    assert generation["is_multilingual"] and generation["lang_to_id"] == {"<|en|>": 50259, "<|zh|>": 50260}
+    assert generation["task"] == "transcribe" and generation["task_to_id"]["transcribe"] == 50359
+    assert generation["alignment_heads"] == [[1, 0], [1, 1]], "openai-whisper's default: the upper half's heads"
+    english_only = ct2.generation_config({**config, "vocab_size": 51864}, {"alignment_heads": [[0, 0]]}, specials)
+    assert not english_only["is_multilingual"] and "task" not in english_only and english_only["alignment_heads"] == [[0, 0]]
+
+
+def test_the_app_converts_into_its_data_folder(tmp_path):
+    import app as demo_app
+
+    settings = demo_app.app_settings(demo_app.parse_args(["--data-dir", str(tmp_path)]), "127.0.0.1")
+    assert settings.analysis.converted_models == str(tmp_path / "models")
