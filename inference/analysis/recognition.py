@@ -24,6 +24,7 @@ from ..errors import InputError
 from .alignment import align, has_alignment_heads
 from .ctranslate2_whisper import NotConvertible, converted, is_ctranslate2_folder
 from .loading import ModelKind, Unusable, local_folder
+from .sound_path import SoundLag
 
 log = logging.getLogger("voxcpm.analysis")
 MAX_SECONDS = 30.0  # one Whisper window
@@ -114,6 +115,7 @@ class Recognizer:
     def __init__(self, pipe: Any):
         self.pipe = pipe
         self.rate = int(pipe.feature_extractor.sampling_rate)
+        self.sound_lag = SoundLag()  # the aligner's lag of this model's attention behind the sound, learned
 
     @torch.inference_mode()
     def transcribe(self, clips: list[np.ndarray]) -> list[str]:
