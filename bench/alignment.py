@@ -1,13 +1,17 @@
 """Issue #47's measurements of the word aligner (inference/analysis/alignment.py): how far its word
 boundaries fall from the truth (target: within 40 ms at p90), and how many seconds of audio it aligns
-per second at batch sizes 1, 8 and 32.
+per second at batch sizes 1, 8 and 32. Issue 57's targets, with whisper-base: p90 of both boundaries
+within 150 ms in English and 2x better than faster-whisper's aligner (CTranslate2's align(), run
+beside ours on the same truth when the model is a CTranslate2 folder and ctranslate2 is installed),
+within 200 ms in Chinese.
 
+    python -m bench.alignment --asr-model "$(python -m bench.whisper_models base ~/models)" --device cpu --batches 1 --runs 1
     python -m bench.alignment --asr-model openai/whisper-large-v3-turbo --device cuda --out DIR
     python -m bench.alignment --random-published --device cuda --out DIR   # no download: random weights
     python -m bench.alignment --random-tiny --out DIR                       # a smoke run on a CPU
 
 The truth is built here, so that every boundary is known to the sample: each word (each character,
-in Chinese) is spoken alone by espeak-ng, resampled to 16 kHz, trimmed of its silence at a fixed
+in Chinese) is spoken alone by espeak-ng (VOICES: docs/benchmarks.md says why), resampled to 16 kHz, trimmed of its silence at a fixed
 energy threshold, and the words are joined with seeded random gaps of 40 to 400 ms (some of 0 ms:
 touching words). A few sentences per language, about a minute each. Without espeak-ng the errors
 are left out and the throughput still runs.

@@ -89,3 +89,11 @@ def test_the_chinese_truth_is_spoken_as_mandarin_not_as_english_tone_digits():
     assert "(en)" not in said, said
     cmn = subprocess.run(["espeak-ng", "-q", "-x", "-v", "cmn", characters], check=True, capture_output=True, text=True).stdout
     assert "(en)" in cmn, "the check tells the broken voice apart"
+
+
+def test_the_docs_name_the_voices_the_benchmark_speaks_with():
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    for voice in bench.VOICES.values():
+        assert f"`{voice}`" in docs, voice

@@ -148,3 +148,18 @@ def test_the_app_converts_into_its_data_folder(tmp_path):
 
     settings = demo_app.app_settings(demo_app.parse_args(["--data-dir", str(tmp_path)]), "127.0.0.1")
     assert settings.analysis.converted_models == str(tmp_path / "models")
+
+
+def test_the_docs_install_the_packages_the_tests_install():
+    from pathlib import Path
+
+    from bench import whisper_models
+
+    root = Path(__file__).resolve().parents[2]
+    docs = (root / "docs" / "speech.md").read_text(encoding="utf-8")
+    pinned = (root / "requirements-test.txt").read_text(encoding="utf-8")
+    for name, command in whisper_models.INSTALL.items():
+        assert command in docs, name
+        assert f"python -m bench.whisper_models {name}" in docs
+        for package in command.split()[2:]:
+            assert package in pinned, package
