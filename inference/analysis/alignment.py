@@ -228,7 +228,9 @@ def align(recognizer, clips: list[np.ndarray], texts: list[str],
           chinese: list[bool]) -> list[list[tuple[str, float, float]]]:
     """Each clip's units (of its text) with their (start s, end s) in the clip, in order, every unit
     present. Clips: float32 mono at recognizer.rate, each at most recognition.MAX_SECONDS. One
-    encoder pass and one forced decoder pass for the whole batch."""
+    encoder pass and one forced decoder pass for the whole batch. Until the model's lag behind the
+    sound is settled (sound_path.SoundLag), each call also teaches it, so the same clip aligned
+    again early on may move by a frame or two."""
     pipe = recognizer.pipe
     if not has_alignment_heads(pipe):
         raise ModelUnavailable("the speech recognition model cannot time words: its generation config names no "
@@ -290,7 +292,7 @@ def learned_lag(recognizer, found, counts) -> int:
     lag = getattr(recognizer, "sound_lag", None)
     if lag is None:  # a recognizer of another making: it learns from this call alone
         lag = SoundLag()
-    if lag.fixed is None:
+    if not lag.settled:  # settled: the path without the sound's reward is not needed
         for (clip, matrix, gaps), mine in zip(found, counts):
             plain = row_starts(-matrix.astype(np.float64), np.zeros(len(matrix)), None)
             if plain is not None:

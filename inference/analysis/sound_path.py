@@ -26,6 +26,9 @@ GAP_S = (0.03, 0.08)  # a silence this long starts to count as between words, an
 GAP_BONUS = 16.0  # the reward for a unit starting in a full gap, in the attention's standardised units
 MAX_LAG_FRAMES = 12  # the lags tried, either way (240 ms)
 KNEE = 0.8  # the lag taken: the nearest to none whose boundaries land in silences this share as often as the best
+# Once the best lag has put this many boundaries in pauses (a few minutes of speech), the lag is
+# settled: later clips no longer move it, so a clip aligned again gets the same times.
+SETTLED_HITS = 300
 
 
 def gap_weights(clip: np.ndarray, rate: int, frames: int, silence_db: float) -> np.ndarray:
@@ -94,13 +97,18 @@ class SoundLag:
         self.hits = np.zeros(len(self.lags))
         self._lock = threading.Lock()
 
+    @property
+    def settled(self) -> bool:
+        return self.fixed is not None or self.hits.max() >= SETTLED_HITS
+
     def add(self, boundaries: np.ndarray, weights: np.ndarray):
         """A clip's inner unit boundaries (frames) and its gap weights."""
         at = boundaries[None, :] + self.lags[:, None]
         inside = (at >= 0) & (at < len(weights))
         hit = np.where(inside, weights[np.clip(at, 0, len(weights) - 1)] > 0.5, False).sum(axis=1)
         with self._lock:
-            self.hits += hit
+            if not self.settled:
+                self.hits += hit
 
     @property
     def lag(self) -> int:

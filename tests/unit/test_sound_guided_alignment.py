@@ -83,3 +83,17 @@ def test_the_attentions_lag_behind_the_sound_is_learned_from_where_boundaries_me
         assert np.all(weights[boundaries[paused] + learned.lag] == 1.0), learned.lag
     assert np.sign(learned.lag) == np.sign(lag)
     assert SoundLag(fixed=2).lag == 2 and SoundLag().lag == 0, "fixed, or no evidence: no lag"
+
+
+def test_a_settled_lag_is_not_moved_by_later_clips():
+    learned = SoundLag()
+    weights = np.zeros(500)
+    boundaries = np.arange(20, 480, 20)
+    weights[boundaries[:, None] + np.arange(2, 6)] = 1.0  # every boundary 40-100 ms before its pause's end
+    while not learned.settled:
+        learned.add(boundaries, weights)
+    settled = learned.lag
+    assert settled > 0
+    for _ in range(100):
+        learned.add(boundaries + 9, weights)  # contrary evidence, long after
+    assert learned.lag == settled
