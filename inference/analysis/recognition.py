@@ -131,21 +131,25 @@ class Recognizer:
                 for i in range(len(clips))]
 
     @torch.inference_mode()
-    def hear(self, clips: list[np.ndarray]) -> list[Heard]:
+    def hear(self, clips: list[np.ndarray], language: str | None = None) -> list[Heard]:
         """Each clip's transcript with its words' times, as pipe(clip, return_timestamps="word")
         gives them, made faster: generate() handed the audio asks the encoder for every layer's
         attention weights and copies them to the host (on an H100, 2.8 s for 5 s of audio instead
         of 0.13 s); handed the encoder's outputs instead (and the mask that says how much is audio,
         so that the alignment stops there), it gives the same words and times at 0.16 s.
         Whisper times its words from the cross-attention heads its generation config names (every
-        openai/whisper-* checkpoint does); without them, the words come without times."""
+        openai/whisper-* checkpoint does); without them, the words come without times.
+        `language` ("en", "zh"): what a multilingual model is told the clips say, where the caller
+        knows (a take's text); left to detect it, whisper-base hears espeak-ng's Mandarin as Thai.
+        An English-only model takes none."""
         if not has_alignment_heads(self.pipe):
             return [Heard(text, [(word, None, None) for word in text.split()]) for text in self.transcribe(clips)]
         model = self.pipe.model
         features = self._features(clips)
         encoded = model.get_encoder()(features.input_features.to(model.device, model.dtype))
+        told = {"language": language} if language and getattr(model.generation_config, "is_multilingual", False) else {}
         out = model.generate(encoder_outputs=encoded, attention_mask=features.attention_mask.to(model.device),
-                             return_timestamps=True, return_token_timestamps=True, return_segments=True)
+                             return_timestamps=True, return_token_timestamps=True, return_segments=True, **told)
         heard = []
         for segments in out["segments"]:  # one list of segments per clip; one segment per 30 s window
             if not segments:  # nothing said
