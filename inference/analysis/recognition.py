@@ -5,7 +5,8 @@ folder loads as transformers loads it.
 
 Clips are recognized in batches: every clip is one Whisper window (at most MAX_SECONDS, padded to
 it by the feature extractor), so a batch changes nothing of what one clip gives
-(tests/unit/test_analysis_models.py checks batched against alone and against the pipeline).
+(tests/unit/test_real_whisper_hears_and_times_speech.py checks batched against alone with real
+Whisper tiny.en and base).
 """
 from __future__ import annotations
 

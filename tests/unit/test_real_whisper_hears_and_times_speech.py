@@ -98,6 +98,14 @@ def test_transcripts_of_real_speech_match_the_words_said(recognizer):
     assert error_rate(SAID, heard) <= WER_BOUND[name], heard
 
 
+def test_a_batch_transcribes_each_clip_as_it_would_alone(recognizer):
+    # Every clip is padded to one 30 s window, so the batch must change no clip's words
+    # (clips of different lengths here: 4 to 6 s).
+    name, model = recognizer
+    clips = [speak(text) for text in SAID]
+    assert model.transcribe(clips) == [model.transcribe([clip])[0] for clip in clips]
+
+
 @pytest.mark.parametrize("language", ["en", "zh"])
 def test_word_times_of_a_known_truth_fall_within_the_bound(recognizer, language):
     name, model = recognizer
