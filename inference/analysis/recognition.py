@@ -47,6 +47,15 @@ class Heard:
     words: list[tuple[str, float | None, float | None]]
 
 
+def cached_snapshot(hub_id: str) -> str | None:
+    """The folder of a hub id's copy in the Hugging Face cache when it holds CTranslate2's
+    model.bin (faster-whisper's models: Systran/faster-whisper-*), else None."""
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(hub_id, "model.bin")
+    return str(Path(found).parent) if isinstance(found, str) else None
+
+
 def converted_root(given: str | None) -> Path:
     """Where CTranslate2 folders are converted: `given` (the app's DATA_DIR/models), else the
     user's cache (a benchmark or a script loading a model itself)."""
@@ -69,9 +78,10 @@ def load_recognizer(name: str, device: str, converted_in: str | None = None) -> 
     import transformers
 
     name = local_folder(name)  # a hub id not in the cache: the hub asked once, briefly (loading.check_hub)
-    if is_ctranslate2_folder(name):
+    folder = name if Path(name).is_dir() else cached_snapshot(name)
+    if folder is not None and is_ctranslate2_folder(folder):
         try:
-            name = str(converted(name, converted_root(converted_in)))
+            name = str(converted(folder, converted_root(converted_in)))
         except NotConvertible as exc:  # said as it is: what the folder lacks or holds instead
             raise Unusable(str(exc)) from None
     elif Path(name).is_dir():

@@ -163,3 +163,27 @@ def test_the_docs_install_the_packages_the_tests_install():
         assert f"python -m bench.whisper_models {name}" in docs
         for package in command.split()[2:]:
             assert package in pinned, package
+
+
+def test_a_faster_whisper_model_in_the_hugging_face_cache_loads_by_its_hub_id(folders, tmp_path, monkeypatch):
+    # As `hf download Systran/faster-whisper-base` leaves it: blobs, a snapshot of links, refs/main.
+    import shutil
+
+    import huggingface_hub.constants
+
+    ctranslate2, _ = folders
+    repo = tmp_path / "hub" / "models--someone--faster-whisper-tiny"
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    (repo / "blobs").mkdir()
+    for path in ctranslate2.iterdir():
+        blob = repo / "blobs" / path.name
+        shutil.copy(path, blob)
+        (snapshot / path.name).symlink_to(blob)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    recognizer = load_recognizer("someone/faster-whisper-tiny", "cpu", converted_in=str(tmp_path / "models"))
+    assert recognizer.pipe.model.generation_config.alignment_heads == ALIGNMENT_HEADS
+    assert [p.name.startswith("someone--faster-whisper-tiny-0123abcd-") for p in (tmp_path / "models").iterdir()] == [True]
