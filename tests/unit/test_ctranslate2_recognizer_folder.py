@@ -187,3 +187,14 @@ def test_a_faster_whisper_model_in_the_hugging_face_cache_loads_by_its_hub_id(fo
     recognizer = load_recognizer("someone/faster-whisper-tiny", "cpu", converted_in=str(tmp_path / "models"))
     assert recognizer.pipe.model.generation_config.alignment_heads == ALIGNMENT_HEADS
     assert [p.name.startswith("someone--faster-whisper-tiny-0123abcd-") for p in (tmp_path / "models").iterdir()] == [True]
+
+
+def test_the_loader_says_what_a_ctranslate2_folder_lacks(tmp_path):
+    from inference.analysis.loading import Unusable, load_failure
+    from inference.analysis.recognition import KIND
+
+    write_model_bin(tmp_path / "model.bin", {"a": np.zeros(2, np.float32)}, {})
+    with pytest.raises(Unusable) as refused:
+        load_recognizer(str(tmp_path), "cpu", converted_in=str(tmp_path / "models"))
+    said = load_failure(KIND.what, str(tmp_path), refused.value, KIND.fix)
+    assert "has no tokenizer.json" in said and "faster-whisper" in said
