@@ -26,6 +26,10 @@ GAP_S = (0.03, 0.08)  # a silence this long starts to count as between words, an
 GAP_BONUS = 16.0  # the reward for a unit starting in a full gap, in the attention's standardised units
 MAX_LAG_FRAMES = 12  # the lags tried, either way (240 ms)
 KNEE = 0.8  # the lag taken: the nearest to none whose boundaries land in silences this share as often as the best
+# A lag is learned from this many boundaries at least (two or three clips of ten seconds); before
+# that, none: one clip's few pauses could point anywhere (on the benchmark's Chinese, a lone clip's
+# evidence once said 240 ms the wrong way).
+MIN_BOUNDARIES = 40
 # Once the best lag has put this many boundaries in pauses (a few minutes of speech), the lag is
 # settled: later clips no longer move it, so a clip aligned again gets the same times.
 SETTLED_HITS = 300
@@ -95,6 +99,7 @@ class SoundLag:
         self.fixed = fixed
         self.lags = np.arange(-MAX_LAG_FRAMES, MAX_LAG_FRAMES + 1)
         self.hits = np.zeros(len(self.lags))
+        self.boundaries = 0  # how many the hits were counted over
         self._lock = threading.Lock()
 
     @property
@@ -109,15 +114,16 @@ class SoundLag:
         with self._lock:
             if not self.settled:
                 self.hits += hit
+                self.boundaries += len(boundaries)
 
     @property
     def lag(self) -> int:
         if self.fixed is not None:
             return self.fixed
         with self._lock:
-            hits = self.hits.copy()
+            hits, boundaries = self.hits.copy(), self.boundaries
         best = int(np.argmax(hits))
-        if hits[best] == 0:
+        if hits[best] == 0 or boundaries < MIN_BOUNDARIES:
             return 0
         side = np.sign(self.lags[best])
         for i in sorted(np.flatnonzero(np.sign(self.lags) * side >= 0), key=lambda i: abs(self.lags[i])):

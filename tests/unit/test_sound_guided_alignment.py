@@ -83,6 +83,9 @@ def test_the_attentions_lag_behind_the_sound_is_learned_from_where_boundaries_me
         assert np.all(weights[boundaries[paused] + learned.lag] == 1.0), learned.lag
     assert np.sign(learned.lag) == np.sign(lag)
     assert SoundLag(fixed=2).lag == 2 and SoundLag().lag == 0, "fixed, or no evidence: no lag"
+    few = SoundLag()
+    few.add(clips[0][0][:5], clips[0][1])
+    assert few.lag == 0, "five boundaries are too few to learn from"
 
 
 def test_a_settled_lag_is_not_moved_by_later_clips():
