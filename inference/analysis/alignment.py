@@ -125,8 +125,8 @@ def unit_times(matrix: np.ndarray, counts: list[int], seconds: float, gaps: np.n
     <|endoftext|> (higher: that token attends more to that frame), one column per 20 ms frame.
     A token starts where the path first reaches it; a unit at its first token, and ends where the
     next unit starts (the last one where <|endoftext|> does). `gaps` (sound_path.gap_weights): the
-    path is rewarded for starting a unit in a pause; `lag`: the attention's lag behind the sound,
-    in frames (sound_path.SoundLag)."""
+    path is rewarded for starting a unit in a pause; `lag`: how many frames later (earlier when
+    negative) the attention is moved to meet the sound (sound_path.SoundLag)."""
     if not counts:
         return []
     edges = np.concatenate([[0], np.cumsum(counts)])  # row of each unit's first token; the last: <|endoftext|>
@@ -228,9 +228,9 @@ def align(recognizer, clips: list[np.ndarray], texts: list[str],
           chinese: list[bool]) -> list[list[tuple[str, float, float]]]:
     """Each clip's units (of its text) with their (start s, end s) in the clip, in order, every unit
     present. Clips: float32 mono at recognizer.rate, each at most recognition.MAX_SECONDS. One
-    encoder pass and one forced decoder pass for the whole batch. Until the model's lag behind the
-    sound is settled (sound_path.SoundLag), each call also teaches it, so the same clip aligned
-    again early on may move by a frame or two."""
+    encoder pass and one forced decoder pass for the whole batch. Until the shift that brings the
+    model's attention onto the sound is settled (sound_path.SoundLag), each call also teaches it, so
+    the same clip aligned again early on may move by a frame or two."""
     pipe = recognizer.pipe
     if not has_alignment_heads(pipe):
         raise ModelUnavailable("the speech recognition model cannot time words: its generation config names no "
@@ -288,7 +288,8 @@ def _forced(recognizer, clips, spoken, chinese) -> list[list[tuple[float, float]
 
 
 def learned_lag(recognizer, found, counts) -> int:
-    """The model's lag behind the sound (sound_path.SoundLag), told what these clips say first."""
+    """The shift that brings the model's attention onto the sound (sound_path.SoundLag), in frames,
+    once it has heard what these clips say."""
     lag = getattr(recognizer, "sound_lag", None)
     if lag is None:  # a recognizer of another making: it learns from this call alone
         lag = SoundLag()

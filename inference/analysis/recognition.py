@@ -126,7 +126,7 @@ class Recognizer:
     def __init__(self, pipe: Any):
         self.pipe = pipe
         self.rate = int(pipe.feature_extractor.sampling_rate)
-        self.sound_lag = SoundLag()  # the aligner's lag of this model's attention behind the sound, learned
+        self.sound_lag = SoundLag()  # the aligner's shift of this model's attention onto the sound, learned
 
     @torch.inference_mode()
     def transcribe(self, clips: list[np.ndarray]) -> list[str]:

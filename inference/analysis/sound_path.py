@@ -3,16 +3,17 @@
 Attention alone places a word boundary hundreds of ms off: the path gives every frame to some
 token, and where a word follows a pause the attention hands over anywhere in (or before) the
 pause. The audio says where the pauses are, and a TTS server's audio is clean: its silences between
-words are true silences, while the short quiet inside a word (a stop's closure) lasts under ~60 ms.
+words are true silences, while the short quiet inside a word (a stop's closure) lasted under 60 ms
+in every espeak-ng word of the benchmark's truth.
 So the path is rewarded for starting a unit (and the <|endoftext|> after the last) inside a
 silence, by how surely that silence is between words (GAP_S), and the span is then fitted to the
 sound inside it (alignment.fitted_to_sound), which puts each start on its onset.
 
-Each Whisper checkpoint's alignment heads also lead or trail the sound by a lag of their own
-(on the benchmark's truth the best fixed shift was 60 ms later for base and over 100 ms earlier for tiny.en);
-rewarded silences near the wrong side of a word would then pull boundaries a word off. The lag is
-learned from the clips the model aligns (SoundLag): the attention's own boundaries, shifted by each
-candidate lag, land in silences most often at the true one.
+Each Whisper checkpoint's alignment heads also lead or trail the sound by an amount of their own
+(on the benchmark's truth the best fixed shift was 60 ms later for base, over 100 ms earlier for
+tiny.en); rewarded silences near the wrong side of a word would then pull boundaries a word off. The shift
+that undoes it (the "lag") is learned from the clips the model aligns (SoundLag): the attention's
+own boundaries, shifted by each candidate, land in silences most often near the right one.
 """
 from __future__ import annotations
 
@@ -90,9 +91,9 @@ def shifted(matrix: np.ndarray, lag: int) -> np.ndarray:
 
 
 class SoundLag:
-    """What a model's clips say of its attention's lag behind the sound: for each candidate lag,
-    how many of the attention's own unit boundaries (without the sound's reward), moved by it, fall
-    in a pause. Summed over every clip the model aligns, so a short clip borrows the evidence of
+    """What a model's clips say of how far its attention is off the sound: for each candidate
+    shift (in frames, positive: later), how many of the attention's own unit boundaries (without
+    the sound's reward), moved by it, fall in a pause; `lag` is the shift to use. Summed over every clip the model aligns, so a short clip borrows the evidence of
     the others. `fixed`: a lag to use whatever the clips say."""
 
     def __init__(self, fixed: int | None = None):
