@@ -26,7 +26,9 @@ SOUND_HOP_S = 0.01  # the loudness frames silences are found in
 GAP_S = (0.03, 0.08)  # a silence this long starts to count as between words, and this long fully
 GAP_BONUS = 16.0  # the reward for a unit starting in a full gap, in the attention's standardised units
 MAX_LAG_FRAMES = 12  # the lags tried, either way (240 ms)
-KNEE = 0.8  # the lag taken: the nearest to none whose boundaries land in silences this share as often as the best
+# The shift taken: the smallest whose boundaries land in pauses at least this share as often as the
+# best one's (the best is often far out, where shifted boundaries sit deep in the pauses).
+KNEE = 0.8
 # A lag is learned from this many boundaries at least (two or three clips of ten seconds); before
 # that, none: one clip's few pauses could point anywhere (on the benchmark's Chinese, a lone clip's
 # evidence once said 240 ms the wrong way).
@@ -93,8 +95,9 @@ def shifted(matrix: np.ndarray, lag: int) -> np.ndarray:
 class SoundLag:
     """What a model's clips say of how far its attention is off the sound: for each candidate
     shift (in frames, positive: later), how many of the attention's own unit boundaries (without
-    the sound's reward), moved by it, fall in a pause; `lag` is the shift to use. Summed over every clip the model aligns, so a short clip borrows the evidence of
-    the others. `fixed`: a lag to use whatever the clips say."""
+    the sound's reward), moved by it, fall in a pause; `lag` is the shift to use. Summed over every
+    clip the model aligns, so a short clip borrows the evidence of the others. `fixed`: a lag to use
+    whatever the clips say."""
 
     def __init__(self, fixed: int | None = None):
         self.fixed = fixed
