@@ -285,8 +285,17 @@ def app_settings(args, host: str):
                        allowed_hosts=allowed_hosts_for(host, args.allowed_hosts.split(",")),
                        max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60,
                        analysis=AnalysisSettings(recognizer=none_or(args.asr_model), speaker=none_or(args.speaker_model),
-                                                 log_level=args.log_level),
+                                                 converted_models=str(converted_models(args)), log_level=args.log_level),
                        **library_settings(args, host, log))
+
+
+def converted_models(args):
+    """Where a CTranslate2 speech recognition folder (--asr-model) is converted, once: beside the
+    voice library, in the data folder, so that it outlives a restart (even with the library in
+    PostgreSQL)."""
+    from ui.library.data_dir import resolve_data_dir
+
+    return resolve_data_dir(args.data_dir)[0] / "models"
 
 
 def none_or(name: str) -> str | None:

@@ -51,7 +51,8 @@ def _model_options(p: argparse.ArgumentParser):
                                                  "(default: bfloat16 on cuda, float32 on cpu)")
     p.add_argument("--asr-model", default="openai/whisper-large-v3-turbo",
                    help="speech recognition model that fills in a clip's transcript for ultimate cloning, loaded on "
-                        "first use: hub id or local folder, or none to switch it off (default: %(default)s)")
+                        "first use: hub id or local folder (transformers' or CTranslate2's, as faster-whisper keeps them: "
+                        "converted once into DATA_DIR/models), or none to switch it off (default: %(default)s)")
     p.add_argument("--speaker-model", default="microsoft/wavlm-base-plus-sv",
                    help="speaker verification model (a WavLM x-vector checkpoint) for the listening-QA workbench's "
                         "speaker similarity, loaded on first use: hub id or local folder, or none to switch it off "

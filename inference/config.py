@@ -63,5 +63,8 @@ class AnalysisSettings:
     retry_after_s: float = 60.0  # a model that failed to load is tried again after this
     # What loads each model: `module:function(name, device)`; tests name stand-ins with the same interface.
     recognizer_loader: str = "inference.analysis.recognition:load_recognizer"
+    # Where a CTranslate2 (faster-whisper) recognizer folder is converted to transformers' format,
+    # once (app.py: DATA_DIR/models); None: the loader's own default (recognition.converted_root).
+    converted_models: str | None = None
     speaker_loader: str = "inference.analysis.speaker:load_speaker"
     log_level: str = "INFO"

@@ -5,16 +5,22 @@ Whisper is forced to the text rather than asked what it hears: one teacher-force
 `<|startoftranscript|><|lang|><|transcribe|><|notimestamps|> text <|endoftext|>` reads the
 cross-attention of the heads that the checkpoint's generation config names as following the audio
 (`alignment_heads`). Their weights, each clip's tokens by its audio frames (20 ms each), are
-standardised over the tokens, median-filtered along time and averaged over the heads; dynamic time
-warping then finds the monotone path from the first token to the last through the frames that
-attend most, and each token starts where the path first reaches it. This is how openai-whisper's
-`timing.find_alignment` and stable-ts time words; written here for a text that is known, batched.
+standardised over the tokens, median-filtered along time and averaged over the heads; a monotone
+path then runs from the first token to the last through the frames that attend most, and each token
+starts where the path first reaches it. This is how openai-whisper's `timing.find_alignment` and
+stable-ts time words; written here for a text that is known, batched.
 
-The DTW and the median filter are transformers' own (`_dynamic_time_warping`, `_median_filter` in
+Attention alone placed boundaries hundreds of ms off (with whisper-base, p90 394 ms in English on
+bench/alignment.py's truth; CTranslate2's align(), faster-whisper's aligner, 383 ms), so the path is
+guided by the sound (sound_path.py, issue 57): rewarded for starting a word in a pause between words,
+with the attention's lag behind the sound learned from the model's own clips, then each span fitted
+to the sound inside it. Same truth: 54 ms (docs/benchmarks.md).
+
+The median filter is transformers' own (`_median_filter` in
 `transformers.models.whisper.generation_whisper`, there since before 4.40, the oldest release
-requirements.txt allows): the ones its `generate(return_token_timestamps=True)` uses, so both ways
-of timing words in this package run the same steps. The DTW is a Python loop over tokens x frames
-(about 40 ms for 150 tokens by 10 s on one CPU core): on a GPU it is most of the time taken.
+requirements.txt allows), as is the DTW a clip with more tokens than frames falls back to. The
+sound-guided path (sound_path.row_starts) is a loop over frames with the tokens vectorised: about
+2 ms for 32 tokens by 10 s, where transformers' DTW (a Python loop over tokens x frames) took 28.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ import torch
 from ..errors import InputError
 from ..text.pauses import Pause, split_pauses
 from .loading import ModelUnavailable
+from .sound_path import GAP_BONUS, SoundLag, gap_weights, row_starts, shifted
 
 FRAME_S = 0.02  # one encoder frame: two 10 ms mel frames
 MEDIAN_WIDTH = 7  # the median filter's width along time, in frames (openai-whisper's and transformers' default)
@@ -112,21 +119,27 @@ def prompt(model, tokenizer, chinese: bool) -> list[int]:
     return [sot, *ids, config.no_timestamps_token_id]
 
 
-def unit_times(matrix: np.ndarray, counts: list[int], seconds: float) -> list[tuple[float, float]]:
+def unit_times(matrix: np.ndarray, counts: list[int], seconds: float, gaps: np.ndarray | None = None,
+               lag: int = 0) -> list[tuple[float, float]]:
     """Each unit's (start s, end s) from the alignment matrix: one row per text token then one for
     <|endoftext|> (higher: that token attends more to that frame), one column per 20 ms frame.
-    A token starts where the DTW path first reaches it; a unit at its first token, and ends where
-    the next unit starts (the last one where <|endoftext|> does)."""
+    A token starts where the path first reaches it; a unit at its first token, and ends where the
+    next unit starts (the last one where <|endoftext|> does). `gaps` (sound_path.gap_weights): the
+    path is rewarded for starting a unit in a pause; `lag`: how many frames later (earlier when
+    negative) the attention is moved to meet the sound (sound_path.SoundLag)."""
     if not counts:
         return []
-    from transformers.models.whisper.generation_whisper import _dynamic_time_warping
-
-    rows, cols = _dynamic_time_warping(-matrix.astype(np.float64))
-    # The path steps down one token at a time; where its row changes, that token's first frame.
-    first = np.concatenate([[True], np.diff(rows) > 0])
-    token_starts = cols[first] * FRAME_S  # one per row: the text's tokens, then <|endoftext|>
     edges = np.concatenate([[0], np.cumsum(counts)])  # row of each unit's first token; the last: <|endoftext|>
-    return spaced_out(token_starts[edges], seconds)
+    rewarded = np.zeros(len(matrix))
+    rewarded[edges[1:]] = 1.0
+    starts = row_starts(shifted(-matrix.astype(np.float64), lag), rewarded,
+                        None if gaps is None else GAP_BONUS * gaps)
+    if starts is None:  # more tokens than frames: transformers' DTW, which lets tokens share a frame
+        from transformers.models.whisper.generation_whisper import _dynamic_time_warping
+
+        rows, cols = _dynamic_time_warping(-matrix.astype(np.float64))
+        starts = cols[np.concatenate([[True], np.diff(rows) > 0])]  # where the path's row changes
+    return spaced_out(starts[edges] * FRAME_S, seconds)
 
 
 def fitted_to_sound(clip: np.ndarray, rate: int, times: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -215,7 +228,9 @@ def align(recognizer, clips: list[np.ndarray], texts: list[str],
           chinese: list[bool]) -> list[list[tuple[str, float, float]]]:
     """Each clip's units (of its text) with their (start s, end s) in the clip, in order, every unit
     present. Clips: float32 mono at recognizer.rate, each at most recognition.MAX_SECONDS. One
-    encoder pass and one forced decoder pass for the whole batch."""
+    encoder pass and one forced decoder pass for the whole batch. Until the shift that brings the
+    model's attention onto the sound is settled (sound_path.SoundLag), each call also teaches it, so
+    the same clip aligned again early on may move by a frame or two."""
     pipe = recognizer.pipe
     if not has_alignment_heads(pipe):
         raise ModelUnavailable("the speech recognition model cannot time words: its generation config names no "
@@ -261,10 +276,26 @@ def _forced(recognizer, clips, spoken, chinese) -> list[list[tuple[float, float]
     heads = model.generation_config.alignment_heads
     # [batch, heads named, tokens, frames]: only the named heads stay on the device.
     weights = torch.stack([decoded.cross_attentions[layer][:, head] for layer, head in heads], dim=1)
-    out = []
+    found = []  # (clip, matrix, gap weights) of each clip
     for b, clip in enumerate(clips):
         frames = max(1, min(weights.shape[-1], -(-len(clip) // (2 * pipe.feature_extractor.hop_length))))
         rows = slice(starts[b], starts[b] + sum(counts[b]) + 1)  # the text's tokens, then <|endoftext|>
         matrix = alignment_matrix(weights[b, :, rows, :frames])
-        out.append(fitted_to_sound(clip, recognizer.rate, unit_times(matrix, counts[b], len(clip) / recognizer.rate)))
-    return out
+        found.append((clip, matrix, gap_weights(clip, recognizer.rate, frames, SILENCE_DB)))
+    lag = learned_lag(recognizer, found, counts)
+    return [fitted_to_sound(clip, recognizer.rate, unit_times(matrix, mine, len(clip) / recognizer.rate, gaps, lag))
+            for (clip, matrix, gaps), mine in zip(found, counts)]
+
+
+def learned_lag(recognizer, found, counts) -> int:
+    """The shift that brings the model's attention onto the sound (sound_path.SoundLag), in frames,
+    once it has heard what these clips say."""
+    lag = getattr(recognizer, "sound_lag", None)
+    if lag is None:  # a recognizer of another making: it learns from this call alone
+        lag = SoundLag()
+    if not lag.settled:  # settled: the path without the sound's reward is not needed
+        for (clip, matrix, gaps), mine in zip(found, counts):
+            plain = row_starts(-matrix.astype(np.float64), np.zeros(len(matrix)), None)
+            if plain is not None:
+                lag.add(plain[np.cumsum(mine)[:-1]], gaps)
+    return lag.lag

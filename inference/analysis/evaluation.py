@@ -39,6 +39,11 @@ class Evaluation:
         self.heard_at = [(i, lo) for i, piece in enumerate(self.pieces)
                          for lo, _ in scores.windows(piece, RATE, HEARD_SECONDS)]
 
+    @property
+    def language(self) -> str:
+        """What the take says, as the recognizer is told (a multilingual one may mishear it else)."""
+        return "zh" if self.take.chinese else "en"
+
     def recognition_clips(self) -> list[np.ndarray]:
         return [piece[lo:hi] for piece in self.pieces for lo, hi in scores.windows(piece, RATE, HEARD_SECONDS)]
 
@@ -75,7 +80,7 @@ class Evaluation:
         if isinstance(heard, ModelUnavailable):
             return {"available": False, "reason": str(heard)}
         parts = [s["intelligibility"] for s in segments]
-        return {"available": True, "model": self.recognizer, "language": "zh" if self.take.chinese else "en",
+        return {"available": True, "model": self.recognizer, "language": self.language,
                 "transcript": " ".join(p["transcript"] for p in parts), **scores.totals(parts)}
 
     def _similarity(self, segments: list[dict], embedded) -> dict:

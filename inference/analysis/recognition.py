@@ -5,12 +5,14 @@ folder loads as transformers loads it.
 
 Clips are recognized in batches: every clip is one Whisper window (at most MAX_SECONDS, padded to
 it by the feature extractor), so a batch changes nothing of what one clip gives
-(tests/unit/test_analysis_models.py checks batched against alone and against the pipeline).
+(tests/unit/test_real_whisper_hears_and_times_speech.py checks batched against alone with real
+Whisper tiny.en and base).
 """
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,14 +23,17 @@ import torch
 
 from ..errors import InputError
 from .alignment import align, has_alignment_heads
+from .ctranslate2_whisper import NotConvertible, converted, is_ctranslate2_folder
 from .loading import ModelKind, Unusable, local_folder
+from .sound_path import SoundLag
 
 log = logging.getLogger("voxcpm.analysis")
 MAX_SECONDS = 30.0  # one Whisper window
 KIND = ModelKind(
     what="speech recognition model", option="--asr-model",
     fix=("To fix: give a local copy with --asr-model /path/to/folder (a Whisper checkpoint: config.json, "
-         "model.safetensors, preprocessor_config.json and the tokenizer's files), let the server reach the "
+         "model.safetensors, preprocessor_config.json and the tokenizer's files; or a CTranslate2 one, as "
+         "faster-whisper keeps them: model.bin, config.json and tokenizer.json), let the server reach the "
          "Hugging Face hub once so that it downloads, or switch automatic transcripts off with --asr-model none."),
     off=("automatic transcripts are switched off on this server (--asr-model none): type the clip's "
          "transcript, or start the server with --asr-model set to a Whisper checkpoint (a hub id or a local folder)"))
@@ -42,6 +47,23 @@ class Heard:
     words: list[tuple[str, float | None, float | None]]
 
 
+def cached_snapshot(hub_id: str) -> str | None:
+    """The folder of a hub id's copy in the Hugging Face cache when it holds CTranslate2's
+    model.bin (faster-whisper's models: Systran/faster-whisper-*), else None."""
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(hub_id, "model.bin")
+    return str(Path(found).parent) if isinstance(found, str) else None
+
+
+def converted_root(given: str | None) -> Path:
+    """Where CTranslate2 folders are converted: `given` (the app's DATA_DIR/models), else the
+    user's cache (a benchmark or a script loading a model itself)."""
+    if given:
+        return Path(given).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "voxcpm2-demo" / "models"
+
+
 def check_length(seconds: float):
     if seconds > MAX_SECONDS:
         raise InputError(f"the clip lasts {seconds:.1f} s; automatic transcripts take clips of up to "
@@ -49,13 +71,20 @@ def check_length(seconds: float):
                          "its transcript")
 
 
-def load_recognizer(name: str, device: str) -> Recognizer:
+def load_recognizer(name: str, device: str, converted_in: str | None = None) -> Recognizer:
     """transformers' speech recognition pipeline for a hub id or a local folder, on `device`: half
-    precision on a GPU (as Whisper is published), float32 on the CPU."""
+    precision on a GPU (as Whisper is published), float32 on the CPU. A CTranslate2 folder
+    (faster-whisper's) is converted into `converted_in` first, on first use only."""
     import transformers
 
     name = local_folder(name)  # a hub id not in the cache: the hub asked once, briefly (loading.check_hub)
-    if Path(name).is_dir():
+    folder = name if Path(name).is_dir() else cached_snapshot(name)
+    if folder is not None and is_ctranslate2_folder(folder):
+        try:
+            name = str(converted(folder, converted_root(converted_in)))
+        except NotConvertible as exc:  # said as it is: what the folder lacks or holds instead
+            raise Unusable(str(exc)) from None
+    elif Path(name).is_dir():
         check_folder(Path(name))
     dtype = torch.float16 if device.startswith("cuda") else torch.float32
     # Called dtype since transformers 4.56; torch_dtype before (requirements.txt allows 4.40 on).
@@ -97,6 +126,7 @@ class Recognizer:
     def __init__(self, pipe: Any):
         self.pipe = pipe
         self.rate = int(pipe.feature_extractor.sampling_rate)
+        self.sound_lag = SoundLag()  # the aligner's shift of this model's attention onto the sound, learned
 
     @torch.inference_mode()
     def transcribe(self, clips: list[np.ndarray]) -> list[str]:
@@ -112,21 +142,25 @@ class Recognizer:
                 for i in range(len(clips))]
 
     @torch.inference_mode()
-    def hear(self, clips: list[np.ndarray]) -> list[Heard]:
+    def hear(self, clips: list[np.ndarray], language: str | None = None) -> list[Heard]:
         """Each clip's transcript with its words' times, as pipe(clip, return_timestamps="word")
         gives them, made faster: generate() handed the audio asks the encoder for every layer's
         attention weights and copies them to the host (on an H100, 2.8 s for 5 s of audio instead
         of 0.13 s); handed the encoder's outputs instead (and the mask that says how much is audio,
         so that the alignment stops there), it gives the same words and times at 0.16 s.
         Whisper times its words from the cross-attention heads its generation config names (every
-        openai/whisper-* checkpoint does); without them, the words come without times."""
+        openai/whisper-* checkpoint does); without them, the words come without times.
+        `language` ("en", "zh"): what a multilingual model is told the clips say, where the caller
+        knows (a take's text); left to detect it, whisper-base hears espeak-ng's Mandarin as Thai.
+        An English-only model takes none."""
         if not has_alignment_heads(self.pipe):
             return [Heard(text, [(word, None, None) for word in text.split()]) for text in self.transcribe(clips)]
         model = self.pipe.model
         features = self._features(clips)
         encoded = model.get_encoder()(features.input_features.to(model.device, model.dtype))
+        told = {"language": language} if language and getattr(model.generation_config, "is_multilingual", False) else {}
         out = model.generate(encoder_outputs=encoded, attention_mask=features.attention_mask.to(model.device),
-                             return_timestamps=True, return_token_timestamps=True, return_segments=True)
+                             return_timestamps=True, return_token_timestamps=True, return_segments=True, **told)
         heard = []
         for segments in out["segments"]:  # one list of segments per clip; one segment per 30 s window
             if not segments:  # nothing said

@@ -75,3 +75,25 @@ def test_errors_are_measured_per_boundary():
     for _, start, end in truth.words:
         sounding[int(start * RATE):int(end * RATE)] = 0.3
     assert bench.end_floor(bench.Truth("a b", False, sounding, truth.words)) == pytest.approx([0.0, 0.0], abs=0.011)
+
+
+@needs_espeak
+def test_the_chinese_truth_is_spoken_as_mandarin_not_as_english_tone_digits():
+    # espeak-ng marks each switch to another language's phonemes with "(en)": Debian's cmn voice
+    # switches for most characters (their pinyin's tone digit read as an English number).
+    import subprocess
+
+    characters = "".join(u for text in bench.SENTENCES["zh"] for u in units(text, True) if not u.isascii())
+    said = subprocess.run(["espeak-ng", "-q", "-x", "-v", bench.VOICES["zh"], characters], check=True,
+                          capture_output=True, text=True).stdout
+    assert "(en)" not in said, said
+    cmn = subprocess.run(["espeak-ng", "-q", "-x", "-v", "cmn", characters], check=True, capture_output=True, text=True).stdout
+    assert "(en)" in cmn, "the check tells the broken voice apart"
+
+
+def test_the_docs_name_the_voices_the_benchmark_speaks_with():
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    for voice in bench.VOICES.values():
+        assert f"`{voice}`" in docs, voice
