@@ -17,6 +17,7 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from ..support.app_helpers import load_engine, wait_until
@@ -456,3 +457,19 @@ def test_the_docs_say_what_each_accepted_and_unused_field_of_vllm_omni_is():
     section = docs[docs.index("vLLM-Omni's fields for its other models"):]
     section = section[:section.index("- **Where vLLM-Omni and OpenAI differ")]
     assert [name for name in IGNORED if f"`{name}`" not in section] == []
+
+
+def test_a_client_whose_config_was_refused_is_let_go_at_its_input_done_not_left_waiting(app):
+    """vLLM-Omni's client sends its text and input.done right after the config, and waits for
+    session.done: with no voice in force none can come, so the socket closes at once, saying why."""
+    started = time.monotonic()
+    with socket(app) as ws:
+        ws.send(json.dumps(VLLM | {"ref_audio": "/etc/passwd", "speaker": None}))
+        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
+        ws.send(json.dumps({"type": "input.done"}))
+        errors = []
+        with pytest.raises(ConnectionClosed):
+            while True:
+                errors.append(json.loads(ws.recv(timeout=30))["message"])
+    assert "reads no paths" in errors[0] and "no session.config in force" in errors[-1]
+    assert time.monotonic() - started < 10

@@ -207,6 +207,8 @@ class Session:
                 idle_from = now
             idle_from = max(idle_from, self.last)
             if now - idle_from >= live.session_idle_s:
+                log.info("live session closed: it sent nothing for %g s while the server waited for it",
+                         live.session_idle_s)
                 self.ended = Closed(1000)
                 with contextlib.suppress(Closed):  # a client gone meanwhile is closed all the same
                     await self.error(f"the session sent nothing for {live.session_idle_s:g} s while the server "
@@ -239,6 +241,7 @@ class Session:
         try:  # checked whole, and its request built, before anything is kept: a refused config changes nothing
             voice = await anyio.to_thread.run_sync(self.configured, message)
         except InputError as exc:
+            log.info("live session.config refused: %s", str(exc)[:200])
             return await self.error(f"session.config refused: {openai_message(exc)}")
         self.voice, self.clauses = voice, voice.committer(self.settings.min_clause_chars)
 
@@ -311,6 +314,10 @@ class Session:
         self.commits += 1
 
     async def on_input_done(self, _message: dict):
+        if self.voice is None:  # its client waits for a session.done that no voice can make: it is told, and let go
+            log.info("live session closed: input.done with no session.config in force")
+            await self.fatal("input.done with no session.config in force: nothing can be spoken; the session is "
+                             "closed (send a session.config that is accepted first)")
         if (text := self.clauses.rest()) is not None:
             await self.commit(text)
             if self.voice.streaming_mode == "sentence_commit":  # the last commit, implied
