@@ -473,3 +473,17 @@ def test_a_client_whose_config_was_refused_is_let_go_at_its_input_done_not_left_
                 errors.append(json.loads(ws.recv(timeout=30))["message"])
     assert "reads no paths" in errors[0] and "no session.config in force" in errors[-1]
     assert time.monotonic() - started < 10
+
+
+def test_a_clip_of_seconds_sent_in_the_body_as_vllm_omnis_client_sends_it_is_taken(app):
+    """Its openai_speech_client.py sends the whole reference file as a data: URL: ten seconds of
+    48 kHz WAV is about 1.3 MB of JSON, past the 256 KB a body without a clip may hold."""
+    import io as _io
+
+    out = _io.BytesIO()
+    sf.write(out, 0.2 * np.sin(2 * np.pi * 220 * np.arange(480000) / 48000), 48000, format="WAV")
+    clip = "data:audio/wav;base64," + base64.b64encode(out.getvalue()).decode()
+    response = post(app, {"model": "voxcpm2", "input": TEXT, "voice": "default", "response_format": "wav",
+                          "ref_audio": clip, "max_len": 8})
+    assert response.status_code == 200, response.text[:300]
+    assert sf.info(io.BytesIO(response.content)).frames > 0

@@ -87,10 +87,14 @@ def parse_json(raw: bytes):
         raise Refusal(400, "the request body holds a number too long to read") from None
 
 
-async def read_json(request: Request):
-    """The request's JSON body, at most the settings' max_json_kb."""
-    limit = request.app.state.ctx.settings.http.max_json_kb * 1024
-    return parse_json(await read_limited(request, limit, "request body"))
+LARGE_JSON = 256 * 1024  # bytes of a body parsed on the event loop; a larger one (a clip in it) off it
+
+
+async def read_json(request: Request, limit: int | None = None):
+    """The request's JSON body, at most `limit` bytes (default the settings' max_json_kb)."""
+    limit = limit or request.app.state.ctx.settings.http.max_json_kb * 1024
+    raw = await read_limited(request, limit, "request body")
+    return parse_json(raw) if len(raw) <= LARGE_JSON else await anyio.to_thread.run_sync(parse_json, raw)
 
 
 def busy(request: Request, message: str) -> Refusal:
@@ -196,10 +200,11 @@ def text_length(value) -> int:
     return len(value) if isinstance(value, str) else -1
 
 
-async def submit(request: Request, state, parse=None, build=None, describe=page_asked):
-    """A streaming request in, up to its first audio: its JSON body read (at most max_json_kb), then
-    admitted as admit() says. Returns (job, the route's body, its first Delivery)."""
-    return await admit(state, lambda: read_json(request), parse, build, describe, request)
+async def submit(request: Request, state, parse=None, build=None, describe=page_asked, limit: int | None = None):
+    """A streaming request in, up to its first audio: its JSON body read (at most `limit` bytes,
+    default max_json_kb), then admitted as admit() says. Returns (job, the route's body, its first
+    Delivery)."""
+    return await admit(state, lambda: read_json(request, limit), parse, build, describe, request)
 
 
 async def admit(state, read, parse=None, build=None, describe=page_asked, request: Request | None = None,

@@ -82,8 +82,10 @@ def openai_guarded(handler):
 @openai_guarded
 async def speech(request: Request):
     state = app_context(request)
+    # A clip may come in the body (ref_audio, prompt_audio: vLLM-Omni's clients send a whole file as
+    # a data: URL), so the body may be as large as an upload.
     job, speech, first = await submit(request, state, parse=functools.partial(parse_with_words, state),
-                                      describe=openai_asked,
+                                      describe=openai_asked, limit=state.settings.http.max_upload_mb * 2**20,
                                       build=lambda body: to_request(body, body.input, state.voices, state.voice_lookup,
                                                                     state.clips,
                                                                     max_voice_chars=state.settings.http.max_voice_chars))
