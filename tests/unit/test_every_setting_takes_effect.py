@@ -43,7 +43,7 @@ def changed_values(data_dir: str) -> dict:
         latents_mb=9, latents_ttl_s=99.0,
         recognizer="changed/recognizer", speaker="changed/speaker", device="cuda:7", max_pending=3,
         max_pending_words=11, max_batch=3, load_wait_s=4.5, retry_after_s=13.0, recognizer_loader="changed:loader",
-        speaker_loader="changed:speaker_loader", log_level="DEBUG",
+        speaker_loader="changed:speaker_loader", log_level="DEBUG", converted_models="/changed/models",
         prebuffer_ms=45.0, notice="a changed notice", gradio_queue=9, loading_retry_s=7,
         kept_mb=21, kept_takes=22, recording_mb=23, recording_seconds=24.0,
         token=TOKEN, allowed_hosts=["voice.example"],
