@@ -18,7 +18,11 @@ const CLIP_BOXES = { cloning: 'vox-clone', ultimate: 'vox-ultimate' };
 
 let handlers = {}; // generate(form), stop(), clipChanged(), clipStored(mode, id): set once by static/app.js
 let pendingFill = null; // { values: field -> value, done(previous) }, until the fill hook hands them to Gradio
-let pendingTranscript = null; // the same for the transcript's own fill button
+// The text setTranscript was last asked for. Every click of the transcript's fill button puts in
+// this latest one, never the value Gradio hands the hook: that value is read at the click, so of two
+// calls in a row (a picked voice's transcript after the old one cleared) the second click's hook
+// got the box's text from before the first had landed, and wrote the stale transcript back.
+let wantedTranscript = null;
 let pendingClip = null; // Gradio's value of a clip, until a clip box's fill button hands it over (setClip)
 let pendingRead = null; // readForm's resolve, until the hidden read button's hook hands it the form
 
@@ -78,9 +82,7 @@ export function clipStored(mode, id) {
 
 // The hook of the hidden button that sets the ultimate tab's transcript alone (setTranscript).
 export function filledTranscript(value) {
-  const text = pendingTranscript;
-  pendingTranscript = null;
-  return text == null ? value : text;
+  return wantedTranscript ?? value;
 }
 
 // The hook of a clip box's hidden fill button: the clip setClip uploaded, as Gradio's value of it.
@@ -136,7 +138,7 @@ document.addEventListener('keydown', (event) => {
 // Puts `text` in the ultimate tab's transcript box, and nothing else: a button of its own, so that a
 // clip id being stored meanwhile is not written back with its old value.
 export async function setTranscript(text) {
-  pendingTranscript = text;
+  wantedTranscript = text;
   (await drawn('#vox-fill-transcript')).click();
 }
 

@@ -7,6 +7,19 @@ import { WordsLine } from './words.js';
 // "1 underrun", "2 underruns": every count the page shows agrees with its number.
 export const counted = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
+// The underruns and their gaps' length. A gap still going has no length yet: "0 ms of gap" was
+// shown for one, and the player may yet find it was the stream's end (then it is no underrun).
+function underrunsLine(run) {
+  const n = run.underruns;
+  if (!n) return '0';
+  const open = run.underrunTimes.at(-1)?.gapMs === null;
+  const ms = Math.round(run.gapMs());
+  if (!open) return `${n} (${ms} ms of ${n === 1 ? 'gap' : 'gaps'})`;
+  const before = n > 1 ? `${ms} ms of gaps before; ` : '';
+  const live = ['sending', 'streaming', 'received'].includes(run.state);
+  return `${n} (${before}${live ? 'waiting for audio now' : 'the last one not measured'})`;
+}
+
 // Where a stream's pauses fell: the chunks whose metadata frame says `pause` hold the exact silence
 // a pause tag asked for ([pause 500ms], <break time="500ms"/>: inference/text/pauses.py). Runs of
 // them, in samples of the audio received, as the panel and the workbench show them.
@@ -85,7 +98,7 @@ export class Panel {
     this.set('audio', `${secs(run.samples, rate)} received, ${secs(run.played, rate)} played ` +
       `(${run.samples} / ${run.played} samples)`);
     this.set('buffer', `${Math.round((run.buffered / rate) * 1000)} ms`);
-    this.set('underruns', run.underruns ? `${run.underruns} (${Math.round(run.gapMs())} ms of ${run.underruns === 1 ? 'gap' : 'gaps'})` : '0');
+    this.set('underruns', underrunsLine(run));
     this.set('seed', run.seed ?? dash);
     this.spoken(run.final || run.server || {}, run);
     this.words.update(run);

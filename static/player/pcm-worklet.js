@@ -27,6 +27,7 @@ class PcmPlayer extends AudioWorkletProcessor {
     this.played = 0;
     this.received = 0;
     this.underruns = 0;
+    this.dryAt = -1; // samples received when the player last ran dry
     this.gain = 1; // fade-in position as a gain in [0, 1]
     this.started = false;
     this.quanta = 0;
@@ -40,6 +41,9 @@ class PcmPlayer extends AudioWorkletProcessor {
       if (this.state === 'idle') this.state = 'buffering';
     } else if (msg.type === 'end') {
       this.ended = true;
+      // Dry on the stream's last sample, before the page knew it was the last (its status frame,
+      // or words being aligned, came later): that was the end of the audio, not a gap in it.
+      if (this.state === 'buffering' && this.underruns && this.dryAt === this.received) this.underruns -= 1;
       if (this.state === 'idle') this.finish();
     } else if (msg.type === 'reset') {
       this.reset(msg.id ?? null);
@@ -121,6 +125,7 @@ class PcmPlayer extends AudioWorkletProcessor {
       // sample, and wait for the prebuffer again.
       this.fadeOutTail(out, n);
       this.underruns += 1;
+      this.dryAt = this.received;
       this.state = 'buffering';
       this.post('underrun');
     }

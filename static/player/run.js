@@ -86,6 +86,8 @@ export class Run {
   heard(msg, rate) {
     Object.assign(this, { played: msg.played, buffered: msg.buffered, underruns: msg.underruns });
     if (msg.type === 'underrun') this.underrunTimes.push({ at: msg.played, frame: msg.frame, gapMs: null });
+    // The worklet takes back a last underrun that turned out to be the stream's end.
+    if (this.underrunTimes.length > msg.underruns) this.underrunTimes.length = msg.underruns;
     if (msg.type === 'resumed' && this.underrunTimes.length) {
       const last = this.underrunTimes[this.underrunTimes.length - 1];
       last.gapMs = ((msg.frame - last.frame) / rate) * 1000;

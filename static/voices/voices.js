@@ -158,7 +158,7 @@ class VoiceLibraryUI {
     const upload = await fetch(route('upload'), { method: 'POST', body: wavBlob(run.chunks, run.sampleRate) });
     if (!upload.ok) return this.status(`Not saved: ${await errorText(upload)}`, 'error');
     const { id } = await upload.json();
-    await this.save({ name: this.newName(), clip_id: id, transcript: run.body.text });
+    await this.save({ name: this.newName(), clip_id: id, transcript: wordsOf(run.body.text) });
   }
 
   async save(body) {
@@ -189,6 +189,17 @@ class VoiceLibraryUI {
     this.status(response.ok ? 'Done.' : `Not changed: ${await errorText(response)}`, response.ok ? 'ok' : 'error');
     await this.refresh();
   }
+}
+
+// A take's text as its clip says it, for the transcript of a voice saved from it: its pause tags
+// are silence, not words, and ultimate cloning reads a transcript as words. They are matched as
+// the server first finds them (inference/text/pauses.py, _CANDIDATE); a take that was made had
+// only well-formed ones.
+// The space around tags in a row is made one: the rest of the text stays as typed.
+const PAUSE_TAG = /(?:\s*(?:\[\s*pause\b[^[\]]*\]?|<\s*break\b[^<>]*>?))+\s*/gi;
+
+function wordsOf(text) {
+  return text.replace(PAUSE_TAG, ' ').trim();
 }
 
 export const voices = new VoiceLibraryUI();

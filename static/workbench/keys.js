@@ -18,6 +18,8 @@ const SHORTCUTS = [
   ['← / →', 'seek 100 ms, with the waveform in focus (Page Up/Down: 1 s, Home/End)', null],
   ['Shift + ← / →', 'grow the selection, with the waveform in focus', null],
   ['?', 'this help', (wb) => wb.el('help').showModal()],
+  // Listed here too, though static/page/gradio.js acts on it: it works anywhere, a text field included.
+  ['Ctrl+Enter (Cmd+Enter)', 'Generate, anywhere on the page', null],
 ];
 
 // Key -> its line above, read off the help's own words ('k or Space', 'n / p', '1 / 2 / 3'), so the

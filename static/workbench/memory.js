@@ -8,17 +8,26 @@ export class ViewMemory {
   constructor(wb) {
     this.wb = wb;
     this.timer = null;
+    this.pending = null; // {take, kept}: the selection the timer will write, and whose it is
     wb.view.onSelect.push((selection) => this.selected(selection));
   }
 
   // The selection changed on the take on screen; a take being drawn empties it first, which is no
-  // change of the take's (`shown` is not yet the take the workbench holds then).
+  // change of the take's (`shown` is null while it is drawn).
   selected(selection) {
     const take = this.wb.selected;
     if (!take || this.wb.view.shown !== take.id) return;
+    if (this.pending?.take !== take) this.flush(); // another take's, made just before the switch: written, not dropped
     clearTimeout(this.timer);
-    const kept = selection && { start: selection.start, end: selection.end };
-    this.timer = setTimeout(() => this.wb.save(take, { selection: kept }), QUIET_MS);
+    this.pending = { take, kept: selection && { start: selection.start, end: selection.end } };
+    this.timer = setTimeout(() => this.flush(), QUIET_MS);
+  }
+
+  flush() {
+    clearTimeout(this.timer);
+    const pending = this.pending;
+    this.pending = null;
+    if (pending) this.wb.save(pending.take, { selection: pending.kept });
   }
 
   // The take's selection back on its waveform, once it is drawn.

@@ -110,6 +110,9 @@ export class WaveView {
 
   async show(take, marks) {
     this.stop();
+    // No take is shown while another is drawn: the selection emptied below is no change of the old
+    // take's (static/workbench/memory.js saved it as that take's, so every take kept `null`).
+    this.shown = null;
     this.rate = take.sampleRate;
     const old = this.urls; // revoked once the new audio replaced them: a media element still on a revoked URL re-requests it
     this.urls = [await loadPcm(this.a, new Int16Array(take.pcm), take.sampleRate)];

@@ -79,6 +79,18 @@ def test_the_end_of_a_stream_is_not_an_underrun_and_then_it_goes_quiet():
     assert messages[last_report]["type"] == "ended"  # no reports once the stream is done
 
 
+def test_running_dry_on_the_last_sample_before_the_end_arrives_is_taken_back():
+    """The page says the stream ended only once its body has (the status frame after the last
+    audio): a player that played every sample before that ran dry, but no audio was missing."""
+    out, messages = run({"push": 3 * BLOCK, "blocks": 6}, {"end": True, "blocks": 2})
+    assert len(kinds(messages, "underrun")) == 1  # dry, and not knowing yet why
+    ended = kinds(messages, "ended")
+    assert len(ended) == 1 and ended[0]["underruns"] == 0 and ended[0]["played"] == 3 * BLOCK
+    # Samples that came after the player ran dry make it a gap, even if the end follows them.
+    _, messages = run({"push": 3 * BLOCK, "blocks": 6}, {"push": PREBUFFER, "end": True, "blocks": 6})
+    assert kinds(messages, "ended")[0]["underruns"] == 1
+
+
 def test_a_reset_silences_at_once_and_forgets_the_stream():
     out, messages = run({"push": 10 * BLOCK, "blocks": 4}, {"reset": "next", "blocks": 3})
     assert out[: 4 * BLOCK].any() and not out[4 * BLOCK:].any()

@@ -99,7 +99,7 @@ def voice_panel_html() -> str:
   <div class="vox-voices-save">
     <input type="text" class="vox-voice-name" maxlength="64" placeholder="Name for a new voice, e.g. Anna" aria-label="Voice name">
     <button type="button" class="vox-save-clip" title="The clip of the cloning tab in use, with the transcript typed there (ultimate cloning)">Save the current clip</button>
-    <button type="button" class="vox-save-take" title="The take the listening-QA workbench shows (else the last one to arrive), with its text as the transcript: keeps a designed voice">Save the take on screen</button>
+    <button type="button" class="vox-save-take" title="The take the listening-QA workbench shows (else the last one to arrive), with its text (pause tags left out) as the transcript: keeps a designed voice">Save the take on screen</button>
   </div>
   <div class="vox-voices-status" role="status" aria-live="polite"></div>
   <ul class="vox-voices-list"></ul>
