@@ -4,8 +4,8 @@
 
 // The server's RTF over the audio as heard: from the last metadata frame's clock (its offset and
 // samples are in the audio sent), until the status frame gives the whole take's. The status frame's
-// own `rtf` is over the model's audio, which at a speed other than 1 is not what was heard (issue
-// 58: 3.876 against the client's 4.899 at speed 1.26), so the take's is its generation time over
+// own `rtf` is over the model's audio, which when the audio is stretched is not what was heard (issue
+// 58: 3.876 against the client's 4.899 stretched to 1.26x), so the take's is its generation time over
 // the audio sent; a status without those figures keeps its `rtf`.
 export function heardRtf(final, boundaries, sampleRate) {
   if (final && final.generation_s != null && final.output_samples > 0 && final.output_rate > 0) {
