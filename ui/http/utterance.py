@@ -12,7 +12,7 @@ import base64
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 import numpy as np
@@ -29,10 +29,21 @@ from ..guard.answers import Refusal
 from ..services.audio import encode_whole, to_pcm
 from ..services.words import WordTrack
 
-if TYPE_CHECKING:
-    from .live import Session
-
 FRAME_BYTES = 512 * 1024  # a binary frame's most: under the 1 MiB a `websockets` client takes by default
+
+
+class Socket(Protocol):
+    """What an utterance needs of its session (ui/http/live.py Session): the app's context, and its
+    way out, which raises Stalled once nothing more can be sent."""
+    state: object
+
+    async def send(self, message: dict): ...
+
+    async def send_bytes(self, data: bytes): ...
+
+    async def error(self, message: str): ...
+
+    def describe(self, data, body=None): ...
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,7 @@ class Utterance:
     """The text between two input.done, spoken as one request: its pieces go to the job as they are
     committed (the first one starts it), its audio goes out as it is made."""
 
-    def __init__(self, session: Session, index: int, voice: Voice, after: Utterance | None = None):
+    def __init__(self, session: Socket, index: int, voice: Voice, after: Utterance | None = None):
         """after: the utterance before, whose audio goes out first (utterances are heard in turn)."""
         self.session, self.index, self.voice, self.after = session, index, voice, after
         self.units: list[str] = []  # committed, not yet given to the job
