@@ -194,15 +194,16 @@ def test_an_utterance_slower_to_make_than_the_idle_timeout_is_spoken_whole(serve
 
 
 @pytest.mark.slow
-def test_an_utterance_a_minute_in_the_making_on_a_server_slower_than_real_time_completes(serve_app):
+def test_an_utterance_about_a_minute_in_the_making_on_a_server_slower_than_real_time_completes(serve_app):
     app = serve_app()  # the default idle timeout: 30 s
     started = time.monotonic()
-    with slowed(app, 0.5), socket(app) as ws:  # each 160 ms patch made in more than 500 ms
+    with slowed(app, 0.6), socket(app) as ws:  # each 160 ms patch made in more than 600 ms
         got = speak(ws, VLLM | {"response_format": "pcm", "stream_audio": True, "split_granularity": "clause"},
                     [TEXT * 8], done=True)
     took = time.monotonic() - started
     assert not got["errors"], got["errors"]
-    assert got["events"][-1]["type"] == "session.done" and took > 60, took
+    # The random voice's lengths vary with the seed: well past the idle timeout is what matters.
+    assert got["events"][-1]["type"] == "session.done" and took > 1.5 * 30, took
     assert len(got["audio"]) / 2 / 24000 < took / 3, "slower than real time"
 
 
