@@ -40,6 +40,15 @@ SLOW = {
     "http/test_shared_voice_library.py",  # two replicas, and a database stopped and started
     "http/test_evaluate.py",  # two tiny models loaded twice (the app's and the oracle's)
     "http/test_analysis_beside_the_stream.py",  # streams alone and beside the analysis, 3 rounds each
+    "unit/test_real_whisper_hears_and_times_speech.py",  # real Whisper tiny.en and base on the CPU: about 45 s
+    "http/test_vllm_omni_protocol.py::test_an_utterance_slower_to_make_than_the_idle_timeout_is_spoken_whole",
+    "http/test_vllm_omni_protocol.py::test_a_session_that_waits_for_a_row_is_not_idle_and_is_spoken_when_one_frees",
+    "http/test_vllm_omni_protocol.py::test_an_interrupt_while_waiting_for_a_row_ends_the_utterance_as_interrupted",
+    "http/test_live_text_socket.py::test_a_client_that_stops_reading_is_closed_its_audio_dropped_and_its_row_freed",
+    "http/test_word_timestamps.py::test_words_waiting_in_numbers_leave_room_for_a_persons_transcript",
+    "http/test_word_timestamps.py::test_an_aligner_that_cannot_load_is_a_503_saying_why_on_every_call_never_a_500",
+    "http/test_word_timestamps.py::test_a_jobs_words_and_subtitles_say_why_when_the_aligner_could_not_make_them",
+    "unit/test_live_text.py::test_a_stream_that_waits_for_text_keeps_its_voice_and_goes_on_as_if_it_had_not_waited",
     "http/test_openai_api.py::test_every_format_whole_and_streamed_equals_synthesize",
     "http/test_openai_api.py::test_normalize_extension_reads_numbers_as_words",
     "http/test_offline_render.py::test_a_long_render_streams_in_bounded_memory_and_equals_the_whole_decode",
