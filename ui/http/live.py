@@ -53,7 +53,7 @@ from inference.errors import InputError
 from inference.text.clauses import Clauses
 
 from .common import aligner_ready
-from .speech_body import (ParamError, VoiceFields, check_rate, check_voice_fields, openai_asked, openai_message,
+from .speech_body import (ParamError, VoiceFields, check_voice_fields, openai_asked, openai_message,
                           to_request, validated, with_tuning)
 from .utterance import Closed, Stalled, Utterance, Voice
 from ..context import app_context
@@ -263,7 +263,6 @@ class Session:
         for name in ("instructions", "ref_text", "prompt_text"):
             if (value := getattr(config, name)) is not None and len(value) > limit:
                 raise ParamError(name, f"{name} has {len(value)} characters; the limit is {limit}")
-        check_rate(config.sample_rate, config.response_format)
         template = to_request(config, ".", self.state.voices, self.state.voice_lookup, self.state.clips,
                               max_voice_chars=self.state.settings.http.max_voice_chars)
         rate = sent_rate(config.response_format, config.sample_rate, self.state.worker.sample_rate)
