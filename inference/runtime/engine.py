@@ -185,11 +185,6 @@ class Engine:
         own, for start() (and encode_ahead()); callers only hand it back."""
         return self.preparer.prepare(req)
 
-    def prepare_more(self, prepared: Prepared, before: list[str], text: str):
-        """A live request's next clause made ready for its feed (RequestPreparer.prepare_more);
-        any thread may call it."""
-        return self.preparer.prepare_more(prepared, before, text)
-
     def start(self, req: Prepared | SynthesisRequest, listener: Listener | None = None) -> Stream:
         """Gives a prepared request a row (its clips encoded now); it joins at the next step (its
         prefill may be queued now: Scheduler.add). A SynthesisRequest is prepared first, on this

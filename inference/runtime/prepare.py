@@ -11,6 +11,7 @@ Continuation that drives the segments from the prepared texts. Nothing in it wai
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,6 +95,8 @@ class RequestPreparer:
         tokens = Tokens(self.tokenizer.encode, spoken.segments, control_prefix(req), transcript)
         prepared = Prepared(req, spoken, tokens, transcript, reference, prompt)
         self.check_room(prepared)
+        if req.feed is not None:  # a live request: its later clauses are made ready as this text was
+            req.feed.open(functools.partial(self.prepare_more, prepared), spoken)
         return prepared
 
     def prepare_more(self, prepared: Prepared, before: list[str], text: str) -> MoreText:

@@ -31,7 +31,6 @@ import dataclasses
 import gc
 import logging
 import traceback
-from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -39,62 +38,52 @@ import torch
 from ..errors import InputError
 from ..request.request import AudioChunk
 from ..runtime.cuda_graphs import CAPTURE_LOCK
-from .interfaces import EngineStream
 from .job import Job
 
 log = logging.getLogger("voxcpm.worker")
 
 
-@dataclass
-class Running:
-    """What the worker keeps of a job on the engine, besides what the job shows its consumer."""
-    stream: EngineStream
-    patches: list = field(default_factory=list)  # the latents delivered, filed in the LatentStore at the end
-    pauses: list = field(default_factory=list)  # [patches delivered before it, samples] of each pause
-    retries_logged: int = 0
-
-
-def hand_over(job: Job, running: Running, chunks: list[AudioChunk], unread: UnreadBudget, bound: OutputBound):
+def hand_over(job: Job, chunks: list[AudioChunk], unread: UnreadBudget, bound: OutputBound):
     """The chunks its stream made in the last step, to the job; raises FellBehind when its consumer
     lags, OutputCut once the job has all the audio a request may have (the last chunk cut to fit)."""
-    report_text(job, running)
+    report_text(job)
     for chunk in chunks:
         room = bound.room(job, chunk.pause)
         if len(chunk.audio) >= room:
             if room > 0:
-                _deliver(job, running, dataclasses.replace(chunk, audio=chunk.audio[:room]))
+                _deliver(job, dataclasses.replace(chunk, audio=chunk.audio[:room]))
             raise OutputCut(bound.message(job))
-        _deliver(job, running, chunk)
+        _deliver(job, chunk)
     if (why := unread.check(job)) is not None:
         raise FellBehind(why)
 
 
-def _deliver(job: Job, running: Running, chunk: AudioChunk):
+def _deliver(job: Job, chunk: AudioChunk):
     if chunk.pause:
-        keep_pause(running, len(chunk.audio))
+        keep_pause(job, len(chunk.audio))
     else:
-        running.patches.append(chunk.latents)
+        job.patches.append(chunk.latents)
     job.deliver(chunk)
 
 
-def keep_pause(running: Running, samples: int):
+def keep_pause(job: Job, samples: int):
     """Where a pause's silence fell among the latents, for the offline render to put it there too;
     the chunks of one pause (and of tags in a row) make one run."""
-    at = len(running.patches)
-    if running.pauses and running.pauses[-1][0] == at:
-        running.pauses[-1][1] += samples
+    at = len(job.patches)
+    if job.pauses and job.pauses[-1][0] == at:
+        job.pauses[-1][1] += samples
     else:
-        running.pauses.append([at, samples])
+        job.pauses.append([at, samples])
 
 
-def report_text(job: Job, running: Running):
+def report_text(job: Job):
     """The text's progress to the job, and a log line for each runaway segment retried since."""
-    report = running.stream.plan.snapshot()
+    report = job.stream.plan.snapshot()
     job.report_text(report)
-    for retry in report.retries[running.retries_logged:]:
+    for retry in report.retries[job.retries_logged:]:
         log.warning("request %s: segment %d ran away (%d patches without a stop, seed %d); generating it "
                     "again with seed %d", job.id, retry["segment"], retry["patches"], retry["seed"], retry["seed"] + 1)
-    running.retries_logged = len(report.retries)
+    job.retries_logged = len(report.retries)
 
 
 def outcome_line(job: Job, served: int, streams: int, sample_rate: int) -> str:

@@ -122,10 +122,6 @@ class BatchEngine(Protocol[S]):
     def working(self) -> bool:
         """Whether step() would do anything: False while every stream it holds waits for text."""
 
-    def prepare_more(self, prepared: Any, before: list[str], text: str) -> Any:
-        """A live request's next clause made ready for its feed (inference/request/feed.py), as
-        prepare() makes a text ready; thread-safe."""
-
 
 class ServiceEngine(Protocol):
     """What the services besides streams (serving/services.py) call on an engine, on its own

@@ -1,5 +1,7 @@
-"""A request as its consumer sees it, from the moment the server takes it: state, metrics, the
-audio channel, cancellation; and the error its consumer gets when it fails or is refused.
+"""A request as serving holds it, from the moment the server takes it: the one record of a stream
+above the engine. Its state, metrics, the audio channel, cancellation and the error its consumer
+gets when it fails or is refused; and, while it runs, what the worker keeps of it on the engine
+(the engine's stream, the latents and pauses delivered for the offline render).
 
 Its states: preparing (its request checked and made ready, off the worker's thread), then queued
 and running, and at the end done, cut (it reached the most audio one request may have: what it
@@ -45,10 +47,6 @@ class Line(Protocol):
 
     def withdraw(self, job: Job) -> None:
         """Takes a cancelled job out of the line, if it is still there, and ends it."""
-
-    def prepare_more(self, job: Job, before: list[str], text: str):
-        """A live request's next clause made ready for its feed (the engine's prepare_more), on the
-        caller's thread; raises InputError."""
 
 
 @dataclass
@@ -100,15 +98,19 @@ class Job:
         self._ended = False
         self._text_report: Report | None = None
         self._segment_ends: list[int] = []  # the listener's samples sent when each segment ended
-        # A live request's clauses (its first text, then each add_text): the segments each was cut into,
-        # and all their segments as spoken (a later clause's prompts may read the last ones as tails).
-        self.clause_segments: list[int] = []
-        self._spoken: list[str] = []
         # Its words timed on the audio sent, when its consumer asked for them (ui/services/words.py
         # adds each segment's as the analysis process aligns it); None: not asked.
         self._words: list[dict] | None = None
         self._word_errors: list[dict] = []  # {"segment", "error"}: the segments whose words were not made, and why
         self._taken = 0  # the model's samples the consumer took from the channel (its thread writes)
+        # What the worker keeps of it on the engine (its thread alone reads and writes these): the
+        # engine's stream, the latents delivered (filed in the LatentStore at the end), where each
+        # pause's silence fell among them ([patches delivered before it, samples]), and how many of
+        # its runaway retries were logged.
+        self.stream = None
+        self.patches: list = []
+        self.pauses: list[list[int]] = []
+        self.retries_logged = 0
         # Called by the worker's thread after each event it puts; replaced whole, never changed in
         # place, so the worker iterates a consistent tuple while a consumer adds or removes one.
         self._wakers: tuple[Callable[[], None], ...] = ()
@@ -169,24 +171,6 @@ class Job:
         """Stop at the next patch boundary (or leave the line at once) and free the slot."""
         self._cancel.set()
         self._line.withdraw(self)
-
-    def add_text(self, text: str):
-        """A live request's next clause (SynthesisRequest.feed): made ready on the caller's thread,
-        never the worker's (InputError when it cannot be spoken), then fed to its stream. One
-        caller at a time (the clauses of a request come in order)."""
-        request = self._request
-        if request is None or request.feed is None:
-            raise RuntimeError("only a live request that is still running takes more text")
-        more = self._line.prepare_more(self, list(self._spoken), text)
-        self._spoken = self._spoken + more.spoken.segments
-        self.clause_segments = self.clause_segments + [len(more.spoken)]  # known before its audio can come
-        request.feed.add(more)
-
-    def end_text(self):
-        """A live request's text is complete: its stream ends once it has spoken it."""
-        request = self._request
-        if request is not None and request.feed is not None:
-            request.feed.close()
 
     def discard(self):
         """The consumer has gone: stop the job if it is live, and drop audio it will never read
@@ -297,8 +281,6 @@ class Job:
         self.mode, self.text_chars, self.seed = request.mode, len(request.text), request.seed
         self.listener = Listener.of(request, self._sample_rate)
         self._request, self._prepared = request, prepared
-        if request.feed is not None:  # its first clause's segments, before the engine can add any
-            self.clause_segments, self._spoken = [len(prepared.spoken)], prepared.spoken.segments
         self.metrics.queued_at = time.perf_counter()
         self._state = "queued"
 
@@ -337,6 +319,8 @@ class Job:
         """Its end: state done, cut, cancelled, failed or refused. Its consumer hears of it at hang_up(), once
         the worker has logged it, so the log line is there when the consumer returns."""
         self.metrics.finished_at = time.perf_counter()
+        if self._request is not None and self._request.feed is not None:
+            self._request.feed.close()  # a live session's next clause is told the stream has ended
         self._request = self._prepared = None
         if state == "cancelled":
             self._drain()  # nobody wants the audio of a cancelled job; finished jobs are kept a while

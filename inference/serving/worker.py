@@ -33,7 +33,7 @@ import torch
 from ..config import LIMITS
 from ..errors import InputError, QueueFullError
 from ..request.request import SynthesisRequest
-from .delivery import (SHUTTING_DOWN, FellBehind, OutputBound, OutputCut, Running, UnreadBudget, classify, hand_over,
+from .delivery import (SHUTTING_DOWN, FellBehind, OutputBound, OutputCut, UnreadBudget, classify, hand_over,
                        log_failure, outcome_line, release_memory)
 from .interfaces import BatchEngine
 from .job import Job
@@ -77,7 +77,7 @@ class EngineWorker:
         self._waiting: collections.deque[Job] = collections.deque()
         self._jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()  # listed: live and finished
         self._keep_finished = keep_finished
-        self._running: dict[Job, Running] = {}
+        self._running: list[Job] = []  # on the engine, in the order they started
         self._calls = EngineCalls(max_call_wait_s)  # to run on this thread between two steps
         self._closed = False
         self._served = itertools.count(1)
@@ -164,13 +164,6 @@ class EngineWorker:
             future = self._calls.add(fn, kind)
             self._lock.notify()
         return future
-
-    def prepare_more(self, job: Job, before: list[str], text: str):
-        """A live job's next clause made ready on the caller's thread (Engine.prepare_more)."""
-        prepared = job.prepared
-        if prepared is None:
-            raise RuntimeError("the job has ended: it takes no more text")
-        return self.engine.prepare_more(prepared, before, text)
 
     def nudge(self):
         """Wakes the loop: a live request's text came (or ended) while every stream waited for some."""
@@ -317,8 +310,8 @@ class EngineWorker:
         self.ready.set()
 
     def _fail_held(self, joining: list[Job], exc: BaseException):
-        for job, running in list(self._running.items()):
-            self.engine.stop(running.stream)
+        for job in list(self._running):
+            self.engine.stop(job.stream)
             self._fail(job, exc)
         for job in joining:
             if job.state == "running":
@@ -350,17 +343,18 @@ class EngineWorker:
         except Exception as exc:
             self._fail(job, exc)
             return
+        job.stream = stream
         with self._lock:
-            self._running[job] = Running(stream)
+            self._running.append(job)
 
     def _deliver(self, produced: list):
         """Each running job's chunks of the step (what engine.step() returned) to its consumer;
         jobs that ended are finished."""
         made = dict(produced)  # stream -> its chunks of the step
-        for job, running in list(self._running.items()):
-            stream = running.stream
+        for job in list(self._running):
+            stream = job.stream
             try:
-                hand_over(job, running, made.get(stream, []), self.unread, self.output)
+                hand_over(job, made.get(stream, []), self.unread, self.output)
             except FellBehind as exc:
                 self.engine.stop(stream)
                 self._fail(job, exc)
@@ -389,11 +383,13 @@ class EngineWorker:
 
     def _finish(self, job: Job, state: str, error: str | None = None, outcome: str | None = None):
         with self._lock:
-            running = self._running.pop(job, None)
+            was_running = job in self._running
+            if was_running:
+                self._running.remove(job)
             streams = len(self._running)
-        if running is not None and self.latents is not None and state != "failed":
+        if was_running and self.latents is not None and state != "failed":
             # A stopped take has an offline render too.
-            self.latents.keep(job.id, running.patches, running.stream.decode_context, running.pauses, job.listener)
+            self.latents.keep(job.id, job.patches, job.stream.decode_context, job.pauses, job.listener)
         job.finish(state, error, outcome)
         # Logged before the consumer hears the end, so the line is there when it does.
         log.info(outcome_line(job, next(self._served), streams, self.sample_rate))

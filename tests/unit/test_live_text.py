@@ -50,7 +50,7 @@ def speak(engine, feed_at: dict[int, list[str]] | None = None, close_at: int | N
     said, chunks, parked, step = [clauses[0]], [], 0, 0
     while not stream.done:
         for clause in (feed_at or {}).get(step, []):
-            feed.add(engine.prepare_more(prepared, said, clause))
+            feed.add_text(clause)
             said.append(clause)
         if feed is not None and step == close_at:
             feed.close()
@@ -128,7 +128,8 @@ def test_through_the_worker_a_live_job_waits_for_text_without_spinning_and_ends_
     counting = CountingSteps(engine)
     worker = EngineWorker(counting)
     try:
-        job = worker.submit(SynthesisRequest(text=CLAUSES[0], seed=5, feed=TextFeed()))
+        feed = TextFeed()
+        job = worker.submit(SynthesisRequest(text=CLAUSES[0], seed=5, feed=feed))
         samples = []
         while True:  # its first clause, until the stream waits for more
             event = job.next_event(timeout=60)
@@ -140,8 +141,8 @@ def test_through_the_worker_a_live_job_waits_for_text_without_spinning_and_ends_
         before = counting.steps
         time.sleep(0.5)
         assert counting.steps - before <= 10, "the worker stepped an engine with nothing to do"
-        job.add_text(CLAUSES[1])
-        job.end_text()
+        feed.add_text(CLAUSES[1])
+        feed.close()
         samples += list(job)
         assert job.state == "done" and job.status()["segment_count"] == 2
         assert job.status()["spoken_text"] == CLAUSES[0] + CLAUSES[1]
@@ -157,12 +158,13 @@ def test_text_that_cannot_be_spoken_is_refused_at_once_and_the_stream_goes_on(en
 
     worker = EngineWorker(engine)
     try:
-        job = worker.submit(SynthesisRequest(text=CLAUSES[0], seed=5, feed=TextFeed()))
+        feed = TextFeed()
+        job = worker.submit(SynthesisRequest(text=CLAUSES[0], seed=5, feed=feed))
         assert job.next_event(timeout=60)[0] == "chunk"
         with pytest.raises(InputError, match="limit"):
-            job.add_text("x" * (engine.max_text_chars + 1))
-        job.add_text(CLAUSES[1])
-        job.end_text()
+            feed.add_text("x" * (engine.max_text_chars + 1))
+        feed.add_text(CLAUSES[1])
+        feed.close()
         list(job)
         assert job.state == "done" and job.status()["segment_count"] == 2
     finally:
@@ -177,10 +179,11 @@ def test_a_later_clause_reads_the_last_one_as_spoken_so_normalized_text_continue
     first, second = "I have 3 apples and 12 pears.", " They cost $5 in all, on May 2."
     worker = EngineWorker(engine)
     try:
-        job = worker.submit(SynthesisRequest(text=first, seed=5, normalize=True, feed=TextFeed()))
+        feed = TextFeed()
+        job = worker.submit(SynthesisRequest(text=first, seed=5, normalize=True, feed=feed))
         wait_until(lambda: job.state in ("queued", "running"))
-        job.add_text(second)
-        job.end_text()
+        feed.add_text(second)
+        feed.close()
         live = np.concatenate(list(job))
         whole = engine.synthesize(SynthesisRequest(text=first + second, seed=5, normalize=True))
         assert job.status()["segment_count"] == 2 and np.array_equal(live, whole)

@@ -127,6 +127,7 @@ class Utterance:
         self.ended = False  # input.done: no piece follows
         self.interrupted = False
         self.job: Job | None = None
+        self.feed: TextFeed | None = None  # a live utterance's later pieces go to its request through it
         self.kick = asyncio.Event()
         self.task: asyncio.Task | None = None
 
@@ -139,11 +140,12 @@ class Utterance:
     def waits_for_client(self) -> bool:
         """Live and not ended, with all it was given spoken and sent: the next move is the client's
         (more text, or input.done), and its silence is idleness."""
-        job = self.job
-        if self.ended or job is None or self.units or not self.busy or len(self.spoken) != len(job.clause_segments):
+        job, feed = self.job, self.feed
+        if self.ended or job is None or feed is None or self.units or not self.busy \
+                or len(self.spoken) != len(feed.clause_segments):
             return False
         report = job.text_report
-        return (len(report.seeds) if report is not None else 0) >= sum(job.clause_segments) \
+        return (len(report.seeds) if report is not None else 0) >= sum(feed.clause_segments) \
             and job.unread_chunks() == 0
 
     def add(self, text: str):
@@ -185,7 +187,7 @@ class Utterance:
             job, first = await self.start()
             sentences = 0
             if job is not None:
-                feeding = asyncio.create_task(self.feed(job)) if self.voice.live else None
+                feeding = asyncio.create_task(self.feed_more()) if self.voice.live else None
                 try:
                     sentences = await self.send_audio(job, first)
                 finally:
@@ -225,15 +227,17 @@ class Utterance:
         return None, None
 
     def build(self, unit: Unit) -> SynthesisRequest:
-        return self.voice.request(unit.text)
+        request = self.voice.request(unit.text)
+        self.feed = request.feed
+        return request
 
-    async def feed(self, job: Job):
-        """Each later piece to the job, made ready off the loop; then the end of its text."""
-        s = self.session
+    async def feed_more(self):
+        """Each later piece to the request's feed, made ready off the loop; then the end of its text."""
+        s, feed = self.session, self.feed
         while (text := await self.next_unit()) is not None:
             self.spoken.append(text)  # before its audio can come
             try:
-                await anyio.to_thread.run_sync(job.add_text, text)
+                await anyio.to_thread.run_sync(feed.add_text, text)
             except InputError as exc:  # this piece cannot be spoken: said, and the rest goes on
                 self.spoken.pop()
                 await s.error(f"{openai_message(exc)} (not spoken: {text.strip()[:40]!r})")
@@ -241,7 +245,7 @@ class Utterance:
                 self.spoken.pop()
                 return
         if not self.interrupted:
-            job.end_text()
+            feed.close()
 
     async def send_audio(self, job: Job, first) -> int:
         """The job's audio, sentence by sentence; returns how many sentences it counts."""
@@ -258,7 +262,7 @@ class Utterance:
             audio = await heard(output.feed, chunk.audio, chunk.pause)
             if words is not None:
                 words.add(chunk.segment, audio, chunk.pause)
-            index = clause_of(job.clause_segments, chunk.segment) if v.per_unit else 0
+            index = clause_of(self.feed.clause_segments, chunk.segment) if v.per_unit else 0
             if sentence is None or index != sentence.index:
                 if sentence is not None:
                     await self.sentence_done(sentence, words)
