@@ -157,7 +157,7 @@ class Continuation:
 
     # -- segment starts -----------------------------------------------------------------------
     def _first(self) -> SegmentStart:
-        prompt = self._prompt(control_prefix(self.req) + self.spoken.segment(0))
+        prompt = self._prompt(control_prefix(self.req.control) + self.spoken.segment(0))
         cap = self.length_cap(self.req, prompt)
         if self.req.noise is not None:
             noise = initial_noise(self.req, cap, self.patch_shape[1], self.patch_shape[0])

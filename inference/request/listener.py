@@ -43,11 +43,6 @@ class Listener:
         self._sent_before_run = 0  # at the model's rate: runs of speech ended, and pauses
         self._run = 0  # the model's samples of the speech run under way
 
-    @classmethod
-    def of(cls, request, model_rate: int) -> Listener:
-        """The listener a request asks for (request.SynthesisRequest: its speed)."""
-        return cls(request.speed, model_rate)
-
     def anew(self) -> Listener:
         """The same listener before any audio (an offline render heard as the stream was)."""
         return Listener(self.speed, self.model_rate)
@@ -153,7 +148,6 @@ class Output:
         self.speed = float(speed)
         self._tsm = None  # the stretch of the speech run under way
         self._in = self._out = 0  # the run's samples in, and out of the stretch
-        self.sent = 0  # samples out, at the model's rate (before the resampling)
         self._soxr = None if rate == model_rate else soxr.ResampleStream(model_rate, rate, 1, dtype="float32",
                                                                            quality="HQ")
 
@@ -173,12 +167,10 @@ class Output:
             out = np.concatenate([self._end_run(), audio])
         else:
             out = self._stretch(audio)
-        self.sent += len(out)
         return self._resample(out)
 
     def finish(self) -> np.ndarray:
         tail = self._end_run() if self.stretches else np.zeros(0, np.float32)
-        self.sent += len(tail)
         out = self._resample(tail)
         if self._soxr is not None:
             out = np.concatenate([out, self._soxr.resample_chunk(np.zeros(0, np.float32), last=True)])

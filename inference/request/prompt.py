@@ -15,7 +15,6 @@ from typing import Callable
 
 import torch
 
-from .request import SynthesisRequest
 
 _BRACKETS = re.compile(r"[()（）]")
 
@@ -76,11 +75,11 @@ class Voice:
     prompt_patches: torch.Tensor | None  # [P, P, D]
 
 
-def control_prefix(req: SynthesisRequest) -> str:
+def control_prefix(control: str | None) -> str:
     """The description or style as the model reads it, "(...)", or "" for none. Round brackets
     inside it (half and full width) are dropped first, as the official app does: "((happy))"
     would otherwise reach the model doubled and end the prefix early."""
-    control = _BRACKETS.sub("", req.control or "").strip()  # SynthesisRequest refuses one in ultimate cloning
+    control = _BRACKETS.sub("", control or "").strip()  # SynthesisRequest refuses one in ultimate cloning
     return f"({control})" if control else ""
 
 

@@ -76,6 +76,11 @@ class Engine:
         self.runner = BatchRunner(self.model, self.vae, self.rows, step_functions(compile and on_gpu, hopper))
         self.cuda_graphs = cuda_graphs and on_gpu
         self.preparer = RequestPreparer(loaded, max_audio_seconds, max_text_chars, max_output_seconds)
+        # prepare(request): checked against the engine's limits (InputError at once; its values were
+        # checked when it was made) and made ready on the host: text, segments, tokens, clips'
+        # samples (inference/runtime/prepare.py). Any thread may call it. The result is the engine's
+        # own, for start() (and encode_ahead()). The preparer's own method: no hop in between.
+        self.prepare = self.preparer.prepare
         self.scheduler = Scheduler(self.runner, self.rows)
         self.warmup_seconds: float | None = None
         # The chunks of each stream() generator not yet taken, made by any caller's step. Only
@@ -176,14 +181,7 @@ class Engine:
     # -- requests in ------------------------------------------------------------------------------
     def listener(self, req: SynthesisRequest) -> Listener:
         """Who hears the request's audio, as it asked, at this engine's rate."""
-        return Listener.of(req, self.sample_rate)
-
-    def prepare(self, req: SynthesisRequest) -> Prepared:
-        """The request checked against the engine's limits (raising InputError at once; its values
-        were checked when it was made) and made ready on the host: text, segments, tokens, clips'
-        samples (inference/runtime/prepare.py). Any thread may call it. The result is the engine's
-        own, for start() (and encode_ahead()); callers only hand it back."""
-        return self.preparer.prepare(req)
+        return Listener(req.speed, self.sample_rate)
 
     def start(self, req: Prepared | SynthesisRequest, listener: Listener | None = None) -> Stream:
         """Gives a prepared request a row (its clips encoded now); it joins at the next step (its

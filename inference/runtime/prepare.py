@@ -92,7 +92,7 @@ class RequestPreparer:
         transcript = req.prompt_text if prompt is not None else ""
         spoken = SpokenText(req.text, req.normalize, self.segment_weight)
         self.check_silence(spoken)
-        tokens = Tokens(self.tokenizer.encode, spoken.segments, control_prefix(req), transcript)
+        tokens = Tokens(self.tokenizer.encode, spoken.segments, control_prefix(req.control), transcript)
         prepared = Prepared(req, spoken, tokens, transcript, reference, prompt)
         self.check_room(prepared)
         if req.feed is not None:  # a live request: its later clauses are made ready as this text was
@@ -131,7 +131,7 @@ class RequestPreparer:
         voice = (p.reference.length + 2 if p.reference else 0) + (p.prompt.length if p.prompt else 0) + 1
         segments = p.spoken.segments
         for k, segment in enumerate(segments):
-            text = p.transcript + (control_prefix(p.request) if k == 0 and first else "") + segment
+            text = p.transcript + (control_prefix(p.request.control) if k == 0 and first else "") + segment
             length = voice + len(p.tokens(text))
             if length < self.capacity:
                 continue

@@ -62,14 +62,14 @@ def _deliver(job: Job, chunk: AudioChunk):
     if chunk.pause:
         keep_pause(job, len(chunk.audio))
     else:
-        job.patches.append(chunk.latents)
+        job.latents.append(chunk.latents)
     job.deliver(chunk)
 
 
 def keep_pause(job: Job, samples: int):
     """Where a pause's silence fell among the latents, for the offline render to put it there too;
     the chunks of one pause (and of tags in a row) make one run."""
-    at = len(job.patches)
+    at = len(job.latents)
     if job.pauses and job.pauses[-1][0] == at:
         job.pauses[-1][1] += samples
     else:
@@ -86,9 +86,9 @@ def report_text(job: Job):
     job.retries_logged = len(report.retries)
 
 
-def outcome_line(job: Job, served: int, streams: int, sample_rate: int) -> str:
+def outcome_line(job: Job, served: int, streams: int) -> str:
     """The log line of a job's end: what was asked, how long it waited and took, how it ended."""
-    m = job.metrics.as_dict(sample_rate)
+    m = job.timings()
     fmt = lambda v, unit="s": "-" if v is None else f"{v:.3f}{unit}"  # noqa: E731
     report = job.text_report
     retries = 0 if report is None else len(report.retries)

@@ -49,32 +49,6 @@ class Line(Protocol):
         """Takes a cancelled job out of the line, if it is still there, and ends it."""
 
 
-@dataclass
-class JobMetrics:
-    submitted_at: float  # taken by the server (then prepared)
-    queued_at: float | None = None  # in the line, prepared
-    started_at: float | None = None
-    first_chunk_at: float | None = None
-    finished_at: float | None = None
-    patches: int = 0
-    samples: int = 0
-    chunks: int = 0  # handed over: the model's patches and the pieces of each pause's silence
-
-    def as_dict(self, sample_rate: int) -> dict:
-        audio_s = self.samples / sample_rate
-        gen_s = None if self.started_at is None else (self.finished_at or time.perf_counter()) - self.started_at
-        return {
-            "intake_s": None if self.queued_at is None else self.queued_at - self.submitted_at,
-            "queue_s": None if self.started_at is None else self.started_at - self.queued_at,
-            "ttfp_s": None if self.first_chunk_at is None else self.first_chunk_at - self.started_at,
-            "generation_s": gen_s,
-            "audio_s": audio_s,
-            "rtf": gen_s / audio_s if gen_s is not None and audio_s > 0 else None,
-            "patches": self.patches,
-            "samples": self.samples,
-        }
-
-
 class Job:
     """One request's life: preparing, queued, running, then done, cancelled or failed; or refused."""
 
@@ -84,7 +58,15 @@ class Job:
         # Who hears it (how long its audio lasts for them, the rate it is sent at, their clock), shared with the
         # engine's stream: the unread-audio budget and the status read it. Made with its request.
         self.listener: Listener | None = None
-        self.metrics = JobMetrics(submitted_at=time.perf_counter())
+        # Its timings (perf_counter seconds) and what it made: taken by the server (then prepared),
+        # in the line, started on the engine, its first chunk handed over, its end; the model's
+        # patches, samples handed over, and chunks (the patches and the pieces of each pause's silence).
+        self.submitted_at = time.perf_counter()
+        self.queued_at: float | None = None
+        self.started_at: float | None = None
+        self.first_chunk_at: float | None = None
+        self.finished_at: float | None = None
+        self.patches = self.samples = self.chunks = 0
         self._request: SynthesisRequest | None = None
         self._prepared = None  # engine.prepare(request), made on the worker's intake thread
         self._sample_rate = sample_rate
@@ -108,7 +90,7 @@ class Job:
         # pause's silence fell among them ([patches delivered before it, samples]), and how many of
         # its runaway retries were logged.
         self.stream = None
-        self.patches: list = []
+        self.latents: list = []
         self.pauses: list[list[int]] = []
         self.retries_logged = 0
         # Called by the worker's thread after each event it puts; replaced whole, never changed in
@@ -185,7 +167,7 @@ class Job:
 
     def unread_samples(self) -> int:
         """The model's samples handed over and not yet taken by the consumer (what the channel holds)."""
-        return self.metrics.samples - self._taken
+        return self.samples - self._taken
 
     def watch(self, wake: Callable[[], None]):
         """wake() is called on the worker's thread after each event is put (so a consumer that
@@ -236,7 +218,7 @@ class Job:
     def status(self) -> dict:
         out = {"id": self.id, "state": self._state, "position": self.position, "error": self._error,
                "outcome": self._outcome}
-        out.update(self.metrics.as_dict(self._sample_rate))
+        out.update(self.timings())
         if self.listener is not None:  # what they were sent: a stopped take's marks
             out.update(self.listener.status())
         out.update(self.text_status())
@@ -245,6 +227,21 @@ class Job:
             if self._word_errors:
                 out.update(word_errors=list(self._word_errors))
         return out
+
+    def timings(self) -> dict:
+        """Its figures in seconds: intake, waiting in the line, first audio, generation, audio made."""
+        audio_s = self.samples / self._sample_rate
+        gen_s = None if self.started_at is None else (self.finished_at or time.perf_counter()) - self.started_at
+        return {
+            "intake_s": None if self.queued_at is None else self.queued_at - self.submitted_at,
+            "queue_s": None if self.started_at is None else self.started_at - self.queued_at,
+            "ttfp_s": None if self.first_chunk_at is None else self.first_chunk_at - self.started_at,
+            "generation_s": gen_s,
+            "audio_s": audio_s,
+            "rtf": gen_s / audio_s if gen_s is not None and audio_s > 0 else None,
+            "patches": self.patches,
+            "samples": self.samples,
+        }
 
     @property
     def words(self) -> list[dict] | None:
@@ -279,9 +276,9 @@ class Job:
     def accept(self, request: SynthesisRequest, prepared):
         """Its request passed the checks and is ready for the engine: it joins the line."""
         self.mode, self.text_chars, self.seed = request.mode, len(request.text), request.seed
-        self.listener = Listener.of(request, self._sample_rate)
+        self.listener = Listener(request.speed, self._sample_rate)
         self._request, self._prepared = request, prepared
-        self.metrics.queued_at = time.perf_counter()
+        self.queued_at = time.perf_counter()
         self._state = "queued"
 
     def refuse(self, reason: BaseException, message: str):
@@ -295,20 +292,20 @@ class Job:
 
     def started(self):
         """The engine is about to get it: the queue time ends here."""
-        self.metrics.started_at = time.perf_counter()
+        self.started_at = time.perf_counter()
 
     def deliver(self, chunk: AudioChunk):
         """Hands one patch (audio already float32) to the consumer and counts it."""
-        now, m, ends = time.perf_counter(), self.metrics, self._segment_ends
+        now, ends = time.perf_counter(), self._segment_ends
         while len(ends) <= chunk.segment:
             ends.append(self.listener.sent_samples())
-        if m.first_chunk_at is None:
-            m.first_chunk_at = now
-        delivery = Delivery(chunk, m.samples, now - m.started_at)
+        if self.first_chunk_at is None:
+            self.first_chunk_at = now
+        delivery = Delivery(chunk, self.samples, now - self.started_at)
         self.listener.deliver(len(chunk.audio), chunk.pause)
-        m.patches += not chunk.pause  # the model's patches; a pause's silence counts in samples only
-        m.samples += chunk.audio.shape[0]
-        m.chunks += 1
+        self.patches += not chunk.pause  # the model's patches; a pause's silence counts in samples only
+        self.samples += chunk.audio.shape[0]
+        self.chunks += 1
         ends[chunk.segment] = self.listener.sent_samples()
         self._put(("chunk", delivery))
 
@@ -318,7 +315,7 @@ class Job:
     def finish(self, state: str, error: str | None = None, outcome: str | None = None):
         """Its end: state done, cut, cancelled, failed or refused. Its consumer hears of it at hang_up(), once
         the worker has logged it, so the log line is there when the consumer returns."""
-        self.metrics.finished_at = time.perf_counter()
+        self.finished_at = time.perf_counter()
         if self._request is not None and self._request.feed is not None:
             self._request.feed.close()  # a live session's next clause is told the stream has ended
         self._request = self._prepared = None

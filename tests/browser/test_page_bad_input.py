@@ -127,7 +127,7 @@ def test_bad_form_values_show_the_reason_and_run_nothing(app, page, clip_id, for
     assert run["state"] == "failed" and words in run["error"], run.get("error")
     assert status(page) == f"Error: {run['error']}"
     job = app.worker.get(run["id"])
-    assert job is None or job.metrics.patches == 0  # nothing was generated
+    assert job is None or job.patches == 0  # nothing was generated
     assert_page_exposes_nothing(page)
 
 

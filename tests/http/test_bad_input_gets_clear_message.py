@@ -226,7 +226,7 @@ def _with_clip(body: dict, clip_id: str) -> dict:
 
 def _no_audio_was_made(app, before: set):
     new = [job for job_id, job in list(app.worker._jobs.items()) if job_id not in before]
-    assert all(job.metrics.patches == 0 and job.state == "refused" for job in new)
+    assert all(job.patches == 0 and job.state == "refused" for job in new)
 
 
 @pytest.mark.parametrize("body, words", REQUESTS, ids=[str(i) for i in range(len(REQUESTS))])
@@ -245,7 +245,7 @@ def test_malformed_bodies_are_refused(app, client, raw, words):
     response = client.post("/voxcpm/stream", content=raw, headers={"Content-Type": "application/json"})
     assert_clean_refusal(response, words)
     new = [app.worker.get(job_id) for job_id in set(app.worker._jobs) - before]
-    assert all(job.state == "refused" and job.metrics.patches == 0 for job in new), "refused, with no audio made"
+    assert all(job.state == "refused" and job.patches == 0 for job in new), "refused, with no audio made"
 
 
 def test_gradio_serves_no_files_but_its_own(client):

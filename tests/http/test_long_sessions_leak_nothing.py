@@ -78,7 +78,7 @@ def cancel_once(app, client, index: int):
         raw_stream(app, body, read_first=way == 0).close()
     wait_until(lambda: (job := app.worker.get(request_id)) is not None and job.state == "cancelled", timeout=30)
     wait_until(lambda: not app.worker.busy and app.worker.waiting == 0, timeout=30)  # the slot is free
-    return app.worker.get(request_id).metrics.patches
+    return app.worker.get(request_id).patches
 
 
 def test_start_and_cancel_cycles_leave_nothing_behind(app, client):

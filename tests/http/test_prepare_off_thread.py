@@ -86,7 +86,7 @@ def test_an_input_error_refuses_the_job_with_its_reason_and_holds_nothing():
         assert isinstance(job.refusal, InputError) and re.search(r"segment 2 of 3 .* 511", str(job.refusal))
         status = worker.get("too-long").status()
         assert status["state"] == "refused" and status["outcome"] == "input_error" and "511" in status["error"]
-        assert worker.held == 0 and job.metrics.started_at is None
+        assert worker.held == 0 and job.started_at is None
     finally:
         worker.close()
 

@@ -132,7 +132,7 @@ def test_a_client_that_goes_cancels_its_job_before_and_after_its_first_audio():
         job = worker.get("request-2")
         loud.close()
         assert wait_until(lambda: job.state == "cancelled", timeout=10), job.state
-        assert job.metrics.patches < 60000
+        assert job.patches < 60000
     finally:
         server.should_exit = True
         thread.join(timeout=10)

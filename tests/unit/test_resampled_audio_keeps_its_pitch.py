@@ -23,12 +23,22 @@ def tone(seconds: float) -> np.ndarray:
     return (0.5 * np.sin(2 * np.pi * TONE_HZ * t)).astype(np.float32)
 
 
-def Encoder(fmt: str, model_rate: int, speed: float, rate: int) -> audio.Encoder:  # noqa: N802
-    """The route's encoder of a listener at `speed` sent `rate`."""
-    return audio.Encoder(fmt, Output(speed, model_rate, rate), rate)
+class Encoder:
+    """What the route does with each chunk for a listener at `speed` sent `rate`: the listener's
+    Output (ui/http/listen.heard), then the format's encoder."""
+
+    def __init__(self, fmt: str, model_rate: int, speed: float, rate: int):
+        self.encoder = audio.Encoder(fmt, rate)
+        self.output = Output(speed, model_rate, rate)
+
+    def feed(self, chunk: np.ndarray) -> bytes:
+        return self.encoder.encode(self.output.feed(chunk))
+
+    def finish(self) -> bytes:
+        return self.encoder.encode(self.output.finish()) + self.encoder.finish()
 
 
-def through(encoder: audio.Encoder, audio: np.ndarray) -> np.ndarray:
+def through(encoder: Encoder, audio: np.ndarray) -> np.ndarray:
     """The encoder's pcm output for `audio` fed in patches, as float."""
     data = b"".join(encoder.feed(audio[i:i + PATCH]) for i in range(0, audio.size, PATCH)) + encoder.finish()
     return np.frombuffer(data, "<i2") / 32767.0

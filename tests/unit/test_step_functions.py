@@ -65,7 +65,7 @@ def test_a_patch_calls_the_model_through_the_functions_its_step_holds(engine):
     loaded, calls = load_checkpoint(str(CKPT), device="cpu", dtype="float32"), collections.Counter()
     runner = BatchRunner(loaded.model, loaded.vae, 1, recording(calls))
     scheduler, preparer = Scheduler(runner, 1), RequestPreparer(loaded, 60.0, 20000)
-    stream = Stream(0, req.min_len, 1, runner.step.iterations(req.inference_timesteps), Listener.of(req, 48000))
+    stream = Stream(0, req.min_len, 1, runner.step.iterations(req.inference_timesteps), Listener(req.speed, 48000))
     scheduler.add(stream, preparer.plan(req))
     chunks = []
     cfg = loaded.cfg

@@ -104,7 +104,7 @@ def test_where_the_official_fails_ours_still_reads():
 def test_control_brackets_are_stripped_before_wrapping():
     req = SynthesisRequest(text="Hello.", control="((happy)) （calm）")
     # What the first segment's prompt is built from (inference/request/continuation.py).
-    assert control_prefix(req) + SpokenText(req.text, req.normalize, SEGMENT_WEIGHT).segment(0) == "(happy calm)Hello."
+    assert control_prefix(req.control) + SpokenText(req.text, req.normalize, SEGMENT_WEIGHT).segment(0) == "(happy calm)Hello."
 
 
 ENGLISH = "Dr. Smith paid $5 on Jan. 5. He left!  Then what? OK. " * 40

@@ -59,8 +59,8 @@ def test_a_consumer_is_behind_only_by_what_its_listener_could_have_played(engine
         wait_until(lambda: not job.live, timeout=60)
         # Nobody read: behind by the wall time it took (in the listener's seconds), far less than
         # the audio held.
-        took = job.metrics.finished_at - job.metrics.first_chunk_at
-        assert job.unread_samples() == job.metrics.samples
+        took = job.finished_at - job.first_chunk_at
+        assert job.unread_samples() == job.samples
         # The listener's clock starts when the scheduler releases the first chunk, a few microseconds
         # before the worker hands it over (first_chunk_at): 5 ms of slack, against seconds held.
         assert job.listener.behind() <= took + 0.005

@@ -66,7 +66,7 @@ def test_chunks_equal_synthesize_and_one_thread_runs_the_engine(engine):
         # The three run as one batch, whose matrix kernels round slightly differently on the CPU.
         assert audio.shape == want.shape and np.linalg.norm(audio - want) / np.linalg.norm(want) < 1e-5
         assert job.state == "done" and job.outcome == "ok"
-        assert job.status()["samples"] == audio.shape[0] == job.metrics.patches * 7680
+        assert job.status()["samples"] == audio.shape[0] == job.patches * 7680
     assert engine.threads == {worker.thread_id}
 
 
@@ -91,7 +91,7 @@ def test_jobs_wait_in_order_for_a_free_row_and_report_their_position(one_row):
     first.cancel()
     for job in later:
         list(job)
-    starts = [job.metrics.started_at for job in [first, *later]]
+    starts = [job.started_at for job in [first, *later]]
     assert starts == sorted(starts)
     assert all(job.position == 0 for job in later)
 
@@ -101,11 +101,11 @@ def test_cancel_stops_within_one_patch(engine):
     job = worker.submit(long())
     kind, _ = job.next_event(timeout=60)
     assert kind == "chunk"
-    made = job.metrics.patches
+    made = job.patches
     job.cancel()
     list(job)  # ends instead of running to 300 patches
     wait_until(lambda: job.state == "cancelled" and not worker.busy)
-    assert job.metrics.patches <= made + 1  # at most the patch already under way
+    assert job.patches <= made + 1  # at most the patch already under way
     assert job.outcome == "cancelled" and job.request is None
 
 
@@ -119,7 +119,7 @@ def test_cancelled_queued_job_never_reaches_the_engine(one_row):
     assert list(queued) == []
     running.cancel()
     wait_until(lambda: not worker.busy)
-    assert queued.metrics.started_at is None
+    assert queued.started_at is None
 
 
 def test_full_queue_is_refused_at_once(one_row):
@@ -206,7 +206,7 @@ def test_a_consumer_that_stops_reading_is_cut_off(engine, caplog):
     wait_until(lambda: job.state == "failed", timeout=60)
     assert job.outcome == "too_slow" and "fell more than 0.5 s" in job.error
     behind = job.listener.behind()
-    assert 0.5 < behind < 2.0 and job.metrics.patches < 300, f"stopped {behind:.2f} s behind"
+    assert 0.5 < behind < 2.0 and job.patches < 300, f"stopped {behind:.2f} s behind"
     assert "outcome=too_slow" in caplog.text
     assert len(np.concatenate(list(worker.submit(short())))) > 0  # the worker goes on
 

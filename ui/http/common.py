@@ -26,14 +26,13 @@ from inference.request import modes
 from inference.serving.job import Job
 from inference.serving.worker import QueueFullError
 
-from .doorbell import doorbell
+from .listen import next_event
 from .schema import StreamBody, parse_body, to_request
 from ..guard.limits import too_large
 from ..guard.answers import MODEL_STATE, WORDS_UNAVAILABLE, Refusal
 from ..services.metrics import observe_refusal
 
 log = logging.getLogger("voxcpm.http")
-POLL_S = 0.05  # how often a waiting route looks for a closed connection and new audio
 
 
 def error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -126,36 +125,6 @@ def unavailable(exc: ModelUnavailable, lead: str = "") -> Refusal:
     return Refusal(503, f"{lead}{exc}", headers)
 
 
-async def next_event(job: Job, request: Request | None):
-    """The job's next event, or None once the client has gone (the job is then cancelled).
-
-    No thread waits for it: the worker's thread wakes this coroutine through the loop's doorbell
-    after each event it puts (Job.watch), so any number of streams wait without taking a worker thread from
-    anyio's limiter. `request`: looked at every POLL_S for a closed connection; None where
-    Starlette itself cancels the waiting body when its client goes."""
-    bell, arrived = doorbell(asyncio.get_running_loop()), asyncio.Event()
-
-    def wake():  # on the worker's thread
-        bell.ring(arrived)
-    job.watch(wake)
-    try:
-        while True:
-            arrived.clear()  # before the look, so an event put after it still wakes the wait below
-            event = job.poll()
-            if event is not None:
-                return event
-            if request is None:
-                await arrived.wait()
-                continue
-            with anyio.move_on_after(POLL_S):
-                await arrived.wait()
-            if not arrived.is_set() and await request.is_disconnected():
-                job.cancel()
-                return None
-    finally:
-        job.unwatch(wake)
-
-
 async def first_audio(job: Job, state, request: Request | None):
     """The job's first Delivery (inference/serving/job.py), or the Refusal that says why there is
     none (sent before any audio): a request that serving's checks refused answers with their error
@@ -219,8 +188,8 @@ async def admit(state, read, parse=None, build=None, describe=page_asked, reques
     body asked for. `request`: the HTTP request, whose closed connection cancels the job.
     `submitted(job)`: told the job as soon as serving has it (a live session feeds it more text)."""
     data = body = job = None
-    parse = parse or (lambda raw: parse_body(raw, state.settings.http.max_voice_chars))
-    build = build or (lambda page: to_request(page, state.clips, state.voice_lookup))
+    parse = parse or functools.partial(parse_body, max_voice_chars=state.settings.http.max_voice_chars)
+    build = build or functools.partial(to_request, clips=state.clips, voices=state.voice_lookup)
 
     def refused(status: int, outcome: str):
         _log_refusal(describe(data, body), status, outcome, job)
@@ -228,7 +197,9 @@ async def admit(state, read, parse=None, build=None, describe=page_asked, reques
     try:
         data = await read()
         body = parse(data)
-        job = state.worker.submit(lambda: build(body), job_id=body.request_id)
+        if getattr(body, "timestamps", None) == "word":  # refused before any audio is made for it
+            aligner_ready(state)
+        job = state.worker.submit(functools.partial(build, body), job_id=body.request_id)
         if submitted is not None:
             submitted(job)
         try:

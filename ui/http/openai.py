@@ -34,6 +34,7 @@ error under /v1, an unknown path or method included):
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import json
 
@@ -46,7 +47,8 @@ from inference.errors import InputError
 from inference.serving.job import Job
 
 from .builtin_voices import listed
-from .common import aligner_ready, errors_as, next_event, submit
+from .common import errors_as, submit
+from .listen import heard
 from .speech_body import (DEFAULT_VOICE, DESIGN, MODEL_ID, OPENAI_MODELS, openai_asked, openai_message, openai_param, parse_speech,
                           to_request)
 from ..context import app_context
@@ -84,17 +86,17 @@ async def speech(request: Request):
     state = app_context(request)
     # A clip may come in the body (ref_audio, prompt_audio: vLLM-Omni's clients send a whole file as
     # a data: URL), so the body may be as large as an upload.
-    job, speech, first = await submit(request, state, parse=functools.partial(parse_with_words, state),
-                                      describe=openai_asked, limit=state.settings.http.max_upload_mb * 2**20,
-                                      build=lambda body: to_request(body, body.input, state.voices, state.voice_lookup,
-                                                                    state.clips,
-                                                                    max_voice_chars=state.settings.http.max_voice_chars))
+    job, speech, first = await submit(request, state, parse=parse_speech, describe=openai_asked,
+                                      limit=state.settings.http.max_upload_mb * 2**20,
+                                      build=functools.partial(to_request, library=state.voices,
+                                                              voices=state.voice_lookup, clips=state.clips,
+                                                              max_voice_chars=state.settings.http.max_voice_chars))
     fmt, events = speech.response_format, speech.events
     model_rate = state.worker.sample_rate
     rate = sent_rate(fmt, speech.sample_rate, model_rate)
     headers = {"X-Seed": str(job.seed), "X-Request-Id": job.id, "Cache-Control": "no-store",
                "X-Sample-Rate": str(rate)}
-    encoder = Encoder(fmt, job.listener.output(rate), rate)
+    encoder = Encoder(fmt, rate)
     words = None
     if speech.timestamps == "word":
         words = WordTrack(state.analysis, job, rate, state.settings.evaluation.words_wait_s)
@@ -107,37 +109,19 @@ async def speech(request: Request):
 
 
 async def encoded(job: Job, first, encoder: Encoder, words: WordTrack | None = None):
-    """The job's audio in the requested format; lossy encoders run off the event loop. `words`:
-    follows the audio sent, when word timestamps were asked for."""
-    inline = encoder.inline
-
+    """The job's audio (ui/http/listen.heard) in the requested format; lossy encoders run off the
+    event loop. `words`: follows the audio sent, when word timestamps were asked for."""
     async def run(fn, *args):
-        return fn(*args) if inline else await anyio.to_thread.run_sync(fn, *args)
+        return fn(*args) if encoder.inline else await anyio.to_thread.run_sync(fn, *args)
     try:
-        chunk = first.chunk
-        while True:
-            if words is None:
-                out = await run(encoder.feed, chunk.audio, chunk.pause)
-            else:
-                audio = await run(encoder.output.feed, chunk.audio, chunk.pause)
-                words.add(chunk.segment, audio, chunk.pause)
-                out = await run(encoder.encode, audio)
-            if out:
-                yield out
-            event = await next_event(job, None)  # Starlette cancels this body when the client goes
-            if event[0] != "chunk":
-                break
-            chunk = event[1].chunk
-        rest = None
-        if words is not None:
-            rest = await run(encoder.output.finish)
-            words.finish(rest)
-        tail = await run(encoder.finish, rest)
-        if tail:
+        async with contextlib.aclosing(heard(job, first, encoder.rate, words)) as audio:
+            async for piece in audio:
+                if out := await run(encoder.encode, piece.audio):
+                    yield out
+        if tail := await run(encoder.finish):
             yield tail
     finally:
         encoder.close()
-        job.discard()
 
 
 async def sse(chunks, job: Job, text_chars: int, words: WordTrack | None = None):
@@ -150,17 +134,9 @@ async def sse(chunks, job: Job, text_chars: int, words: WordTrack | None = None)
     if job.error is not None:  # failed, or cut at the bound on a request's audio (its audio is kept)
         yield _event({"type": "error", "error": {"message": job.error, "type": "server_error"}})
         return
-    patches = job.metrics.patches
+    patches = job.patches
     yield _event({"type": "speech.audio.done",
                   "usage": {"input_tokens": text_chars, "output_tokens": patches, "total_tokens": text_chars + patches}})
-
-
-def parse_with_words(state, data):
-    """The body; one that asks for word timestamps only where they can be made."""
-    speech = parse_speech(data)
-    if speech.timestamps == "word":
-        aligner_ready(state)
-    return speech
 
 
 def _event(payload: dict) -> bytes:

@@ -181,7 +181,7 @@ def _max_len(fields: VoiceFields) -> int | None:
     return fields.max_len if fields.max_len is not None else fields.max_new_tokens
 
 
-def to_request(speech: VoiceFields, text: str, library=None, voices=None, clips=None, *,
+def to_request(speech: VoiceFields, text: str | None = None, library=None, voices=None, clips=None, *,
                max_voice_chars: int) -> SynthesisRequest:
     """The engine's request for `text`: a clip (ref_audio, prompt_audio or reference_id) cloned,
     continued from in ultimate cloning when its transcript is given; else `voice` resolved to a
@@ -190,7 +190,9 @@ def to_request(speech: VoiceFields, text: str, library=None, voices=None, clips=
     `library` (ui/library/voice_store.py) and `voices(name)` -> (Voice, ReferenceClip): None
     without a library; `clips`: the upload store (ui/library/uploads.py), which decodes a data: URL
     without keeping it; `max_voice_chars`: the settings' longest `voice` (as the page's body's).
-    Reads the index, a voice's patches, a clip: call it off the event loop."""
+    Reads the index, a voice's patches, a clip: call it off the event loop. `text`: the body's
+    `input` unless given (a live session's utterance)."""
+    text = speech.input if text is None else text
     voice = speech.voice.id if isinstance(speech.voice, VoiceId) else speech.voice
     if voice is not None and len(voice) > max_voice_chars:
         raise ParamError("voice", f"parameter 'voice': String should have at most {max_voice_chars} characters")

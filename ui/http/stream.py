@@ -11,17 +11,14 @@ import contextlib
 import functools
 import time
 
-import anyio
-import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from inference.request.listener import Output
 from inference.serving.job import Job
 
 from . import frames
-from .common import Refusal, aligner_ready, guarded, next_event, page_asked, submit
-from .schema import StreamBody, parse_body
+from .common import Refusal, guarded, page_asked, submit
+from .listen import Heard, heard
 from ..context import app_context
 from ..library.uploads import client_key
 from ..services.audio import to_pcm
@@ -31,42 +28,11 @@ from ..services.words import WordTrack
 stream_router = APIRouter()
 
 
-async def heard(output: Output, chunk) -> np.ndarray:
-    """A chunk as its listener gets it: off the event loop when the output has work to do (a few
-    ms per patch when stretched slower)."""
-    if output.works:
-        return await anyio.to_thread.run_sync(output.feed, chunk.audio, chunk.pause)
-    return output.feed(chunk.audio, chunk.pause)
-
-
-async def sent_audio(job: Job, first, words: WordTrack | None = None):
-    """The job's audio as its listener hears it, as it is made: (delivery, audio, samples sent so
-    far) per patch, then (None, the stretch's tail, samples sent) once it ends (the tail is empty
-    when nothing is stretched). The one reading of a job's chunks for every interface that streams it (bare PCM,
-    frames, Gradio's /generate and /generate_stream), so they all send the same samples. `words`:
-    follows what is sent, when the client asked for word timestamps."""
-    output = job.listener.output()
-    try:
-        event = ("chunk", first)
-        while event[0] == "chunk":
-            audio = await heard(output, event[1].chunk)
-            if words is not None:
-                words.add(event[1].chunk.segment, audio, event[1].chunk.pause)
-            yield event[1], audio, output.sent
-            event = await next_event(job, None)  # Starlette (or Gradio) cancels this body when the client goes
-        tail = output.finish()
-        if words is not None:
-            words.finish(tail)
-        yield None, tail, output.sent
-    finally:
-        job.discard()  # stops a live job within one patch; drops audio a finished one still holds
-
-
 async def pcm_stream(job: Job, first, words: WordTrack | None = None):
     """Samples only; words asked for are in the job's status (GET /voxcpm/jobs/ID) as they come."""
-    async with contextlib.aclosing(sent_audio(job, first, words)) as audio:
-        async for _, samples, _ in audio:
-            yield to_pcm(samples)
+    async with contextlib.aclosing(heard(job, first, words=words)) as audio:
+        async for piece in audio:
+            yield to_pcm(piece.audio)
     if words is not None:
         await words.rest()
 
@@ -76,28 +42,27 @@ async def framed_stream(job: Job, first, status: dict, words: WordTrack | None =
     A frame's offset and length are those of the audio sent (the audio as its listener hears it; the
     stretch's tail follows the last patch as an audio frame alone). Word timestamps, when asked
     for: a segment's words frame between two patches once they are ready, the rest before the status."""
-    async with contextlib.aclosing(sent_audio(job, first, words)) as audio:
-        async for delivery, samples, sent in audio:
+    async with contextlib.aclosing(heard(job, first, words=words)) as audio:
+        async for piece in audio:
             ready = b"".join(frames.json_frame(frames.WORDS, w) for w in words.ready()) if words is not None else b""
-            if delivery is None:
-                if len(samples):
-                    yield frames.frame(frames.AUDIO, to_pcm(samples)) + ready
+            if piece.delivery is None:
+                if len(piece.audio):
+                    yield frames.frame(frames.AUDIO, to_pcm(piece.audio)) + ready
                 elif ready:
                     yield ready
                 continue
-            meta = sent_meta(delivery, job, len(samples), sent)
-            yield ready + frames.json_frame(frames.META, meta) + frames.frame(frames.AUDIO, to_pcm(samples))
+            yield ready + frames.json_frame(frames.META, sent_meta(piece, job)) + \
+                frames.frame(frames.AUDIO, to_pcm(piece.audio))
     if words is not None:
         for segment in words.ready() + await words.rest():
             yield frames.json_frame(frames.WORDS, segment)
     yield frames.json_frame(frames.STATUS, frames.final_status(job, **status))
 
 
-def sent_meta(delivery, job: Job, samples: int, sent: int) -> dict:
-    """A patch's metadata frame: placed in the audio sent (`samples` long, ending at `sent`), with
-    the server's clock as it leaves."""
-    meta = frames.chunk_meta(delivery, job) | {"offset": sent - samples, "samples": samples}
-    meta["sent_ms"] = round((time.perf_counter() - job.metrics.started_at) * 1000.0, 3)
+def sent_meta(piece: Heard, job: Job) -> dict:
+    """A patch's metadata frame: placed in the audio sent, with the server's clock as it leaves."""
+    meta = frames.chunk_meta(piece.delivery, job) | {"offset": piece.offset, "samples": len(piece.audio)}
+    meta["sent_ms"] = round((time.perf_counter() - job.started_at) * 1000.0, 3)
     return meta
 
 
@@ -118,7 +83,7 @@ async def stream(request: Request):
     entered, state = time.perf_counter(), app_context(request)
     framed = wants_frames(request)
     asked = functools.partial(page_asked, fmt="frames" if framed else "pcm")
-    job, body, first = await submit(request, state, describe=asked, parse=functools.partial(parse_page, state))
+    job, body, first = await submit(request, state, describe=asked)
     rate = state.worker.sample_rate
     words = word_track(state, job, rate) if body.timestamps == "word" else None
     headers = {
@@ -129,21 +94,13 @@ async def stream(request: Request):
     if framed:
         # Job-level facts for the final status frame; intake_s: from this handler's start to the job
         # in the worker's line (body read, checks, preparation), where a slow first audio may go.
-        status = dict(seed=job.seed, intake_s=job.metrics.queued_at - entered, **state.build)
+        status = dict(seed=job.seed, intake_s=job.queued_at - entered, **state.build)
         framed_body = observe_stream(state.metrics, job, framed_stream(job, first, status, words))
         return StreamingResponse(framed_body, media_type=frames.MEDIA_TYPE, headers=headers)
     # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
     media = f"audio/pcm;rate={rate};channels=1;format=s16le"
     return StreamingResponse(observe_stream(state.metrics, job, pcm_stream(job, first, words)), media_type=media,
                              headers=headers)
-
-
-def parse_page(state, data) -> StreamBody:
-    """The page's body; one that asks for word timestamps only where they can be made."""
-    body = parse_body(data, state.settings.http.max_voice_chars)
-    if body.timestamps == "word":
-        aligner_ready(state)
-    return body
 
 
 def word_track(state, job: Job, rate: int) -> WordTrack:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ from inference.request.request import SynthesisRequest
 from inference.serving.job import Job
 from inference.text.clauses import SENTENCE_END, Clauses
 
-from .common import admit, next_event
+from .common import admit
+from .listen import heard
 from .speech_body import openai_message
 from ..guard.answers import Refusal
 from ..services.audio import encode_whole, to_pcm
@@ -248,34 +250,23 @@ class Utterance:
             feed.close()
 
     async def send_audio(self, job: Job, first) -> int:
-        """The job's audio, sentence by sentence; returns how many sentences it counts."""
+        """The job's audio (ui/http/listen.heard), sentence by sentence; returns how many sentences it counts."""
         v, s = self.voice, self.session
-        output = job.listener.output(v.rate)
         words = WordTrack(s.state.analysis, job, v.rate, s.state.settings.evaluation.words_wait_s) \
             if v.word_timestamps else None
-        sentence, event = None, ("chunk", first)
-
-        async def heard(fn, *args):
-            return await anyio.to_thread.run_sync(fn, *args) if output.works else fn(*args)
-        while event is not None and event[0] == "chunk":
-            chunk = event[1].chunk
-            audio = await heard(output.feed, chunk.audio, chunk.pause)
-            if words is not None:
-                words.add(chunk.segment, audio, chunk.pause)
-            index = clause_of(self.feed.clause_segments, chunk.segment) if v.per_unit else 0
-            if sentence is None or index != sentence.index:
+        sentence = None
+        async with contextlib.aclosing(heard(job, first, v.rate, words)) as audio:
+            async for piece in audio:
+                if piece.delivery is not None:
+                    index = clause_of(self.feed.clause_segments, piece.delivery.chunk.segment) if v.per_unit else 0
+                    if sentence is None or index != sentence.index:
+                        if sentence is not None:
+                            await self.sentence_done(sentence, words)
+                        sentence = await self.sentence_start(index, piece.offset)
+                elif sentence is None and len(piece.audio):
+                    sentence = await self.sentence_start(0, piece.offset)
                 if sentence is not None:
-                    await self.sentence_done(sentence, words)
-                sentence = await self.sentence_start(index, 0 if sentence is None else sentence.start + sentence.samples)
-            await self.send_piece(sentence, audio)
-            event = await next_event(job, None)
-        tail = await heard(output.finish)
-        if words is not None:
-            words.finish(tail)
-        if sentence is None and len(tail):
-            sentence = await self.sentence_start(0, 0)
-        if sentence is not None:
-            await self.send_piece(sentence, tail)
+                    await self.send_piece(sentence, piece.audio)
         failed = job.error is not None  # failed, or cut at the bound on a request's audio
         if failed:
             spoken = sentence.index + 1 if sentence is not None else 0

@@ -22,7 +22,7 @@ stretch tail (empty when nothing is stretched) and the final `status`. Why base6
 file or a numpy tuple per patch: a file costs gradio_client a second HTTP request per 160 ms patch and leaves one more
 file in Gradio's cache, and a numpy tuple goes through Gradio's Audio component, which writes a
 file too; base64 arrives inside the event itself (4/3 of the bytes), and its bytes are exactly
-those POST /voxcpm/stream sends (both read the job through ui/http/stream.sent_audio).
+those POST /voxcpm/stream sends (every door reads a job through ui/http/listen.heard).
 """
 # No `from __future__ import annotations` here: Gradio documents an endpoint by its annotations, and
 # reads a return annotation as it is (a string would be documented as "Any").
@@ -51,7 +51,8 @@ from ..http.clips import bytes_source, transcript_of, voice_source
 from ..http.common import admit, page_asked
 from ..http.frames import final_status
 from ..http.schema import MissingClip, StreamBody, blank, to_request
-from ..http.stream import parse_page, sent_audio, sent_meta, word_track
+from ..http.listen import heard
+from ..http.stream import sent_meta, word_track
 from ..library.uploads import read_uploaded_file
 from ..services.audio import to_pcm
 from ..services.metrics import observe_stream
@@ -136,13 +137,13 @@ async def whole_take(ctx: AppContext, fields: dict) -> tuple[FileData, dict]:
     try:
         # In Gradio's cache, which serves it to the client and sweeps it with the page's other files.
         with sf.SoundFile(path, "w", ctx.worker.sample_rate, 1, "PCM_16", format="WAV") as wav:
-            async with contextlib.aclosing(observe_stream(ctx.metrics, job, sent_audio(job, first, words))) as audio:
-                async for _, samples, _ in audio:
-                    wav.write(np.frombuffer(to_pcm(samples), "<i2"))  # the stream's rounding, sample for sample
+            async with contextlib.aclosing(observe_stream(ctx.metrics, job, heard(job, first, words=words))) as audio:
+                async for piece in audio:
+                    wav.write(np.frombuffer(to_pcm(piece.audio), "<i2"))  # the stream's rounding, sample for sample
         if words is not None:  # the figures then hold every word (or say why some are missing)
             await words.rest()
         if job.state == "failed":  # after its first audio: the framed stream's final status would say so
-            raise gradio_error(500, f"the take failed after {job.metrics.patches} patches: {job.error}")
+            raise gradio_error(500, f"the take failed after {job.patches} patches: {job.error}")
     except BaseException:  # failed, or the client left (its task cancelled): nobody will fetch the file
         path.unlink(missing_ok=True)
         path.parent.rmdir()
@@ -154,18 +155,18 @@ async def streamed_take(ctx: AppContext, fields: dict):
     entered = time.perf_counter()
     job, first, words = await _admitted(ctx, fields, "gradio-stream")
     rate = ctx.worker.sample_rate
-    async with contextlib.aclosing(observe_stream(ctx.metrics, job, sent_audio(job, first, words))) as audio:
-        async for delivery, samples, sent in audio:
-            item = {"pcm": base64.b64encode(to_pcm(samples)).decode("ascii"), "sample_rate": rate}
+    async with contextlib.aclosing(observe_stream(ctx.metrics, job, heard(job, first, words=words))) as audio:
+        async for piece in audio:
+            item = {"pcm": base64.b64encode(to_pcm(piece.audio)).decode("ascii"), "sample_rate": rate}
             if words is not None:  # each segment's words as the framed stream's W frames carry them
                 item["words"] = words.ready()
-            if delivery is None:  # the end: the stretch's tail, every word still to come, how the take went
+            if piece.delivery is None:  # the end: the stretch's tail, every word still to come, how the take went
                 if words is not None:
                     item["words"] += await words.rest()
-                yield item | {"offset": sent - len(samples), "samples": len(samples),
+                yield item | {"offset": piece.offset, "samples": len(piece.audio),
                               "status": _figures(ctx, job, entered)}
             else:
-                yield sent_meta(delivery, job, len(samples), sent) | item
+                yield sent_meta(piece, job) | item
 
 
 async def _admitted(ctx: AppContext, fields: dict, fmt: str):
@@ -180,8 +181,7 @@ async def _admitted(ctx: AppContext, fields: dict, fmt: str):
     async def read():
         return body
     with gradio_errors():
-        job, body, first = await admit(ctx, read, parse=functools.partial(parse_page, ctx),
-                                       build=lambda page: to_request(page, clips, ctx.voice_lookup),
+        job, body, first = await admit(ctx, read, build=functools.partial(to_request, clips=clips, voices=ctx.voice_lookup),
                                        describe=functools.partial(page_asked, fmt=fmt))
     words = word_track(ctx, job, ctx.worker.sample_rate) if body.timestamps == "word" else None
     return job, first, words
@@ -189,7 +189,7 @@ async def _admitted(ctx: AppContext, fields: dict, fmt: str):
 
 def _figures(ctx: AppContext, job, entered: float) -> dict:
     """The take's figures, as the framed stream's final status frame gives them (ui/http/stream.py)."""
-    return final_status(job, seed=job.seed, intake_s=job.metrics.queued_at - entered, **ctx.build)
+    return final_status(job, seed=job.seed, intake_s=job.queued_at - entered, **ctx.build)
 
 
 class SentClip:

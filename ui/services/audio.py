@@ -1,6 +1,6 @@
 """The audio the routes send, as files and streams: written as PCM, WAV, FLAC, MP3 or Opus. The
-audio comes from the stream's listener (inference/request/listener.py Output: stretched to the
-listener, resampled to the rate sent); this module only encodes it.
+audio comes as its listener hears it (ui/http/listen.heard: stretched to the listener's pace,
+resampled to the rate sent); this module only encodes it.
 
 The file formats of the OpenAI-style route (`Encoder`), encoded as the chunks arrive, at the rate
 the request asked for (`sample_rate`), else at the format's default (`sent_rate`):
@@ -29,7 +29,6 @@ import struct
 import numpy as np
 import soundfile as sf
 
-from inference.request.listener import Output
 
 
 def to_pcm(audio: np.ndarray) -> bytes:
@@ -114,14 +113,13 @@ def missing_formats() -> list[str]:
 
 
 class Encoder:
-    """feed(float32 chunk at the model's rate, pause) -> bytes ready to send; finish() -> the last
-    bytes. The chunk goes through the listener's Output first."""
+    """encode(float32 audio as its listener hears it, at `rate`) -> bytes ready to send; finish() ->
+    the last bytes."""
 
-    def __init__(self, fmt: str, output: Output, rate: int):
-        """rate: the rate `output` makes (the listener's)."""
+    def __init__(self, fmt: str, rate: int):
         if rate not in rates_for(fmt):
             raise ValueError(f"{fmt} cannot be sent at {rate} Hz: use one of {rates_for(fmt)}")
-        self.fmt, self.rate, self.output = fmt, rate, output
+        self.fmt, self.rate = fmt, rate
         self._head = open_wav_header(rate) if fmt == "wav" else b""
         self._sink = _Sink() if fmt in _LIBSNDFILE else None
         if self._sink is not None:
@@ -130,29 +128,23 @@ class Encoder:
 
     @property
     def inline(self) -> bool:
-        """Cheap enough to run on the event loop: plain PCM, neither stretched nor resampled."""
-        return self.fmt in ("pcm", "wav") and not self.output.works
-
-    def feed(self, audio: np.ndarray, pause: bool = False) -> bytes:
-        return self.encode(self.output.feed(audio, pause))
+        """Cheap enough to run on the event loop: plain PCM."""
+        return self.fmt in ("pcm", "wav")
 
     def encode(self, audio: np.ndarray) -> bytes:
-        """Audio the output has already made (heard), as bytes to send."""
         head, self._head = self._head, b""
         if self._sink is None:
             return head + to_pcm(audio)
         self._file.write(audio)
         return b"" if self.fmt == "flac" else self._sink.take()
 
-    def finish(self, rest: np.ndarray | None = None) -> bytes:
-        """The last bytes: of `rest`, the output's last samples when the caller took them itself."""
-        rest = self.output.finish() if rest is None else rest
-        out = self.encode(rest) if rest.size else b""
+    def finish(self) -> bytes:
+        """The last bytes: a header not yet sent (no audio at all), what the codec still holds."""
         if self._sink is None:
             head, self._head = self._head, b""
-            return out + head
+            return head
         self._file.close()
-        return out + self._sink.take()
+        return self._sink.take()
 
     def close(self):
         """Frees the encoder when a stream ends early (its client left)."""

@@ -84,8 +84,8 @@ class Metrics:
             self._reported[report.job] = None
             while len(self._reported) > REPORTS_KEPT:
                 self._reported.popitem(last=False)
-        underruns = min(report.underruns, job.metrics.chunks)
-        gap_s = min(report.gap_ms / 1000.0, time.perf_counter() - job.metrics.queued_at) if underruns else 0.0
+        underruns = min(report.underruns, job.chunks)
+        gap_s = min(report.gap_ms / 1000.0, time.perf_counter() - job.queued_at) if underruns else 0.0
         self.reports.inc()
         self.underruns.inc(underruns)
         self.gaps.inc(gap_s)

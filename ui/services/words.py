@@ -51,31 +51,28 @@ class WordTrack:
     def __init__(self, analysis, job: Job, rate: int, wait_s: float):
         self.analysis, self.job, self.rate, self.wait_s = analysis, job, rate, wait_s
         self.current: Segment | None = None
-        self.sent = 0  # samples on the timeline so far
         self.waiting: list[Segment] = []  # ended, words not yet sent, oldest first
         self.ended = -1  # the last segment handed to the aligner
         job.ask_words()
 
-    def add(self, segment: int, audio: np.ndarray, pause: bool = False):
+    def add(self, segment: int, audio: np.ndarray, pause: bool, offset: int):
         """A piece of the audio sent. A segment ends at a piece of a later one, or at a pause's
         silence once the text's report counts it finished (a later segment's audio may come only
         once it is whole: the words before a pause need not wait for it). A pause's silence is on
-        the timeline and holds no words."""
+        the timeline and holds no words. `offset`: where the piece starts in the audio sent."""
         report = self.job.text_report
         finished = self.current is not None and report is not None and len(report.seeds) > self.current.index
         if self.current is not None and (segment != self.current.index or (pause and finished)):
             self._end()
         if self.current is None and segment > self.ended and not pause:
-            self.current = Segment(segment, self.sent / self.rate)
+            self.current = Segment(segment, offset / self.rate)
         if self.current is not None and len(audio):
             self.current.audio.append(np.asarray(audio, np.float32))
-        self.sent += len(audio)
 
     def finish(self, tail: np.ndarray):
         """The audio has ended (`tail`: its last samples, of the last segment)."""
         if len(tail) and self.current is not None:
             self.current.audio.append(np.asarray(tail, np.float32))
-            self.sent += len(tail)
         if self.current is not None:
             self._end()
 

@@ -1,0 +1,85 @@
+"""The front doors stay as light as issue 56 made them, counted as a request runs through the app
+served over HTTP on the tiny model (tests/support/request_path.py says how each is counted): a
+test fails when one grows back.
+
+Before the redesign (47a1c5e, counted the same way): 13 hops from route to engine on 3 threads;
+checks in 2 places (the door's schema, the engine's preparer: 4 functions), as now; one stream's
+state in 7 objects (Job, JobMetrics, Running, Listener, Output, Stream, Continuation); three loops
+that read a job's audio (ui/http/stream.sent_audio, openai.encoded, utterance.send_audio).
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ..support.app_helpers import serve
+from ..support.request_path import Holders, Tracer
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = "Counting the hops of one request."
+
+
+@pytest.fixture(scope="module")
+def traced():
+    tracer = Tracer()
+    tracer.install()  # before the app's threads start, so each has the hook
+    try:
+        running = serve()
+        try:
+            yield running, tracer
+        finally:
+            running.stop()
+    finally:
+        tracer.uninstall()
+
+
+def test_a_request_reaches_the_engine_in_at_most_8_hops_checked_in_at_most_3(traced):
+    running, tracer = traced
+    tracer.follow(TEXT)
+    with httpx.Client(base_url=running.url, timeout=120) as client:
+        answer = client.post("/voxcpm/stream", json={"text": TEXT, "seed": 1, "max_len": 4})
+    assert answer.status_code == 200 and tracer.reached.is_set()
+    path = tracer.path
+    print("hops:", *path.hops, "checks:", *path.checks, f"threads: {len(path.threads)}", sep="\n  ")
+    assert len(path.hops) <= 8, path.hops
+    assert len(path.checks) <= 3, path.checks
+    assert len(path.threads) <= 3
+
+
+def test_one_stream_is_held_by_at_most_4_objects(traced):
+    running, tracer = traced
+    tracer.follow("")  # not following hops: the hook stays cheap
+    holders = Holders()
+    holders.before()
+    body = {"text": "A stream long enough to look at twice while it plays.", "seed": 2, "max_len": 300,
+            "min_len": 300}
+    with httpx.Client(base_url=running.url, timeout=120) as client:
+        with client.stream("POST", "/voxcpm/stream?format=frames", json=body) as answer:
+            assert answer.status_code == 200
+            parts = answer.iter_raw(4096)
+            next(parts)
+            holders.first()
+            for _ in range(8):
+                next(parts)
+            changed, owners = holders.second()
+    print("objects changing:", *changed, "holders (owners):", *owners, sep="\n  ")
+    assert 0 < len(changed) <= 4, changed
+
+
+def test_one_function_reads_a_jobs_audio_for_every_door():
+    """Only ui/http/listen.py takes events from a job's channel (and the intake its first one)."""
+    readers = set()
+    for path in (ROOT / "ui").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for call in ast.walk(node):
+                    name = getattr(getattr(call, "func", None), "attr", None) or getattr(getattr(call, "func", None), "id", None)
+                    if isinstance(call, ast.Call) and name in ("next_event", "poll"):
+                        readers.add(f"{path.relative_to(ROOT)}:{node.name}")
+    assert readers == {"ui/http/listen.py:heard", "ui/http/listen.py:next_event", "ui/http/common.py:first_audio"}, readers
+    stretched = {str(p.relative_to(ROOT)) for p in (ROOT / "ui").rglob("*.py") if "job.listener.output(" in p.read_text()}
+    assert stretched == {"ui/http/listen.py"}, "a job's audio is made heard in one place"
