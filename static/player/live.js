@@ -216,6 +216,7 @@ class LiveText {
     run.live = statusFigures(run);
     const state = event.interrupted ? 'cancelled' : ['cut', 'failed'].includes(job?.state) ? job.state : 'done';
     this.player.ended(run, { ...job, state, seed: Number(run.seed), live: run.live });
+    if (this.run !== run) return; // another session has begun meanwhile: the line is its own
     this.say(describe(run.live) + (this.after ? ' · the Generate you pressed starts once this has played.' : ''));
   }
 
