@@ -211,7 +211,7 @@ class LiveText {
   // All its audio is in: the take gets the server's figures and build for its request, as a
   // stream's status frame gives them (ui/http/live.py names it: docs/api.md).
   async done(run, event) {
-    this.close();
+    if (this.run === run) this.close();
     const job = await jobStatus(event.request_id ?? run.liveLog.requestId);
     run.live = statusFigures(run);
     const state = event.interrupted ? 'cancelled' : ['cut', 'failed'].includes(job?.state) ? job.state : 'done';
@@ -248,8 +248,8 @@ class LiveText {
     }
     this.after = go;
     if (this.ws && this.mode !== 'finishing') this.finish();
-    this.say(`Generate pressed: ${this.ws ? 'what you typed is finished first (the rest is being spoken) and ' : 'this live take is '}` +
-      'kept as a take; the Generate starts once it has played. Stop stops both.');
+    this.say(`Generate pressed: ${this.ws ? 'what you typed is finished first (the rest is being spoken), ' : 'this live take plays to its end, '}` +
+      'kept as a take, and the Generate starts once it has played. Stop stops both.');
     return true;
   }
 
