@@ -18,7 +18,11 @@ function config() {
 }
 
 handle({
-  generate: (form) => player.generate(transcripts.sent({ ...form, voice: pickedVoice(form.mode) })),
+  // During a live session, Generate waits for what was typed to be spoken and kept (static/player/live.js).
+  generate: (form) => {
+    const asked = transcripts.sent({ ...form, voice: pickedVoice(form.mode) });
+    if (!liveText.generateAfter(() => player.generate(asked))) player.generate(asked);
+  },
   stop: () => player.stop(),
   clipChanged: () => player.clipChanged(),
   clipStored: (mode, id) => mode === 'ultimate' && transcripts.clipStored(id),

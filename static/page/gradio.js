@@ -125,6 +125,12 @@ export async function readForm() {
   return form;
 }
 
+// An accordion (by its elem_id) open, as a click on its label opens it: its content is drawn then.
+export async function openAccordion(id) {
+  const label = await drawn(`#${id} .label-wrap`);
+  if (!label.classList.contains('open')) label.click();
+}
+
 // Ctrl+Enter (Cmd+Enter on a Mac) anywhere on the page generates, as the Generate button does:
 // that button is dozens of Tab stops into the form.
 document.addEventListener('keydown', (event) => {

@@ -85,8 +85,9 @@ export class Panel {
   // Everything the run knows so far; cheap enough to call on every chunk.
   update(run) {
     const rate = run.sampleRate;
-    this.set('ttfb', ms(run.firstByteAt == null ? null : run.firstByteAt - run.t0));
-    this.set('ttfa', ms(run.audibleAt == null ? null : run.audibleAt - run.t0 + run.outputLatencyMs));
+    const from = run.t0 + (run.firstFromMs ?? 0); // live text: the first clause's commit
+    this.set('ttfb', ms(run.firstByteAt == null ? null : run.firstByteAt - from));
+    this.set('ttfa', ms(run.audibleAt == null ? null : run.audibleAt - from + run.outputLatencyMs));
     const final = run.final || {};
     const first = run.boundaries[0];
     this.set('server_ttfp', ms(final.ttfp_s != null ? final.ttfp_s * 1000 : first ? first.server_ms : null));

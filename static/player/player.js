@@ -291,6 +291,7 @@ export class Player {
     const report = { job: run.id, underruns: run.underruns || 0, gap_ms: run.gapMs() };
     fetch(route('playback'), { method: 'POST', headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify(report), keepalive: true }).catch(() => {}); // a lost report costs only a count
+    if (run.onKept) run.onKept(); // live text: a Generate pressed during its session starts now
   }
 
   finish(run, state, message, kind = null) {

@@ -37,6 +37,9 @@ export class Run {
     this.buffered = 0;
     this.underruns = 0;
     this.firstByteAt = null;
+    // ms from t0 where the first-audio figures count from: live text's first clause commit (the
+    // typing before it is no wait for audio); 0 for a stream, whose request is whole when sent.
+    this.firstFromMs = null;
     this.lastByteAt = null;
     this.audibleAt = null;
     this.outputLatencyMs = 0;

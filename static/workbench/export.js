@@ -13,9 +13,10 @@ export function fileName(take, suffix) {
 }
 
 // The request that reproduces the take: its own body with the seed it used and no request id
-// (an id names one request; the server refuses it twice).
+// (an id names one request; the server refuses it twice), nor a live take's mark, which the stream
+// route does not take (it refuses fields it does not know).
 export function reproBody(take) {
-  const { request_id, ...body } = take.body;
+  const { request_id, live, ...body } = take.body;
   return { ...body, seed: Number(take.settings.seed) };
 }
 
@@ -25,7 +26,8 @@ export function curlCommand(take, origin) {
   return `curl -sS -X POST '${origin}/voxcpm/stream?format=pcm' -H 'Content-Type: application/json' ` +
     `--data-binary '${json}' -o ${file}\n# ${file}: ${take.sampleRate} Hz mono int16 little-endian; ` +
     `play it with: ffplay -f s16le -ar ${take.sampleRate} -ac 1 ${file}` +
-    (take.body.reference_id ? '\n# the reference clip id expires: upload the clip again if the server refuses it' : '');
+    (take.body.reference_id ? '\n# the reference clip id expires: upload the clip again if the server refuses it' : '') +
+    (take.body.live ? '\n# a live take: this asks for its text whole; Re-use replays it live, its pieces and times are the report\'s live.pieces' : '');
 }
 
 // Settings, figures, boundaries, ABX answers and notes: everything but the samples (and of a kept

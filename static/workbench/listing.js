@@ -5,7 +5,8 @@
 import { rowScores } from './evaluate.js';
 import { describeMeasures, measure } from './measures.js';
 import { counted } from '../player/panel.js';
-import { audioSettings, saidSetting, tuned } from './takes.js';
+import { audioSettings, deliveryOf, saidSetting, tuned } from './takes.js';
+import { isLive, liveFacts } from './livetake.js';
 import { readWav } from '../player/pcm.js';
 import { strFromU8, unzipSync } from '../vendor/fflate/fflate.esm.js';
 
@@ -15,7 +16,7 @@ const m = (name) => (t) => t.measures?.[name];
 // settings: the spec's; each numeric setting a take records is a column under its own name.
 export const csvColumns = (settings) => [
   ['take', (t) => t.n], ['name', (t) => t.name], ['id', (t) => t.id], ['created', (t) => t.created], ['mode', s('mode')],
-  ['text', s('text')], ['seed', s('seed')], ...tuned(settings).map((x) => [x.name, s(x.name)]),
+  ['delivery', deliveryOf], ['text', s('text')], ['seed', s('seed')], ...tuned(settings).map((x) => [x.name, s(x.name)]),
   ['normalize', s('normalize')], ['trim_silence', s('trim_silence')],
   ['random_seed', s('random_seed')], ['voice', s('voice')], ['outcome', (t) => t.outcome], ['rating', (t) => t.rating],
   ['tags', (t) => (t.tags || []).join('; ')], ['seconds', f('seconds')], ['first_sound_ms', f('first_sound_ms')],
@@ -146,7 +147,7 @@ export function takeRow(t, settings, selected, focusable = selected) {
   const state = t.outcome + (f.underruns ? `, ${counted(f.underruns, 'gap')}` : '');
   const label = document.createElement('span');
   const about = [t.name ? `“${t.name}”` : '', t.rating ? '★'.repeat(t.rating) : '', ...(t.tags || []).map((x) => `[${x}]`)];
-  label.textContent = `#${t.n} ${about.filter(Boolean).map((x) => `${x} `).join('')}${t.settings.mode} · seed ${t.settings.seed} · cfg ${t.settings.cfg_value} · ` +
+  label.textContent = `#${t.n} ${about.filter(Boolean).map((x) => `${x} `).join('')}${isLive(t) ? 'live · ' : ''}${t.settings.mode} · seed ${t.settings.seed} · cfg ${t.settings.cfg_value} · ` +
     `${t.settings.inference_timesteps} steps${processing(t.settings, settings).map((x) => ` · ${x}`).join('')} · ${f.seconds.toFixed(2)} s · ${state}` +
     (f.flagged_boundaries ? ` · ${f.flagged_boundaries} flagged` : '') + rowScores(t);
   const buttons = [['select', 'Show'], ['as-b', 'Compare as B'], ['reuse', 'Re-use settings'], ['delete', 'Delete']]
@@ -189,8 +190,10 @@ export function summary(t, settings) {
   const s = t.settings;
   const f = t.figures;
   const fmt = (v, d = 0, unit = '') => (v == null || !isFinite(v) ? '–' : `${v.toFixed(d)}${unit}`);
+  const live = isLive(t);
   const rows = [
-    ['Take', `#${t.n}, ${t.created}, ${t.outcome}${t.status ? `: ${t.status}` : ''}`],
+    ['Take', `#${t.n}, ${t.created}, ${t.outcome}${t.status ? `: ${t.status}` : ''}${live ? ', live text' : ''}`],
+    ...(live ? liveFacts(t) : []),
     ['Settings', [`${s.mode}, seed ${s.seed}${s.random_seed ? ' (drawn at random)' : ''}`,
       ...tuned(settings).filter((x) => !x.audio).map((x) => saidSetting(x, s[x.name])),
       ...audioSettings(s, settings, s.mode !== 'design')].join(', ')],
@@ -199,7 +202,8 @@ export function summary(t, settings) {
       (s.voice && s.mode === 'ultimate' ? `the saved voice “${s.voice}”'s own transcript` : '–')],
     ['Clip', s.voice ? `saved voice “${s.voice}”` : s.clip_name ? `${s.clip_name} (id ${s.reference_id})` : '–'],
     ['Model', `${s.model ?? '–'} @ ${s.revision ?? '–'}${s.lora ? `, LoRA ${s.lora}` : ''}, app ${s.app_version ?? '–'}`],
-    ['Figures', `first byte ${fmt(f.first_byte_ms, 0, ' ms')}, first sound ${fmt(f.first_sound_ms, 0, ' ms')}, ` +
+    ['Figures', `first byte ${fmt(f.first_byte_ms, 0, ' ms')}, first sound ${fmt(f.first_sound_ms, 0, ' ms')}` +
+      `${live && t.live ? ' (from the first clause\'s commit)' : ''}, ` +
       `server first patch ${fmt(f.server_first_patch_ms, 0, ' ms')}, server RTF ${fmt(f.server_rtf, 3)}, client RTF ${fmt(f.client_rtf, 3)}`],
     ['Levels', t.measures ? describeMeasures(t.measures) : '–'],
     ['Gaps', f.underruns ? [`${counted(f.underruns, 'underrun')}, ${Math.round(f.gap_ms)} ms in all: `, ...gapLinks(t)] : 'none'],

@@ -3,7 +3,9 @@
 // kept_mb, kept_takes) the oldest takes go.
 
 import { FLAG_THRESHOLD, boundaryScores } from './analysis.js';
+import { heardText, liveRecord } from '../player/liverecord.js';
 import { patchCount } from '../player/panel.js';
+import { heardRtf } from '../player/run.js';
 
 const DB = 'voxcpm-qa';
 const STORE = 'takes';
@@ -110,10 +112,17 @@ export function audioSettings(s, settings, clip) {
     ...(clip ? [on('trim_silence', 'trim silence')] : [])];
 }
 
+// How a take's text reached the model: 'live' (over the live-text socket, clause by clause as it
+// was written) or 'whole'. A take kept before takes recorded it says so in its request's body.
+export function deliveryOf(take) {
+  return take.settings.delivery ?? (take.body?.live ? 'live' : 'whole');
+}
+
 // The settings that make a take what it is, in the order a QA engineer reads them, for the
-// A/B settings diff; the rest (model, build...) follow.
+// A/B settings diff; the rest (model, build...) follow. Live against whole comes first: it changes
+// how the audio was made more than any setting (issue 58: the table blamed the model and the app).
 function said(settings) {
-  return [['mode', 'mode'], ['text', 'text'], ['control', 'description / style'], ['prompt_text', 'transcript'],
+  return [['delivery', 'live / whole'], ['mode', 'mode'], ['text', 'text'], ['control', 'description / style'], ['prompt_text', 'transcript'],
     ['voice', 'voice'], ['clip_name', 'clip'], ['seed', 'seed'], ...tuned(settings).map((x) => [x.name, x.short]),
     ['normalize', 'normalize'], ['trim_silence', 'trim silence'],
     ['model', 'model'], ['revision', 'revision'], ['lora', 'LoRA'], ['app_version', 'app']];
@@ -122,8 +131,9 @@ function said(settings) {
 // What differs between two takes' settings: [label, A's value, B's value] for each setting that does.
 export function settingsDiff(a, b, settings) {
   const same = (x, y) => JSON.stringify(x ?? null) === JSON.stringify(y ?? null);
-  return said(settings).filter(([key]) => !same(a.settings[key], b.settings[key]))
-    .map(([key, label]) => [label, a.settings[key] ?? null, b.settings[key] ?? null]);
+  const value = (t, key) => (key === 'delivery' ? deliveryOf(t) : t.settings[key] ?? null);
+  return said(settings).filter(([key]) => !same(value(a, key), value(b, key)))
+    .map(([key, label]) => [label, value(a, key), value(b, key)]);
 }
 
 // What a take holds in the browser: its samples and the clip it was cloned from (static/workbench/clip.js).
@@ -145,10 +155,12 @@ export function takeOf(run, n, server, settings) {
   let at = 0;
   for (const c of run.chunks) { pcm.set(c, at); at += c.length; }
   const scores = boundaryScores(pcm, run.boundaries, run.sampleRate);
+  const live = run.liveLog ? liveRecord(run) : null;
   return {
     id: run.id, n, created: new Date().toISOString(), sampleRate: run.sampleRate, pcm: pcm.buffer, body: run.body,
     outcome: run.state, status: run.error || '', notes: '', abx: [], boundaries: run.boundaries, scores,
-    settings: settingsOf(run, server || {}, settings), figures: figuresOf(run, scores, server || {}), segments: segmentsOf(server),
+    settings: settingsOf(run, server || {}, settings, live), figures: figuresOf(run, scores, server || {}), segments: segmentsOf(server),
+    live,
     words: run.words ? { source: 'stream', list: run.words, errors: run.wordErrors } : null,
   };
 }
@@ -161,9 +173,12 @@ function segmentsOf(server) {
   return texts && (texts.length > 1 || pauses.length) ? { texts, ends: server.segment_ends || [], pauses } : null;
 }
 
-function settingsOf(run, final, settings) {
+// A live take that played to its end was spoken as the server's request says (normalized); one
+// stopped, as the clauses whose audio it holds say.
+function settingsOf(run, final, settings, live) {
   const b = run.body;
-  return { mode: b.mode, text: b.text, text_as_spoken: final.spoken_text ?? b.text, control: b.control ?? null,
+  const spoken = live && (run.state !== 'finished' || final.spoken_text == null) ? heardText(live) : final.spoken_text ?? b.text;
+  return { mode: b.mode, text: b.text, text_as_spoken: spoken, delivery: live ? 'live' : 'whole', control: b.control ?? null,
     prompt_text: b.prompt_text ?? null, voice: b.voice ?? null, clip_name: b.voice ? null : run.clip ?? null, reference_id: b.reference_id ?? null,
     seed: run.seed, random_seed: b.seed == null, ...Object.fromEntries(tuned(settings).map((x) => [x.name, b[x.name] ?? x.default])),
     normalize: Boolean(b.normalize), trim_silence: Boolean(b.trim_silence),
@@ -171,14 +186,20 @@ function settingsOf(run, final, settings) {
     app_version: final.app_version ?? null };
 }
 
+// A live take's first byte and first sound count from its first clause's commit (run.firstFromMs),
+// as the panel showed them; its server RTF, which no metadata frame gives, is the request's
+// (its status, over the audio sent) where the run has none of its own.
 function figuresOf(run, scores, final) {
   const rate = run.sampleRate;
-  return { first_byte_ms: run.firstByteAt == null ? null : run.firstByteAt - run.t0,
-    first_sound_ms: run.audibleAt == null ? null : run.audibleAt - run.t0 + run.outputLatencyMs,
+  const from = run.t0 + (run.firstFromMs ?? 0);
+  const rtf = run.serverRtf();
+  return { first_byte_ms: run.firstByteAt == null ? null : run.firstByteAt - from,
+    first_sound_ms: run.audibleAt == null ? null : run.audibleAt - from + run.outputLatencyMs,
     // The panel's figure, over the audio the take holds: for a stopped stream the job's status
     // (which it has instead of a status frame) counts the time until the cancel landed over what
     // the server made, and read 2.766 where the panel had said 2.304.
-    server_first_patch_ms: final.ttfp_s == null ? null : final.ttfp_s * 1000, server_rtf: run.serverRtf(),
+    server_first_patch_ms: final.ttfp_s == null ? null : final.ttfp_s * 1000,
+    server_rtf: Number.isFinite(rtf) ? rtf : heardRtf(final, [], rate),
     client_rtf: run.clientRtf(), patches: patchCount(run.boundaries), samples: run.samples, seconds: run.samples / rate,
     underruns: run.underruns, gap_ms: run.gapMs(),
     underrun_times: run.underrunTimes.map((u) => ({ at_samples: u.at, at_ms: (u.at / rate) * 1000, gap_ms: u.gapMs })),

@@ -22,7 +22,9 @@ import { TakeStore, audioSettings, formOfTake, settingsDiff, takeOf, totalBytes 
 import { WaveView } from './waveview.js';
 import { drawn, fieldValue, fillForm, showTab } from '../page/gradio.js';
 import { counted, pauseLabel, pauseSpans } from '../player/panel.js';
+import { liveText } from '../player/live.js';
 import { route, spec } from '../player/server.js';
+import { isLive } from './livetake.js';
 
 export class Workbench {
   constructor() {
@@ -110,7 +112,8 @@ export class Workbench {
   async add(run, busy) {
     await this.ready;
     if (!run.samples || !this.root) return;
-    const server = run.final || (await this.jobStatus(run.id)); // a stopped stream ends with no status frame
+    // A stopped stream ends with no status frame; a stopped live run's request is the one its socket named.
+    const server = run.final || (await this.jobStatus(run.liveLog?.requestId ?? run.id));
     const take = takeOf(run, (this.takes.at(-1)?.n ?? 0) + 1, server, this.served?.settings);
     take.clip = await keepClip(run, this.takes);
     const evicted = await this.store.put(take);
@@ -196,8 +199,28 @@ export class Workbench {
   // the take kept it, back in the clip box. Where Random seed was on, it comes back on once that
   // take has arrived (add()): later takes do not share a seed. The picker is set first: picking
   // changes the transcript box (static/voices/transcript.js), and the take's own transcript goes
-  // in after that.
+  // in after that. A live take is re-used live (replayLive).
   async reuse(take) {
+    await this.reuseSettings(take);
+    if (isLive(take)) await this.replayLive(take);
+  }
+
+  // A live take's pieces go through the live socket again, at the pace they were sent (issue 58:
+  // Re-use made a live take a whole stream, which the A/B table then compared as if the model and
+  // app had changed). Not awaited: the replay lasts as long as the typing did.
+  async replayLive(take) {
+    const said = this.el('message').textContent;
+    if (!take.live) {
+      return this.say(`${said} It was live text kept before live takes recorded their pieces: "Replay the text" under ` +
+        'Live text sends it again at a rate of tokens.');
+    }
+    const last = take.live.pieces.at(-1);
+    this.say(`${said} Its text goes through the live socket again, in ${counted(take.live.pieces.length, 'piece')} ` +
+      `at the pace they were sent (${((last?.at_ms ?? 0) / 1000).toFixed(1)} s).`);
+    liveText.again(take).catch((err) => this.say(`The live replay failed: ${err.message || err}`));
+  }
+
+  async reuseSettings(take) {
     const mode = (await spec()).modes[take.settings.mode];
     const s = take.settings;
     const voice = mode.clip ? await this.pickVoice(take) : '';

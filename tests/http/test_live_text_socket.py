@@ -49,6 +49,15 @@ def utterance(ws, timeout: float = 120.0) -> dict:
     raise AssertionError(f"no session.done within {timeout} s: {got['events']}")
 
 
+def protocol(event: dict) -> dict:
+    """The event as vLLM-Omni defines it: without our `request_id` (audio.start and session.done of
+    an utterance that was spoken), which its clients ignore; checked to be there first."""
+    out = dict(event)
+    if out["type"] in ("audio.start", "session.done") and out.get("total_sentences") != 0:
+        assert isinstance(out.pop("request_id"), str), event
+    return out
+
+
 def speak_in_pieces(app, size: int, config=CONFIG) -> dict:
     with socket(app) as ws:
         ws.send(json.dumps(config))
@@ -70,12 +79,24 @@ def test_pieces_of_any_size_are_spoken_as_the_whole_text_clause_by_clause(app):
     done = [e for e in whole["events"] if e["type"] == "audio.done"]
     assert [e["sentence_index"] for e in done] == [0, 1, 2, 3] and not any(e["error"] for e in done)
     assert sum(e["total_bytes"] for e in done) == len(whole["audio"])
-    assert whole["events"][-1] == {"type": "session.done", "utterance_index": 0, "total_sentences": 4}
+    assert protocol(whole["events"][-1]) == {"type": "session.done", "utterance_index": 0, "total_sentences": 4}
     for size in (1, 7, 40):
         pieces = speak_in_pieces(app, size)
         assert pieces["audio"] == whole["audio"], size
         assert [e["sentence_text"] for e in pieces["events"] if e["type"] == "audio.start"] == \
             [e["sentence_text"] for e in starts]
+
+
+def test_the_request_id_on_audio_start_and_session_done_gives_the_utterances_figures_and_build(app):
+    import httpx
+
+    got = speak_in_pieces(app, 9)
+    ids = {e["request_id"] for e in got["events"] if e["type"] in ("audio.start", "session.done")}
+    assert len(ids) == 1, "one utterance, one request"
+    status = httpx.get(f"{app.url}/voxcpm/jobs/{ids.pop()}", timeout=30).json()
+    assert status["state"] == "done" and status["model"] and status["app_version"]
+    assert status["generation_s"] > 0 and status["output_samples"] * 2 == len(got["audio"])
+    assert status["output_rate"] == 24000 and status["ttfp_s"] > 0
 
 
 def test_stream_audio_sends_each_piece_as_it_is_made_and_the_same_samples(app):

@@ -22,7 +22,7 @@ from websockets.sync.client import connect
 
 from ..support.app_helpers import load_engine, wait_until
 from ..support.workbench_page import slowed
-from .test_live_text_socket import clip_data_url, socket, utterance
+from .test_live_text_socket import clip_data_url, protocol, socket, utterance
 
 # What vLLM-Omni's streaming client sends by default, with VoxCPM2's voice (`--speaker default`).
 VLLM = {"type": "session.config", "speaker": "default", "task_type": "CustomVoice", "language": "Auto",
@@ -72,14 +72,14 @@ def test_vllm_omnis_default_config_speaks_the_utterance_whole_as_one_wav_file(ap
         *spoken, done = by_sentence(ws, VLLM, ["Hello world. ", "How are you today? ", "I am fine, thanks."])
     assert len(spoken) == 1, "split_granularity none: one request per input.done"
     start, audio, end = spoken[0]
-    assert start == {"type": "audio.start", "utterance_index": 0, "sentence_index": 0, "sentence_text": TEXT,
-                     "format": "wav", "sample_rate": MODEL_RATE, "channels": 1}
+    assert protocol(start) == {"type": "audio.start", "utterance_index": 0, "sentence_index": 0,
+                               "sentence_text": TEXT, "format": "wav", "sample_rate": MODEL_RATE, "channels": 1}
     with sf.SoundFile(io.BytesIO(audio)) as wav:  # a whole file, its header's sizes exact
         assert wav.samplerate == MODEL_RATE and wav.frames == (len(audio) - 44) // 2
         assert wav.frames > 0 and wav.frames % 7680 == 0, "whole patches of 160 ms"
     assert end == {"type": "audio.done", "utterance_index": 0, "sentence_index": 0, "total_bytes": len(audio),
                    "error": False}
-    assert done == {"type": "session.done", "utterance_index": 0, "total_sentences": 1}
+    assert protocol(done) == {"type": "session.done", "utterance_index": 0, "total_sentences": 1}
 
 
 @pytest.mark.parametrize("fmt", ["flac", "mp3", "pcm"])
@@ -126,7 +126,7 @@ def test_sentence_commit_speaks_each_commit_as_it_comes_in_one_request_and_ackno
     assert [(e["commit_id"], e["sentence_index"]) for e in committed] == [("sentence-0", 0), ("sentence-1", 1)]
     assert committed[0]["chars_committed"] == len("Hello there, this first sentence plays at once.")
     assert [e["type"] for e in events if e["type"].startswith("audio.")] == ["audio.start", "audio.done"]
-    assert events[-1] == {"type": "session.done", "utterance_index": 0, "total_sentences": 2}
+    assert protocol(events[-1]) == {"type": "session.done", "utterance_index": 0, "total_sentences": 2}
     assert len(audio) > 0 and len(audio) % (2 * 3840) == 0
 
 
@@ -179,8 +179,8 @@ def test_session_done_comes_in_utterance_order_and_never_for_an_empty_flush_or_a
                     done.append(json.loads(message))
         except Exception:  # noqa: BLE001 - the server closes the socket after the last one
             pass
-    assert done == [{"type": "session.done", "utterance_index": 0, "total_sentences": 1},
-                    {"type": "session.done", "utterance_index": 1, "total_sentences": 1}]
+    assert [protocol(e) for e in done] == [{"type": "session.done", "utterance_index": 0, "total_sentences": 1},
+                                           {"type": "session.done", "utterance_index": 1, "total_sentences": 1}]
 
 
 def test_an_utterance_slower_to_make_than_the_idle_timeout_is_spoken_whole(serve_app):
@@ -256,7 +256,7 @@ def test_a_refused_clause_is_said_and_the_rest_of_the_utterance_is_spoken(app):
     assert len(got["errors"]) == 1 and "pause" in got["errors"][0] and "not spoken" in got["errors"][0]
     starts = [e for e in got["events"] if e["type"] == "audio.start"]
     assert [e["sentence_text"] for e in starts] == [" but the rest is heard."] and got["audio"]
-    assert got["events"][-1] == {"type": "session.done", "utterance_index": 0, "total_sentences": 1}
+    assert protocol(got["events"][-1]) == {"type": "session.done", "utterance_index": 0, "total_sentences": 1}
 
 
 def silences(pcm: bytes, rate: int, at_least_s: float = 0.3) -> list[float]:

@@ -198,7 +198,9 @@ class Utterance:
                     job.discard()
                     self.session.state.metrics.job_ended(job)
             done = {"type": "session.done", "utterance_index": self.index, "total_sentences": sentences}
-            await self.session.send(done | ({"interrupted": True} if self.interrupted else {}))
+            # request_id (an extension vLLM-Omni's clients ignore): the page reads the job's figures by it
+            await self.session.send(done | ({"interrupted": True} if self.interrupted else {})
+                                    | ({"request_id": job.id} if job is not None else {}))
         except Stalled:  # the session is closing; the job's audio goes with it
             pass
 
@@ -282,7 +284,8 @@ class Utterance:
         v = self.voice
         text = self.spoken[index] if v.per_unit else "".join(self.spoken) if not v.live else self.spoken[0]
         await self.session.send({"type": "audio.start", "utterance_index": self.index, "sentence_index": index,
-                                 "sentence_text": text, "format": v.fmt, "sample_rate": v.rate, "channels": 1}
+                                 "sentence_text": text, "format": v.fmt, "sample_rate": v.rate, "channels": 1,
+                                 "request_id": self.job.id}  # ours, as on session.done: a stopped take's figures
                                 | ({"word_timestamps": True} if v.word_timestamps else {}))
         return Sentence(index, start)
 
