@@ -90,10 +90,6 @@ def _limit_options(p: argparse.ArgumentParser):
     p.add_argument("--max-output-seconds", type=float, default=LIMITS.max_output_seconds,
                    help="most audio one request may produce, speech and pauses as heard: a text whose "
                         "pauses alone pass it is refused, the rest is cut there (default: %(default)s)")
-    p.add_argument("--gather-ms", type=float, default=LIMITS.gather_s * 1000,
-                   help="how long requests of a burst that are ready wait for those still being prepared, so one "
-                        "prefill takes them all; never while a playing stream runs low; 0 starts each at once "
-                        "(default: %(default)s)")
     p.add_argument("--max-upload-mb", type=int, default=SETTINGS.http.max_upload_mb, help="largest uploaded file (default: %(default)s)")
     p.add_argument("--upload-ttl-min", type=float, default=SETTINGS.clips.upload_ttl_s / 60,
                    help="minutes an uploaded clip is kept (default: %(default)s)")

@@ -45,7 +45,6 @@ IDLE_WAIT_S = 0.01  # how long the loop sleeps when a call is held back and noth
 # How long the loop sleeps at most while every running stream waits for text (a live request): new
 # text, a cancel or a new job wakes it at once (nudge).
 PARKED_WAIT_S = 0.1
-GATHER_SLACK_S = 0.3  # the least audio every playing stream must hold for the loop to wait for a burst
 
 __all__ = ["EngineCalls", "EngineWorker", "QueueFullError", "run_calls"]
 
@@ -57,7 +56,7 @@ class EngineWorker:
                  keep_finished: int = LIMITS.keep_finished, warm_up: bool = False,
                  max_backlog_s: float = LIMITS.max_backlog_s, max_unread_s: float = LIMITS.max_unread_s,
                  max_output_s: float = LIMITS.max_output_seconds, latents: LatentStore | None = None,
-                 max_call_wait_s: float = LIMITS.max_call_wait_s, gather_s: float = LIMITS.gather_s):
+                 max_call_wait_s: float = LIMITS.max_call_wait_s):
         """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs are
         captured by the thread that replays them. max_queue: jobs allowed to wait once every row is
         taken. max_backlog_s: how far a job's consumer may fall behind its listener's clock before
@@ -66,13 +65,11 @@ class EngineWorker:
         max_output_s: the most audio one job may deliver, as its listener hears it (the rest is cut). latents:
         where finished jobs' latents are kept for their offline render (none kept without it).
         max_call_wait_s: the longest a call (EngineCalls) waits for the listeners to have room for it.
-        prepare_threads: the intake threads that prepare requests at once. gather_s: how long the
-        loop waits for requests still being prepared to join those ready in one prefill."""
+        prepare_threads: the intake threads that prepare requests at once."""
         self.engine = engine
         self.device, self.rows = str(engine.device), int(engine.rows)
         self.sample_rate, self.patch_samples = int(engine.sample_rate), int(engine.patch_samples)
         self.max_queue = max_queue
-        self.gather_s = gather_s
         self.latents = latents
         self.unread = UnreadBudget(self.sample_rate, max_backlog_s, max_unread_s, self._unread_samples)
         self.output = OutputBound(self.sample_rate, max_output_s)
@@ -276,7 +273,6 @@ class EngineWorker:
                 if self._closed:
                     self._calls.refuse(QueueFullError(SHUTTING_DOWN))
                     return
-                self._gather()
                 joining = self._take_waiting()
                 calls = self._calls.take(self.engine.slack(), self._first_audio_waiting(joining))
             run_calls(calls, self.engine, self._calls)
@@ -324,20 +320,6 @@ class EngineWorker:
     def _first_audio_waiting(self, joining: list[Job]) -> bool:
         """Whether a job waits for its first audio (the lock held): in the line, joining, or running."""
         return bool(self._waiting or joining) or any(job.first_chunk_at is None for job in self._running)
-
-    def _gather(self):
-        """A burst's requests reach the line a few milliseconds apart, each prepared on an intake
-        thread: the ones ready wait (at most gather_s; the intake wakes the loop as each is ready)
-        for those still being prepared, so that one prefill takes them all instead of each waiting
-        for the step that prefills the ones before it. Not while a playing stream's audio could run
-        low meanwhile; a lone request has nobody to wait for (the lock held)."""
-        deadline = time.perf_counter() + self.gather_s
-        while self._ready() and any(job.state == "preparing" for job in self._waiting) and not self._closed:
-            left = deadline - time.perf_counter()
-            slack = self.engine.slack()
-            if left <= 0 or (slack is not None and slack < GATHER_SLACK_S):
-                return
-            self._lock.wait(left)
 
     def _take_waiting(self) -> list[Job]:
         """Waiting jobs, oldest first, for the engine's free rows (called with the lock held)."""
