@@ -164,8 +164,9 @@ def _b_and_abx() -> str:
       <span data-wb="diff" role="status"></span></div>
     <table class="vox-wb-settings-diff" data-wb="settings-diff" hidden></table>
     <div data-wb="wave-b" aria-label="Waveform of B"></div>
-    <div data-wb="diff-view" hidden><div class="vox-wb-label">A−B: the difference (scaled to fit) and its spectrogram</div>
-      <div data-wb="wave-d" aria-label="Waveform of A minus B"></div>
+    <div data-wb="diff-view" hidden><div class="vox-wb-label" data-wb="diff-label">A−B: the difference and its spectrogram</div>
+      <div class="vox-wb-scaled"><div data-wb="wave-d" aria-label="Waveform of A minus B"></div>
+        <div class="vox-wb-yaxis" data-wb="diff-scale" aria-hidden="true"><span></span><span></span><span></span></div></div>
       <div data-wb="spectrogram-d" aria-label="Spectrogram of A minus B"></div></div>
     <div class="vox-wb-abx" role="group" aria-label="Blind ABX test">
       <label>Trials <input type="number" data-wb="abx-trials" min="1" max="100" value="10"></label>
