@@ -133,7 +133,7 @@ export class Compare {
       return;
     }
     if (stale()) return;
-    await this.wb.view.showB(pcm);
+    await this.wb.view.showB(pcm, this.bName(a));
     if (stale()) return;
     await this.diffView.show(new Int16Array(a.pcm), pcm, a.sampleRate);
     if (stale()) return;
@@ -143,10 +143,19 @@ export class Compare {
     this.last = d;
     const verdict = other || loaded ? '' : d.snrDb >= SNR_BOUND_DB && d.lengthA === d.lengthB
       ? ` ✓ stream = offline within the bound (SNR ≥ ${SNR_BOUND_DB} dB)` : ` ✗ beyond the bound (SNR ≥ ${SNR_BOUND_DB} dB)`;
-    const b = other ? `take ${other.n}` : loaded ? `${loaded.name}, ${loaded.describe}` : 'offline render';
-    this.el('diff').textContent = `A (take ${a.n}) vs B (${b}): ${describeDifference(d)}.${verdict}`;
+    this.el('diff').textContent = `A (take ${a.n}) vs B (${this.bName(a, true)}): ${describeDifference(d)}.${verdict}`;
     this.el('diff').dataset.line = this.el('diff').textContent;
     this.el('diff').dataset.ok = other || loaded ? '' : String(verdict.includes('✓'));
+  }
+
+  // What B is, as its label and the ABX result name it ("take 3", "reference.wav"); `full`: with a
+  // recording's length and rate, as the difference line gives them.
+  bName(a, full = false) {
+    const source = this.el('b-source').value;
+    const other = this.wb.takes.find((t) => t.id === source);
+    if (other) return `take ${other.n}`;
+    if (source === 'file' && this.recording) return full ? `${this.recording.name}, ${this.recording.describe}` : this.recording.name;
+    return source === 'offline' ? `offline render of take ${a.n}` : '';
   }
 
   abxStart() {

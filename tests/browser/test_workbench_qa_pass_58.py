@@ -11,6 +11,66 @@ from .test_workbench_findings import choose_b_file, tone
 WB = "#vox-workbench"
 
 
+# The labels a time axis shows: [left, right, text] of each label's text that its clipped box lets
+# be seen, in order.
+LABELS = """selector => [...document.querySelectorAll(selector + ' [part~=timeline-notch]')].filter((n) => n.textContent)
+    .map((n) => { const r = document.createRange(); r.selectNodeContents(n); const b = r.getBoundingClientRect();
+                  const clip = n.closest('[part=timeline]').getBoundingClientRect();
+                  return b.right <= clip.right + 1 && b.left >= clip.left - 1 ? [b.left, b.right, n.textContent] : null; })
+    .filter(Boolean).sort((x, y) => x[0] - y[0])"""
+
+
+def _zoom(page, px: int):
+    page.evaluate("px => { const z = document.querySelector('#vox-workbench [data-wb=zoom]'); z.value = px;"
+                  " z.dispatchEvent(new Event('input', { bubbles: true })); }", px)
+    page.wait_for_function("px => Math.abs(window.workbench.view.a.options.minPxPerSec - window.workbench.view.pxPerSec()) < 0.01"
+                           " && Math.abs(window.workbench.view.b.options.minPxPerSec - window.workbench.view.pxPerSec()) < 0.01", arg=px)
+    page.wait_for_function("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))")
+
+
+def test_time_axis_labels_never_overlap_whatever_the_zoom(page):
+    take(page, "A take held against a recording of twenty seconds.")
+    choose_b_file(page, "twenty-seconds.wav", tone(20.0))
+    page.wait_for_function("window.workbench.lastDifference && window.workbench.view.b.getDuration() === 20", timeout=30_000)
+    for px in (100, 20, 400, 3000):  # the default zoom first: a 20 s axis is drawn at it
+        _zoom(page, px)  # at 20 the 20 s fill the width: 60 px/s
+        assert page.evaluate("window.workbench.view.pxPerSec()") == max(px, page.evaluate(
+            "document.querySelector('#vox-workbench [data-wb=wave-a]').clientWidth / 20"))
+        for axis in ("timeline", "timeline-b"):  # A's runs as far as A (under a second), B's its 20 s
+            labels = page.evaluate(LABELS, f"{WB} [data-wb={axis}]")
+            assert len(labels) >= (3 if axis == "timeline-b" else 1), (px, axis, labels)
+            crowded = [(a, b) for a, b in zip(labels, labels[1:]) if a[1] + 4 > b[0]]
+            assert not crowded, (px, axis, crowded[:3])
+        # B's axis runs on past A's end (under a second), as far as the window shows of B's 20 s.
+        shown = page.evaluate("document.querySelector('#vox-workbench [data-wb=wave-a]').clientWidth") / page.evaluate(
+            "window.workbench.view.pxPerSec()")
+        last = float(page.evaluate(LABELS, f"{WB} [data-wb=timeline-b]")[-1][2])
+        assert min(shown, 20) - 1.5 <= last <= min(shown, 20), (px, shown, last)
+    _zoom(page, 100)
+    page.select_option(f"{WB} [data-wb=b-source]", "")
+
+
+def test_b_has_a_label_saying_what_it_is_and_a_time_axis(page):
+    first = take(page, "The take that will be B.")
+    second = take(page, "The take on screen, A.")
+    page.select_option(f"{WB} [data-wb=b-source]", "offline")
+    page.wait_for_function("window.workbench.lastDifference", timeout=30_000)
+    label = page.locator(f"{WB} [data-wb=b-label]")
+    assert label.inner_text() == f"B: offline render of take {second['n']}"
+    label_box, wave_b = label.bounding_box(), page.locator(f"{WB} [data-wb=wave-b]").bounding_box()
+    assert 0 <= wave_b["y"] - (label_box["y"] + label_box["height"]) < 12, (label_box, wave_b)
+    axis = page.locator(f"{WB} [data-wb=timeline-b]")
+    assert axis.is_visible() and 0 <= axis.bounding_box()["y"] - (wave_b["y"] + wave_b["height"]) < 12
+    # The same times at the same places as A's axis: B is on A's time axis.
+    assert [x[2] for x in page.evaluate(LABELS, f"{WB} [data-wb=timeline-b]")] == \
+        [x[2] for x in page.evaluate(LABELS, f"{WB} [data-wb=timeline]")]
+    page.select_option(f"{WB} [data-wb=b-source]", first["id"])
+    label.filter(has_text=f"B: take {first['n']}").wait_for()
+    page.select_option(f"{WB} [data-wb=b-source]", "")
+    label.wait_for(state="hidden")
+    assert axis.is_hidden()
+
+
 # Which fonts draw an element's text, and how many of its glyphs each (what devtools' Computed tab lists).
 def _fonts(page, selector: str) -> dict:
     cdp = page.context.new_cdp_session(page)

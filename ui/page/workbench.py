@@ -163,7 +163,9 @@ def _b_and_abx() -> str:
         accept="audio/*,.wav,.flac,.ogg,.mp3" aria-label="Load a recording (a reference, or an earlier build's WAV) as B"></label>
       <span data-wb="diff" role="status"></span></div>
     <table class="vox-wb-settings-diff" data-wb="settings-diff" hidden></table>
-    <div data-wb="wave-b" aria-label="Waveform of B"></div>
+    <div class="vox-wb-label" data-wb="b-label" hidden>B</div>
+    <div data-wb="wave-b" aria-label="Waveform of B" hidden></div>
+    <div data-wb="timeline-b" hidden></div>
     <div data-wb="diff-view" hidden><div class="vox-wb-label" data-wb="diff-label">A−B: the difference and its spectrogram</div>
       <div class="vox-wb-scaled"><div data-wb="wave-d" aria-label="Waveform of A minus B"></div>
         <div class="vox-wb-yaxis" data-wb="diff-scale" aria-hidden="true"><span></span><span></span><span></span></div></div>
