@@ -67,7 +67,7 @@ export class Abx {
 
   // A session keeps the region it started with: every trial plays the same clips.
   start(trials, region) {
-    this.session = { trials, x: pick(), answers: [], clips: this.cut(region) };
+    this.session = { trials, x: pick(), answers: [], clips: this.cut(region), region };
   }
 
   play(which, region) {

@@ -23,6 +23,8 @@ export class Compare {
     this.turn = 0; // which show() is the latest: an older one, still fetching, must not draw over it
     this.diffView = new DiffView(wb.root, wb.view);
     this.recording = null; // {name, file, rate, pcm}: the one loaded from a file, kept until the next
+    this.result = null; // the last session's score and what it compared: {take, b, region, text}
+    wb.view.onSelect.push(() => { if (this.result && !this.abx.session) this.showAbx(); }); // another region: stale
   }
 
   // The recording last loaded as B, from the browser's store (decoded once it is shown).
@@ -102,6 +104,7 @@ export class Compare {
     const stale = () => turn !== this.turn;
     this.last = null;
     this.abx.load(null); // nothing compares against the B being replaced
+    this.showAbx(); // a result for the B before says it is not this one's
     this.wb.showSettingsDiff(); // whatever set B (the picker, Compare as B, a file, another take shown)
     if (a && (a.b || '') !== source) this.wb.save(a, { b: source }); // shown with it again (ViewMemory)
     this.el('diff').dataset.ok = '';
@@ -162,6 +165,7 @@ export class Compare {
     if (!this.abx.ready()) return this.showAbx('Pick B first: ABX compares this take (A) with B.');
     const trials = Math.max(1, Math.min(100, Math.round(Number(this.el('abx-trials').value) || 10)));
     this.wb.view.stop();
+    this.result = null;
     this.abx.start(trials, this.region());
     this.showClips();
     this.showAbx(`Trial 1 of ${trials}: listen to A, B and X, then say which X is.`);
@@ -195,15 +199,29 @@ export class Compare {
       gain_a_db: Math.round(c.gainA * 100) / 100, gain_b_db: Math.round(c.gainB * 100) / 100 });
     if (!done) return this.showAbx(`Trial ${session.answers.length + 1} of ${session.trials}: answered so far ` +
       `${session.answers.length}; the score comes at the end.`);
-    await this.wb.save(this.wb.selected, { abx: [...this.wb.selected.abx, ...done] });
-    const all = this.wb.selected.abx; // the score once: the session's, and every session's only where there were others
-    this.el('abx-score').textContent = `ABX, this session: ${describeScore(done).replace('ABX: ', '')}.` +
-      (all.length > done.length ? ` All sessions of this take: ${describeScore(all).replace('ABX: ', '')}.` : '');
+    const take = this.wb.selected;
+    await this.wb.save(take, { abx: [...take.abx, ...done] });
+    // The score once: the session's, naming its B and region, and every session's only where there were others.
+    const about = `B: ${this.bName(take)}; ${done[0].from_ms.toFixed(1)}–${done[0].to_ms.toFixed(1)} ms`;
+    this.result = { take: take.id, b: this.el('b-source').value, region: session.region.join(':'), about,
+      text: `ABX, this session (${about}): ${describeScore(done).replace('ABX: ', '')}.` +
+        (take.abx.length > done.length ? ` All sessions of this take: ${describeScore(take.abx).replace('ABX: ', '')}.` : '') };
+    this.showAbx();
   }
 
-  // The session's line; the take's score only between sessions (a session is scored at its end).
+  // The session's line; between sessions the last session's result while its B and region are the
+  // ones on screen, marked stale once either changes, else the take's score.
   showAbx(message = '') {
+    const line = this.el('abx-score');
+    const r = this.result?.take === this.wb.selected?.id ? this.result : null;
+    const changed = r && (r.b !== this.el('b-source').value ? 'B' : r.region !== this.region().join(':') ? 'the region' : '');
+    line.dataset.stale = String(Boolean(changed && !message));
+    if (r && !message && !this.abx.session) {
+      line.textContent = changed ? `Stale: ${changed} has changed since the last session, whose result (${r.about}) was: ` +
+        `${r.text.replace(/^ABX, this session \([^)]*\): /, '')} Start a session to test this B and region.` : r.text;
+      return;
+    }
     const score = this.abx.session ? '' : describeScore(this.wb.selected?.abx || []);
-    this.el('abx-score').textContent = `${message} ${score}`.trim();
+    line.textContent = `${message} ${score}`.trim();
   }
 }

@@ -102,3 +102,66 @@ def test_the_difference_has_a_scale_and_db_reads_as_db(page):
     fallback = sum(n for family, n in fonts.items() if not family.startswith("Source Sans"))
     assert fallback <= sum(not c.isascii() for c in line), (fonts, line)
     page.select_option(f"{WB} [data-wb=b-source]", "")
+
+
+def _abx_session(page, trials: int = 1):
+    page.fill(f"{WB} [data-wb=abx-trials]", str(trials))
+    page.click(f"{WB} [data-wb=abx-start]")
+    for _ in range(trials):
+        page.click(f"{WB} [data-wb=abx-answer-a]")
+    page.locator(f"{WB} [data-wb=abx-score]").filter(has_text="this session").wait_for()
+
+
+def test_an_abx_result_names_its_b_and_region_and_goes_stale_when_either_changes(page):
+    first = take(page, "The take that will be B, blind.")
+    take(page, "The take on screen, listened to blind.")
+    page.select_option(f"{WB} [data-wb=b-source]", first["id"])
+    page.wait_for_function("window.workbench.lastDifference", timeout=30_000)
+    drag(page, f"{WB} [data-wb=wave-a]", 0.2, 0.6)
+    start, end = page.evaluate("[window.workbench.view.selection.start, window.workbench.view.selection.end]")
+    _abx_session(page)
+    score = page.locator(f"{WB} [data-wb=abx-score]")
+    said = score.inner_text()
+    assert f"B: take {first['n']}" in said and f"{start * 1000:.1f}–{end * 1000:.1f} ms" in said, said
+    assert score.get_attribute("data-stale") == "false"
+    # Another region: the result is for the region before, and says so.
+    drag(page, f"{WB} [data-wb=wave-a]", 0.1, 0.3)
+    score.filter(has_text="Stale: the region has changed").wait_for()
+    assert f"B: take {first['n']}" in score.inner_text() and score.get_attribute("data-stale") == "true"
+    # Back to that region, then another B: stale again, for B.
+    page.evaluate("([s, e]) => window.workbench.view.select(s, e)", [start, end])
+    score.filter(has_text="ABX, this session").wait_for()
+    page.select_option(f"{WB} [data-wb=b-source]", "offline")
+    score.filter(has_text="Stale: B has changed").wait_for()
+    page.select_option(f"{WB} [data-wb=b-source]", "")
+
+
+def test_abx_is_played_and_answered_with_the_keys(page):
+    take(page, "A take to listen to blind with the keys.")
+    page.select_option(f"{WB} [data-wb=b-source]", "offline")
+    page.wait_for_function("window.workbench.lastDifference", timeout=30_000)
+    # The help lists them.
+    page.focus(f"{WB} [data-wb=wave-a]")
+    page.keyboard.press("?")
+    help_text = page.locator(f"{WB} [data-wb=help]").inner_text()
+    assert re.search(r"a / b / x\s+ABX.*play A / B / X", help_text) and re.search(r"1 / 2\s+ABX.*X is A / X is B", help_text), help_text
+    page.keyboard.press("Escape")
+    markers = len(page.evaluate("window.workbench.selected.markers || []"))
+    page.fill(f"{WB} [data-wb=abx-trials]", "2")
+    page.click(f"{WB} [data-wb=abx-start]")
+    for key in ("x", "a", "b"):
+        page.keyboard.press(key)
+        page.wait_for_function("key => window.workbench.abx.side === key", arg=key.upper())
+    assert page.evaluate("document.querySelector('#vox-workbench').dataset.active") == "A"  # b played B: no switch
+    page.keyboard.press("1")
+    page.wait_for_function("window.workbench.abx.session?.answers.length === 1")
+    page.keyboard.press("2")
+    page.locator(f"{WB} [data-wb=abx-score]").filter(has_text="this session").wait_for()
+    answers = page.evaluate("window.workbench.selected.abx.slice(-2).map((t) => t.answer)")
+    assert answers == ["A", "B"]
+    assert len(page.evaluate("window.workbench.selected.markers || []")) == markers  # no marker made by 1 or 2
+    # Outside a session, on the waveform, 1 is a marker again.
+    page.focus(f"{WB} [data-wb=wave-a]")
+    page.keyboard.press("1")
+    page.wait_for_function("n => window.workbench.selected.markers.length === n + 1", arg=markers)
+    page.select_option(f"{WB} [data-wb=b-source]", "")
