@@ -338,6 +338,16 @@ export class Workbench {
     this.el('message').textContent = text;
   }
 
+  // A take on screen that the filter takes out of the list stays on screen (a filter is typed a
+  // letter at a time: the take would go and come back), and says so above its waveform.
+  showFiltered(shown) {
+    const t = this.selected;
+    const out = Boolean(t) && !shown.includes(t);
+    this.el('filtered').hidden = !out;
+    if (out) this.el('filtered-text').textContent = `Take ${t.n} is filtered out of the list above (it lists ` +
+      `${shown.length ? counted(shown.length, 'other take') : 'none'}): it stays here until you show another.`;
+  }
+
   render() {
     if (!this.root) return;
     const list = this.el('list');
@@ -350,6 +360,7 @@ export class Workbench {
     this.el('storage').textContent = `${narrowed(c) ? `${shown.length} of ` : ''}${this.takes.length} take${this.takes.length === 1 ? '' : 's'}, ${mb} MB of ` +
       `${this.store.limits ? this.store.limits.kept_mb : '?'} MB kept in this browser`;
     this.el('view').hidden = !this.selected;
+    this.showFiltered(shown);
     this.el('undo').hidden = !this.undoable;
     this.el('undo').setAttribute('aria-label', this.undoable ? `Undo: ${this.undoable.what}` : 'Undo');
     const select = this.el('b-source');

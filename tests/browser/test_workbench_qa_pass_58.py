@@ -11,6 +11,20 @@ from .test_workbench_findings import choose_b_file, tone
 WB = "#vox-workbench"
 
 
+def test_a_take_filtered_out_of_the_list_says_so_on_screen(page):
+    take(page, "A take about apples.")
+    pears = take(page, "A take about pears.")
+    page.fill(f"{WB} [data-wb=filter]", "apples")
+    notice = page.locator(f"{WB} [data-wb=filtered]")
+    notice.wait_for()
+    assert f"Take {pears['n']} is filtered out of the list" in notice.inner_text(), notice.inner_text()
+    assert page.evaluate("window.workbench.selected.id") == pears["id"]  # still on screen, and saying so
+    page.click(f"{WB} [data-wb=filter-clear]")
+    notice.wait_for(state="hidden")
+    assert page.input_value(f"{WB} [data-wb=filter]") == ""
+    assert pears["id"] in page.evaluate("window.workbench.listed().map((t) => t.id)")
+
+
 # The labels a time axis shows: [left, right, text] of each label's text that its clipped box lets
 # be seen, in order.
 LABELS = """selector => [...document.querySelectorAll(selector + ' [part~=timeline-notch]')].filter((n) => n.textContent)

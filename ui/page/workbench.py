@@ -82,7 +82,9 @@ def _find() -> str:
 
 def _take_view() -> str:
     """One take on screen: its facts, waveform, timeline, spectrogram, B, ABX, boundaries, notes, exports."""
-    return f"""<div class="vox-wb-view" data-wb="view" hidden>{_about_and_controls()}{_waveform_a()}{_b_and_abx()}
+    return f"""<div class="vox-wb-view" data-wb="view" hidden>
+    <p class="vox-wb-filtered" data-wb="filtered" role="status" hidden><span data-wb="filtered-text"></span>
+      <button type="button" class="vox-wb-button" data-wb="filter-clear">Clear the filter</button></p>{_about_and_controls()}{_waveform_a()}{_b_and_abx()}
     <div class="vox-wb-boundaries" data-wb="boundaries"></div>{_boundary_list()}{_evaluation()}
     <label class="vox-wb-notes">Notes for this take (kept with it, and in the bundle)
       <textarea data-wb="notes" rows="2"></textarea></label>
