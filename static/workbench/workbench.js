@@ -334,8 +334,14 @@ export class Workbench {
     setTimeout(() => URL.revokeObjectURL(a.href), 60_000);
   }
 
-  say(text) {
-    this.el('message').textContent = text;
+  // The message line under the toolbar; `near`: the line beside A's label instead, for what a key
+  // pressed on the waveform did (]: "Gap at…"): the toolbar is far above a waveform in view.
+  // Each empties the other, so neither keeps saying what is no longer so.
+  say(text, near = false) {
+    const [here, there] = near ? ['wave-said', 'message'] : ['message', 'wave-said'];
+    this.el(there).textContent = '';
+    this.el(here).textContent = text;
+    if (near) this.el(here).scrollIntoView({ block: 'nearest' });
   }
 
   // A take on screen that the filter takes out of the list stays on screen (a filter is typed a

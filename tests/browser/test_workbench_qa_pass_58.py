@@ -25,6 +25,58 @@ def test_a_take_filtered_out_of_the_list_says_so_on_screen(page):
     assert pears["id"] in page.evaluate("window.workbench.listed().map((t) => t.id)")
 
 
+# The element in focus: [its data-wb or data-act (else its tag), its aria-label].
+FOCUSED = "() => { const e = document.activeElement; return [e.dataset.wb || e.dataset.act || e.tagName, e.getAttribute('aria-label')]; }"
+
+
+def _focus_is(page, what: list):
+    """Until the focus is on `what`: a row goes once its removal is saved, a moment after the marker."""
+    page.wait_for_function(f"what => JSON.stringify(({FOCUSED})()) === JSON.stringify(what)", arg=what, timeout=5_000)
+
+
+def test_removing_markers_by_keyboard_keeps_the_focus_on_the_next_marker(page):
+    take(page, "A take to mark three times, then unmark by keyboard.")
+    page.focus(f"{WB} [data-wb=wave-a]")
+    page.keyboard.press("Home")
+    for key in ("1", "2", "3"):  # a click, a glitch and a mispronunciation, 300 ms apart
+        page.keyboard.press(key)
+        for _ in range(3):
+            page.keyboard.press("ArrowRight")
+    assert len(page.evaluate("window.workbench.selected.markers")) == 3
+    page.focus(f"{WB} [data-wb=markers] li[data-index='1'] button[data-act=remove]")
+    page.keyboard.press("Enter")  # M2 goes: M3 is now M2, and its Remove has the focus
+    _focus_is(page, ["remove", "Remove marker 2"])
+    assert len(page.evaluate("window.workbench.selected.markers")) == 2
+    assert page.evaluate("window.workbench.selected.markers[1].kind") == "mispronunciation"
+    said = page.locator(f"{WB} [data-wb=message]").inner_text()
+    assert "Removed M2 glitch" in said and "M3 is now M2" in said, said
+    page.keyboard.press("Enter")  # the last one goes: the one before it takes the focus
+    _focus_is(page, ["remove", "Remove marker 1"])
+    page.keyboard.press("Enter")  # none left: the waveform, where markers are made
+    _focus_is(page, ["wave-a", "Waveform of take A: arrow keys seek, Shift+arrows select"])
+    assert page.evaluate("window.workbench.selected.markers") == []
+
+
+def test_brackets_say_where_they_went_beside_the_waveform_in_view(page):
+    take(page, "A take whose boundaries are all flagged at a low threshold.")
+    page.fill(f"{WB} [data-wb=blist-threshold]", "0.1")
+    page.locator(f"{WB} [data-wb=blist-threshold]").dispatch_event("change")
+    # The QA engineer's view: the waveform in the middle of the window, the toolbar far above it.
+    page.evaluate("document.querySelector('#vox-workbench [data-wb=wave-a]').scrollIntoView({ block: 'center' })")
+    page.focus(f"{WB} [data-wb=wave-a]")
+    page.keyboard.press("Home")
+    page.keyboard.press("]")
+    said = page.locator(f"{WB} [data-wb=wave-said]")
+    said.filter(has_text=re.compile(r"Flagged boundary at \d+\.\d ms")).wait_for()
+    box, wave = said.bounding_box(), page.locator(f"{WB} [data-wb=wave-a]").bounding_box()
+    height = page.evaluate("innerHeight")
+    assert 0 <= box["y"] and box["y"] + box["height"] <= height, (box, height)
+    assert 0 <= wave["y"] - (box["y"] + box["height"]) < 40, (box, wave)  # just above the waveform
+    assert page.locator(f"{WB} [data-wb=message]").inner_text() == ""  # not said twice
+    page.fill(f"{WB} [data-wb=blist-threshold]", "6")
+    page.locator(f"{WB} [data-wb=blist-threshold]").dispatch_event("change")
+
+
 # The labels a time axis shows: [left, right, text] of each label's text that its clipped box lets
 # be seen, in order.
 LABELS = """selector => [...document.querySelectorAll(selector + ' [part~=timeline-notch]')].filter((n) => n.textContent)

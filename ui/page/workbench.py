@@ -134,7 +134,8 @@ def _waveform_a() -> str:
     """A's waveform (focusable), its words track, timeline, spectrogram, words and subtitles (static/workbench/words.js),
     segments, the selection in ms and the markers."""
     return """
-    <div class="vox-wb-label">A: this take</div>
+    <div class="vox-wb-label vox-wb-a-label">A: this take
+      <span class="vox-wb-said" data-wb="wave-said" role="status" aria-live="polite"></span></div>
     <div data-wb="wave-a" tabindex="0" role="slider" aria-label="Waveform of take A: arrow keys seek, Shift+arrows select"
       aria-valuemin="0" aria-valuenow="0" aria-valuetext="0.0 ms"></div>
     <div class="vox-wb-words" data-wb="words" role="group" hidden
