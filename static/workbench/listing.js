@@ -111,13 +111,18 @@ export function wireListing(wb, on) {
     `voxcpm2-markers-notes-${new Date().toISOString().slice(0, 10)}.csv`));
   const input = wb.el('import');
   input.addEventListener('change', async () => {
-    try {
-      for (const file of input.files) await wb.adopt(await takeOfBundle(file));
-    } catch (err) {
-      wb.say(`Not imported: ${err.message || err}`);
-    }
+    await importBundles(wb, [...input.files]);
     input.value = '';
   });
+}
+
+// Bundles chosen on Import bundle, or dropped on it, imported in turn until one is refused.
+export async function importBundles(wb, files) {
+  try {
+    for (const file of files) await wb.adopt(await takeOfBundle(file));
+  } catch (err) {
+    wb.say(`Not imported: ${err.message || err}`);
+  }
 }
 
 // The name, rating and tags fields above the waveform: filled from the take shown, saved on change.

@@ -10,6 +10,7 @@ import { TakeFields, moveInList, summary, takeRow, wireListing } from './listing
 import { listed, narrowed } from './sorting.js';
 import { Markers, RegionFields } from './markers.js';
 import { wireKeys } from './keys.js';
+import { wireDrops } from './drops.js';
 import { measure } from './measures.js';
 import { Evaluation } from './evaluate.js';
 import { Words } from './words.js';
@@ -95,6 +96,7 @@ export class Workbench {
     this.compare.wire(on);
     wireListing(this, on);
     wireKeys(this);
+    wireDrops(this);
     this.el('list').addEventListener('keydown', moveInList);
     this.el('head').addEventListener('click', (e) => { // a gap's position, in the facts
       const at = e.target.closest('button[data-at]');

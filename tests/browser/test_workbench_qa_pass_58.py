@@ -231,3 +231,39 @@ def test_abx_is_played_and_answered_with_the_keys(page):
     page.keyboard.press("1")
     page.wait_for_function("n => window.workbench.selected.markers.length === n + 1", arg=markers)
     page.select_option(f"{WB} [data-wb=b-source]", "")
+
+
+def _drop(page, selector: str, path):
+    """A file dragged from the desktop and let go over the element, as the browser gets it."""
+    page.locator(selector).scroll_into_view_if_needed()
+    box = page.locator(selector).bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    cdp = page.context.new_cdp_session(page)
+    data = {"items": [], "files": [str(path)], "dragOperationsMask": 1}
+    for kind in ("dragEnter", "dragOver", "drop"):
+        cdp.send("Input.dispatchDragEvent", {"type": kind, "x": x, "y": y, "data": data})
+
+
+def test_files_dropped_on_import_and_load_as_b_are_taken_and_elsewhere_never_open(page, tmp_path):
+    t = take(page, "A take to export, delete and drop back.")
+    bundle = download(page, f"{WB} [data-wb=bundle]")
+    page.click(f"{WB} [data-take='{t['id']}'] button[data-act=delete]")
+    page.wait_for_function("id => !window.workbench.takes.some((x) => x.id === id)", arg=t["id"])
+    url = page.url
+    _drop(page, f"{WB} label:has([data-wb=import])", bundle)
+    page.wait_for_function("id => window.workbench.selected?.id === id", arg=t["id"])
+    assert "Imported the bundle" in page.locator(f"{WB} [data-wb=message]").inner_text()
+    wav = tmp_path / "dropped-reference.wav"
+    wav.write_bytes(tone(1.0))
+    _drop(page, f"{WB} label:has([data-wb=b-file])", wav)
+    page.wait_for_function("document.querySelector('#vox-workbench [data-wb=b-source]').value === 'file'"
+                           " && window.workbench.lastDifference", timeout=20_000)
+    assert "dropped-reference.wav" in page.locator(f"{WB} [data-wb=diff]").inner_text()
+    # Dropped on the workbench's introduction: not opened in place of the page, and told where to drop.
+    _drop(page, f"{WB} .vox-wb-intro", wav)
+    note = page.locator("#vox-drop-note")
+    note.wait_for()
+    assert "Import bundle" in note.inner_text() and "Load a recording as B" in note.inner_text()
+    page.wait_for_timeout(300)
+    assert page.url == url and page.evaluate("window.workbench.selected?.id") == t["id"]
+    page.select_option(f"{WB} [data-wb=b-source]", "")
