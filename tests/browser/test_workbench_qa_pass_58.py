@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 from ..support.workbench_page import app, download, drag, page, settled, take  # noqa: F401 (fixtures)
 from .test_workbench_findings import choose_b_file, tone
@@ -267,3 +268,15 @@ def test_files_dropped_on_import_and_load_as_b_are_taken_and_elsewhere_never_ope
     page.wait_for_timeout(300)
     assert page.url == url and page.evaluate("window.workbench.selected?.id") == t["id"]
     page.select_option(f"{WB} [data-wb=b-source]", "")
+
+
+def test_a_clip_dropped_on_its_box_is_still_taken_there(page):
+    """The page's guard against stray drops leaves Gradio's own drop zones to themselves."""
+    clip = Path(__file__).resolve().parents[2] / "assets" / "voices" / "guide_en.wav"
+    page.get_by_role("tab", name="Ultimate cloning").click()
+    url = page.url
+    _drop(page, "#vox-ultimate-audio", clip)
+    page.wait_for_function("document.querySelector('#vox-ultimate-ref textarea, #vox-ultimate-ref input').value.length > 10",
+                           timeout=30_000)
+    assert page.url == url
+    page.get_by_role("tab", name="Voice design").click()
