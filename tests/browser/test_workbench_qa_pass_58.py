@@ -30,9 +30,11 @@ def test_a_take_filtered_out_of_the_list_says_so_on_screen(page):
 FOCUSED = "() => { const e = document.activeElement; return [e.dataset.wb || e.dataset.act || e.tagName, e.getAttribute('aria-label')]; }"
 
 
-def _focus_is(page, what: list):
-    """Until the focus is on `what`: a row goes once its removal is saved, a moment after the marker."""
-    page.wait_for_function(f"what => JSON.stringify(({FOCUSED})()) === JSON.stringify(what)", arg=what, timeout=5_000)
+def _removed(page, left: int) -> list:
+    """Until the marker list shows `left` rows (a row goes once its removal is saved, a moment after
+    the take drops the marker): then where the focus is."""
+    page.wait_for_function("n => document.querySelectorAll('#vox-workbench [data-wb=markers] li').length === n", arg=left)
+    return page.evaluate(f"({FOCUSED})()")
 
 
 def test_removing_markers_by_keyboard_keeps_the_focus_on_the_next_marker(page):
@@ -46,16 +48,14 @@ def test_removing_markers_by_keyboard_keeps_the_focus_on_the_next_marker(page):
     assert len(page.evaluate("window.workbench.selected.markers")) == 3
     page.focus(f"{WB} [data-wb=markers] li[data-index='1'] button[data-act=remove]")
     page.keyboard.press("Enter")  # M2 goes: M3 is now M2, and its Remove has the focus
-    _focus_is(page, ["remove", "Remove marker 2"])
-    assert len(page.evaluate("window.workbench.selected.markers")) == 2
+    assert _removed(page, 2) == ["remove", "Remove marker 2"]
     assert page.evaluate("window.workbench.selected.markers[1].kind") == "mispronunciation"
     said = page.locator(f"{WB} [data-wb=message]").inner_text()
     assert "Removed M2 glitch" in said and "M3 is now M2" in said, said
     page.keyboard.press("Enter")  # the last one goes: the one before it takes the focus
-    _focus_is(page, ["remove", "Remove marker 1"])
+    assert _removed(page, 1) == ["remove", "Remove marker 1"]
     page.keyboard.press("Enter")  # none left: the waveform, where markers are made
-    _focus_is(page, ["wave-a", "Waveform of take A: arrow keys seek, Shift+arrows select"])
-    assert page.evaluate("window.workbench.selected.markers") == []
+    assert _removed(page, 0)[0] == "wave-a"
 
 
 def test_brackets_say_where_they_went_beside_the_waveform_in_view(page):
@@ -105,14 +105,14 @@ def test_time_axis_labels_never_overlap_whatever_the_zoom(page):
             "document.querySelector('#vox-workbench [data-wb=wave-a]').clientWidth / 20"))
         for axis in ("timeline", "timeline-b"):  # A's runs as far as A (under a second), B's its 20 s
             labels = page.evaluate(LABELS, f"{WB} [data-wb={axis}]")
-            assert len(labels) >= (3 if axis == "timeline-b" else 1), (px, axis, labels)
+            assert len(labels) >= (2 if axis == "timeline-b" else 1), (px, axis, labels)
             crowded = [(a, b) for a, b in zip(labels, labels[1:]) if a[1] + 4 > b[0]]
             assert not crowded, (px, axis, crowded[:3])
         # B's axis runs on past A's end (under a second), as far as the window shows of B's 20 s.
-        shown = page.evaluate("document.querySelector('#vox-workbench [data-wb=wave-a]').clientWidth") / page.evaluate(
-            "window.workbench.view.pxPerSec()")
+        start, end = page.evaluate("""() => { const v = window.workbench.view, px = v.pxPerSec();
+            return [v.a.getScroll() / px, (v.a.getScroll() + document.querySelector('#vox-workbench [data-wb=wave-a]').clientWidth) / px]; }""")
         last = float(page.evaluate(LABELS, f"{WB} [data-wb=timeline-b]")[-1][2])
-        assert min(shown, 20) - 1.5 <= last <= min(shown, 20), (px, shown, last)
+        assert min(end, 20) - 1.5 <= last <= min(end, 20), (px, start, end, last)
     _zoom(page, 100)
     page.select_option(f"{WB} [data-wb=b-source]", "")
 
