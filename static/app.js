@@ -5,6 +5,7 @@
 // No module is imported for its side effects, and none puts anything on window.
 
 import { handle } from './page/gradio.js';
+import { guardDrops } from './page/drops.js';
 import { liveText } from './player/live.js';
 import { player } from './player/player.js';
 import { transcripts } from './voices/transcript.js';
@@ -28,6 +29,7 @@ handle({
   clipStored: (mode, id) => mode === 'ultimate' && transcripts.clipStored(id),
 });
 voices.onPick = (mode, voice) => mode === 'ultimate' && transcripts.voicePicked(voice);
+guardDrops();
 player.start(config());
 liveText.start(player);
 workbench.start();

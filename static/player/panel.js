@@ -155,6 +155,7 @@ export class Panel {
     // The browser's own control rounds to whole seconds (0:00 for a sub-second take): say it exactly.
     const show = () => this.set('replay_time', `${audio.currentTime.toFixed(2)} s of ${(audio.duration || 0).toFixed(2)} s`);
     audio.ontimeupdate = audio.onloadedmetadata = show;
+    this.words.replayWith(audio);
     const link = box.querySelector('a');
     link.href = url;
     link.download = filename;

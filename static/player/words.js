@@ -2,7 +2,10 @@
 // in the player's panel with the one being spoken highlighted. The clock is the player's own, the
 // samples the worklet has played (what the panel's Audio figure counts): a word's times are seconds
 // of the audio sent, and an underrun stops that count with the sound, so the highlight never runs
-// ahead of what is heard. The markup is ui/page/panel.py's (data-field="words").
+// ahead of what is heard. A segment's words come once it is made and aligned: where its audio has
+// played by then (a player that ran dry, or a short prebuffer), they can no longer light up as it
+// plays; the note under them says so, and the replay below the panel lights every word on its own
+// clock. The markup is ui/page/panel.py's (data-field="words").
 
 // The word being spoken at `seconds`: the last one started by then, while it lasts; between two
 // words none is (-1), and `spoken` is how many have started.
@@ -24,11 +27,21 @@ export function wordsNote(errors) {
   return errors.map((e) => (e.segment == null ? `No words: ${e.error}.` : `No words for segment ${e.segment + 1}: ${e.error}.`)).join(' ');
 }
 
+// The note's words for `late` words that came after their audio had played.
+export function lateNote(late) {
+  if (!late) return '';
+  return `${late === 1 ? '1 word' : `${late} words`} came after ${late === 1 ? 'its' : 'their'} audio had played, ` +
+    'so did not light up: the replay below lights every word.';
+}
+
 export class WordsLine {
   constructor(panel) {
     this.panel = panel;
     this.drawn = 0; // words of the run already in the box
     this.state = null; // the last highlight drawn, "now/spoken"
+    this.words = []; // the run's words as drawn, for the replay's clock
+    this.known = new Set(); // each word once drawn: whether it came late is decided then
+    this.late = 0;
   }
 
   clear() {
@@ -38,6 +51,9 @@ export class WordsLine {
     this.panel.set('words_note', '');
     this.drawn = 0;
     this.state = null;
+    this.words = [];
+    this.known.clear();
+    this.late = 0;
   }
 
   // Cheap on every worklet report: new words are appended, and the highlight moves only when the
@@ -46,14 +62,30 @@ export class WordsLine {
     const box = this.panel.field('words');
     if (!box) return;
     box.hidden = run.words == null && !run.wordErrors.length;
-    this.panel.set('words_note', wordsNote(run.wordErrors));
     const words = run.words || [];
-    if (words.length !== this.drawn) this.draw(words);
-    this.follow(words, run.played / run.sampleRate);
+    const seconds = run.played / run.sampleRate;
+    if (words.length !== this.drawn) this.draw(words, seconds);
+    this.panel.set('words_note', [wordsNote(run.wordErrors), lateNote(this.late)].filter(Boolean).join(' '));
+    this.follow(words, seconds);
+  }
+
+  // The replay's audio element (the panel's result box): while it plays, the highlight follows its
+  // clock, every animation frame (its timeupdate comes four times a second: words are shorter).
+  replayWith(audio) {
+    const tick = () => {
+      this.follow(this.words, audio.currentTime);
+      if (!audio.paused) requestAnimationFrame(tick);
+    };
+    audio.onplay = audio.onseeked = () => requestAnimationFrame(tick);
   }
 
   // Segments' words can come in any order, so the line is drawn again from the run's sorted list.
-  draw(words) {
+  draw(words, seconds) {
+    for (const w of words) {
+      if (!this.known.has(w) && w.end_s <= seconds) this.late += 1;
+      this.known.add(w);
+    }
+    this.words = words;
     const text = this.panel.field('words_text');
     text.replaceChildren(...words.map((w, i) => {
       const span = document.createElement('span');

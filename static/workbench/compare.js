@@ -5,11 +5,11 @@
 
 import { describeDifference, difference } from './analysis.js';
 import { route } from '../player/server.js';
-import { readWav, wavBlob } from '../player/pcm.js';
-import WaveSurfer from '../vendor/wavesurfer/wavesurfer.esm.js';
-import { addSpectrogram, nyquist } from './waveview.js';
-import { describeClips, matchedClips } from './matched.js';
+import { readWav } from '../player/pcm.js';
+import { describeClips } from './matched.js';
 import { decodeRecording } from './recording.js';
+import { DiffView } from './diffview.js';
+import { Abx, describeScore } from './abx.js';
 
 const SNR_BOUND_DB = 50; // stream == offline up to float rounding (float32 VAE: 56.7 dB on an H200, >100 dB on CPU; docs/benchmarks.md)
 
@@ -23,6 +23,8 @@ export class Compare {
     this.turn = 0; // which show() is the latest: an older one, still fetching, must not draw over it
     this.diffView = new DiffView(wb.root, wb.view);
     this.recording = null; // {name, file, rate, pcm}: the one loaded from a file, kept until the next
+    this.result = null; // the last session's score and what it compared: {take, b, region, text}
+    wb.view.onSelect.push(() => { if (this.result && !this.abx.session) this.showAbx(); }); // another region: stale
   }
 
   // The recording last loaded as B, from the browser's store (decoded once it is shown).
@@ -102,6 +104,7 @@ export class Compare {
     const stale = () => turn !== this.turn;
     this.last = null;
     this.abx.load(null); // nothing compares against the B being replaced
+    this.showAbx(); // a result for the B before says it is not this one's
     this.wb.showSettingsDiff(); // whatever set B (the picker, Compare as B, a file, another take shown)
     if (a && (a.b || '') !== source) this.wb.save(a, { b: source }); // shown with it again (ViewMemory)
     this.el('diff').dataset.ok = '';
@@ -133,7 +136,7 @@ export class Compare {
       return;
     }
     if (stale()) return;
-    await this.wb.view.showB(pcm);
+    await this.wb.view.showB(pcm, this.bName(a));
     if (stale()) return;
     await this.diffView.show(new Int16Array(a.pcm), pcm, a.sampleRate);
     if (stale()) return;
@@ -143,16 +146,26 @@ export class Compare {
     this.last = d;
     const verdict = other || loaded ? '' : d.snrDb >= SNR_BOUND_DB && d.lengthA === d.lengthB
       ? ` ✓ stream = offline within the bound (SNR ≥ ${SNR_BOUND_DB} dB)` : ` ✗ beyond the bound (SNR ≥ ${SNR_BOUND_DB} dB)`;
-    const b = other ? `take ${other.n}` : loaded ? `${loaded.name}, ${loaded.describe}` : 'offline render';
-    this.el('diff').textContent = `A (take ${a.n}) vs B (${b}): ${describeDifference(d)}.${verdict}`;
+    this.el('diff').textContent = `A (take ${a.n}) vs B (${this.bName(a, true)}): ${describeDifference(d)}.${verdict}`;
     this.el('diff').dataset.line = this.el('diff').textContent;
     this.el('diff').dataset.ok = other || loaded ? '' : String(verdict.includes('✓'));
+  }
+
+  // What B is, as its label and the ABX result name it ("take 3", "reference.wav"); `full`: with a
+  // recording's length and rate, as the difference line gives them.
+  bName(a, full = false) {
+    const source = this.el('b-source').value;
+    const other = this.wb.takes.find((t) => t.id === source);
+    if (other) return `take ${other.n}`;
+    if (source === 'file' && this.recording) return full ? `${this.recording.name}, ${this.recording.describe}` : this.recording.name;
+    return source === 'offline' ? `offline render of take ${a.n}` : '';
   }
 
   abxStart() {
     if (!this.abx.ready()) return this.showAbx('Pick B first: ABX compares this take (A) with B.');
     const trials = Math.max(1, Math.min(100, Math.round(Number(this.el('abx-trials').value) || 10)));
     this.wb.view.stop();
+    this.result = null;
     this.abx.start(trials, this.region());
     this.showClips();
     this.showAbx(`Trial 1 of ${trials}: listen to A, B and X, then say which X is.`);
@@ -186,165 +199,29 @@ export class Compare {
       gain_a_db: Math.round(c.gainA * 100) / 100, gain_b_db: Math.round(c.gainB * 100) / 100 });
     if (!done) return this.showAbx(`Trial ${session.answers.length + 1} of ${session.trials}: answered so far ` +
       `${session.answers.length}; the score comes at the end.`);
-    await this.wb.save(this.wb.selected, { abx: [...this.wb.selected.abx, ...done] });
-    const all = this.wb.selected.abx; // the score once: the session's, and every session's only where there were others
-    this.el('abx-score').textContent = `ABX, this session: ${describeScore(done).replace('ABX: ', '')}.` +
-      (all.length > done.length ? ` All sessions of this take: ${describeScore(all).replace('ABX: ', '')}.` : '');
+    const take = this.wb.selected;
+    await this.wb.save(take, { abx: [...take.abx, ...done] });
+    // The score once: the session's, naming its B and region, and every session's only where there were others.
+    const about = `B: ${this.bName(take)}; ${done[0].from_ms.toFixed(1)}–${done[0].to_ms.toFixed(1)} ms`;
+    this.result = { take: take.id, b: this.el('b-source').value, region: session.region.join(':'), about,
+      text: `ABX, this session (${about}): ${describeScore(done).replace('ABX: ', '')}.` +
+        (take.abx.length > done.length ? ` All sessions of this take: ${describeScore(take.abx).replace('ABX: ', '')}.` : '') };
+    this.showAbx();
   }
 
-  // The session's line; the take's score only between sessions (a session is scored at its end).
+  // The session's line; between sessions the last session's result while its B and region are the
+  // ones on screen, marked stale once either changes, else the take's score.
   showAbx(message = '') {
+    const line = this.el('abx-score');
+    const r = this.result?.take === this.wb.selected?.id ? this.result : null;
+    const changed = r && (r.b !== this.el('b-source').value ? 'B' : r.region !== this.region().join(':') ? 'the region' : '');
+    line.dataset.stale = String(Boolean(changed && !message));
+    if (r && !message && !this.abx.session) {
+      line.textContent = changed ? `Stale: ${changed} has changed since the last session, whose result (${r.about}) was: ` +
+        `${r.text.replace(/^ABX, this session \([^)]*\): /, '')} Start a session to test this B and region.` : r.text;
+      return;
+    }
     const score = this.abx.session ? '' : describeScore(this.wb.selected?.abx || []);
-    this.el('abx-score').textContent = `${message} ${score}`.trim();
+    line.textContent = `${message} ${score}`.trim();
   }
-}
-
-// The difference A−B, drawn under B: its waveform (scaled to fit the strip; the line above it says
-// how large it is) and its spectrogram, where whatever differs shows at its time and frequency.
-class DiffView {
-  constructor(root, view) {
-    const el = (name) => root.querySelector(`[data-wb="${name}"]`);
-    this.box = el('diff-view');
-    this.ws = WaveSurfer.create({ container: el('wave-d'), height: 64, waveColor: '#b91c1c', progressColor: '#7f1d1d',
-      cursorColor: '#000', normalize: true, interact: false, minPxPerSec: 100, fillParent: false }); // at A's scale
-    addSpectrogram(this.ws, { container: el('spectrogram-d'), height: 96, ...nyquist(view.served) });
-    this.loaded = false;
-    this.url = null;
-    view.onTime.push((t) => { if (this.loaded) this.ws.setTime(Math.min(t, this.ws.getDuration())); });
-    this.view = view;
-    view.onScale.push((px) => { if (this.loaded) this.ws.zoom(px); });
-    view.a.on('scroll', (start, end, left) => { if (this.loaded) this.ws.setScroll(left); }); // under A, wherever A is scrolled
-  }
-
-  // a, b: Int16Array samples (b null: no B, nothing drawn), over the samples both hold.
-  async show(a, b, rate) {
-    const old = this.url; // revoked only once its media element has let go of it (else it re-requests it)
-    const release = () => old && URL.revokeObjectURL(old);
-    this.url = null;
-    this.loaded = false;
-    this.box.hidden = !b;
-    if (!b) {
-      const media = this.ws.getMediaElement();
-      media.removeAttribute('src');
-      media.load();
-      return release();
-    }
-    const n = Math.min(a.length, b.length);
-    const peaks = new Float32Array(n); // half scale: a difference of two full-scale signals still fits in [-1, 1]
-    const pcm = new Int16Array(n);
-    for (let i = 0; i < n; i++) {
-      const v = a[i] - b[i];
-      peaks[i] = v / 65536;
-      pcm[i] = Math.max(-32768, Math.min(32767, v));
-    }
-    this.url = URL.createObjectURL(wavBlob([pcm], rate));
-    await this.ws.load(this.url, [peaks], n / rate);
-    release();
-    this.ws.zoom(this.view.pxPerSec());
-    this.loaded = true;
-  }
-}
-
-// Blind ABX: X is A or B at random, and A, B and X play through an audio element of their own, so
-// neither waveform's cursor nor the readout says which side X is. A session is a set number of
-// trials; its answers are kept (with the take) and scored only once it ends, with the chance of
-// doing as well by guessing.
-// P(at least `right` of `n` correct by guessing): the one-sided binomial tail at p = 1/2.
-export function binomialP(right, n) {
-  let tail = 0;
-  let c = 1; // C(n, k), built up as k goes
-  for (let k = 0; k <= n; k++) {
-    if (k >= right) tail += c;
-    c = (c * (n - k)) / (k + 1);
-  }
-  return tail / 2 ** n;
-}
-
-export function describeScore(trials) {
-  if (!trials.length) return 'ABX: no trials yet';
-  const right = trials.filter((t) => t.correct).length;
-  const p = binomialP(right, trials.length);
-  return `ABX: ${right} of ${trials.length} correct, p = ${p < 0.001 ? p.toExponential(1) : p.toFixed(3)}` +
-    (p < 0.05 ? ' (A and B told apart)' : ' (no better than guessing at p < 0.05)');
-}
-
-class Abx {
-  constructor() {
-    this.audio = new Audio();
-    this.sides = null; // {a, b, rate}: Int16Array samples, while a B is loaded
-    this.clips = null; // what plays: matchedClips() of the region last asked for
-    this.urls = null; // side -> WAV URL of this.clips
-    this.session = null; // {trials, x, answers, clips}
-    this.side = null;
-  }
-
-  // a, b: Int16Array samples (b null: nothing to compare with).
-  load(a, b, rate) {
-    this.stop();
-    this.sides = b ? { a, b, rate } : null;
-    this.cut(null);
-    this.session = null;
-  }
-
-  ready() {
-    return Boolean(this.sides);
-  }
-
-  // The clips of samples [from, to): cut, matched and made playable once per region asked for.
-  cut(region) {
-    const key = region && region.join(':');
-    if (region && this.clips?.key === key) return this.clips;
-    if (this.urls) {
-      // The element lets go of a URL before it is revoked: one still held is fetched again, and fails, for seconds.
-      if (Object.values(this.urls).includes(this.audio.src)) { this.audio.removeAttribute('src'); this.audio.load(); }
-      Object.values(this.urls).forEach((u) => URL.revokeObjectURL(u));
-    }
-    this.clips = null;
-    this.urls = null;
-    if (!region || !this.sides) return null;
-    const { a, b, rate } = this.sides;
-    this.clips = { ...matchedClips(a, b, rate, region[0], region[1]), key, region };
-    this.urls = { A: URL.createObjectURL(wavBlob([this.clips.a], rate)), B: URL.createObjectURL(wavBlob([this.clips.b], rate)) };
-    return this.clips;
-  }
-
-  // A session keeps the region it started with: every trial plays the same clips.
-  start(trials, region) {
-    this.session = { trials, x: pick(), answers: [], clips: this.cut(region) };
-  }
-
-  play(which, region) {
-    const side = which === 'X' ? this.session?.x : which;
-    if (!side || !this.sides) return false;
-    if (!this.session) this.cut(region);
-    else if (this.clips !== this.session.clips) this.session.clips = this.cut(this.session.clips.region);
-    this.audio.src = this.urls[side];
-    this.side = which;
-    this.audio.play().catch(() => {});
-    return true;
-  }
-
-  // What is playing as the listener knows it ('A', 'B' or 'X'), or null.
-  playing() {
-    return this.audio.paused ? null : this.side;
-  }
-
-  stop() {
-    this.audio.pause();
-  }
-
-  // The answer to the running trial; returns the session's trials once the last is answered.
-  answer(answer, extra) {
-    const s = this.session;
-    this.stop();
-    s.answers.push({ x: s.x, answer, correct: answer === s.x, at: new Date().toISOString(), ...extra });
-    s.x = pick();
-    if (s.answers.length < s.trials) return null;
-    this.session = null;
-    return s.answers;
-  }
-}
-
-function pick() {
-  return Math.random() < 0.5 ? 'A' : 'B';
 }

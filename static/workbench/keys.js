@@ -3,8 +3,16 @@
 
 import { KINDS } from './markers.js';
 
-// They act while a take is on screen and the focus is not in a field that takes text.
+// ABX is listened to with the keys: while a session runs, or the focus is in ABX's row, a, b and
+// x play and 1 and 2 answer, ahead of their meanings below (a marker, or A/B switching, is no part
+// of a blind trial).
+const abxActive = (wb) => Boolean(wb.compare.abx.session) || Boolean(document.activeElement?.closest('.vox-wb-abx'));
+
+// They act while a take is on screen and the focus is not in a field that takes text; a line with a
+// fourth entry acts only while that says so.
 const SHORTCUTS = [
+  ['a / b / x', 'ABX (during a session, or with the focus in its row): play A / B / X', (wb, key) => wb.compare.abxPlay(key.toUpperCase()), abxActive],
+  ['1 / 2', 'ABX (during a session, or with the focus in its row): answer X is A / X is B', (wb, key) => wb.compare.abxAnswer(key === '1' ? 'A' : 'B'), abxActive],
   ['k or Space', 'play / pause (Space: not on a button)', (wb) => wb.el('play').click()], // as the button does: ABX stops too
   ['b', 'switch between A and B at the same position', (wb) => wb.el('switch').click()],
   ['l', 'loop the selection on / off', (wb) => { const loop = wb.el('loop'); loop.checked = !loop.checked; }],
@@ -22,10 +30,12 @@ const SHORTCUTS = [
   ['Ctrl+Enter (Cmd+Enter)', 'Generate, anywhere on the page', null],
 ];
 
-// Key -> its line above, read off the help's own words ('k or Space', 'n / p', '1 / 2 / 3'), so the
-// help and the keys cannot disagree; the arrows act in the waveform's own handler (waveview.js).
-const KEYS = Object.fromEntries(SHORTCUTS.flatMap(([keys, , act], i) => (act ? keys.split(/ or | \/ /) : [])
-  .map((key) => [key === 'Space' ? ' ' : key, i])));
+// Key -> its lines above, first first, read off the help's own words ('k or Space', 'n / p', '1 / 2 / 3'),
+// so the help and the keys cannot disagree; the arrows act in the waveform's own handler (waveview.js).
+const KEYS = {};
+SHORTCUTS.forEach(([keys, , act], i) => {
+  if (act) keys.split(/ or | \/ /).forEach((key) => (KEYS[key === 'Space' ? ' ' : key] ||= []).push(i));
+});
 
 // Fields that take text (or a choice from a list, where letters pick an option): a shortcut there
 // would eat the typing. A checkbox, radio, range or button leaves the letter keys free.
@@ -47,7 +57,7 @@ export function wireKeys(wb) {
     if (TYPING.test(t.tagName) || (t.tagName === 'INPUT' && TEXT_INPUTS.test(t.type)) || t.isContentEditable) return;
     // Space keeps its own meaning where it has one: press a button or tab, tick a box.
     if (e.key === ' ' && t.closest('button, [role=tab], a, summary, input')) return;
-    const i = KEYS[e.key];
+    const i = (KEYS[e.key] || []).find((j) => !SHORTCUTS[j][3] || SHORTCUTS[j][3](wb));
     if (i === undefined) return;
     e.preventDefault();
     SHORTCUTS[i][2](wb, e.key);

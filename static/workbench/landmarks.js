@@ -1,6 +1,6 @@
 // The places of a take worth hearing again: its flagged boundaries (above the boundary list's
 // threshold, as the waveform marks them red) and its gaps (where the player ran dry). ] and [ move
-// the cursor to the next or previous one, and say which it is.
+// the cursor to the next or previous one, and say which it is beside A's label, where the eyes are.
 
 const EPSILON_S = 0.0005; // the cursor on a place already: the next one is the one after it
 
@@ -28,9 +28,9 @@ export class Landmarks {
     const places = this.of(take);
     const place = dir > 0 ? places.find((p) => p.seconds > now + EPSILON_S)
       : places.filter((p) => p.seconds < now - EPSILON_S).at(-1);
-    if (!places.length) return this.wb.say('This take has no flagged boundary and no gap.');
-    if (!place) return this.wb.say(dir > 0 ? 'No flagged boundary or gap after the cursor.' : 'No flagged boundary or gap before the cursor.');
+    if (!places.length) return this.wb.say('This take has no flagged boundary and no gap.', true);
+    if (!place) return this.wb.say(dir > 0 ? 'No flagged boundary or gap after the cursor.' : 'No flagged boundary or gap before the cursor.', true);
     this.wb.view.seek(place.seconds);
-    this.wb.say(`${place.says}.`);
+    this.wb.say(`${place.says}.`, true);
   }
 }

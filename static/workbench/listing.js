@@ -99,6 +99,11 @@ export async function takeOfBundle(file) {
 export function wireListing(wb, on) {
   for (const name of ['filter', 'find-error']) wb.el(name).addEventListener('input', () => wb.render());
   for (const name of ['find-outcome', 'find-rating', 'find-gaps', 'find-flagged', 'sort']) wb.el(name).addEventListener('change', () => wb.render());
+  on('filter-clear', async () => { // every criterion back to "any"; the order is no filter, and stays
+    for (const name of ['filter', 'find-outcome', 'find-rating', 'find-error']) wb.el(name).value = '';
+    for (const name of ['find-gaps', 'find-flagged']) wb.el(name).checked = false;
+    wb.render();
+  });
   on('csv', async () => {
     for (const t of wb.takes) if (!t.measures) await wb.save(t, { measures: measure(new Int16Array(t.pcm), t.sampleRate) });
     wb.download(new Blob([csv(wb.takes, wb.served?.settings)], { type: 'text/csv' }), `voxcpm2-takes-${new Date().toISOString().slice(0, 10)}.csv`);
@@ -107,13 +112,18 @@ export function wireListing(wb, on) {
     `voxcpm2-markers-notes-${new Date().toISOString().slice(0, 10)}.csv`));
   const input = wb.el('import');
   input.addEventListener('change', async () => {
-    try {
-      for (const file of input.files) await wb.adopt(await takeOfBundle(file));
-    } catch (err) {
-      wb.say(`Not imported: ${err.message || err}`);
-    }
+    await importBundles(wb, [...input.files]);
     input.value = '';
   });
+}
+
+// Bundles chosen on Import bundle, or dropped on it, imported in turn until one is refused.
+export async function importBundles(wb, files) {
+  try {
+    for (const file of files) await wb.adopt(await takeOfBundle(file));
+  } catch (err) {
+    wb.say(`Not imported: ${err.message || err}`);
+  }
 }
 
 // The name, rating and tags fields above the waveform: filled from the take shown, saved on change.

@@ -44,7 +44,8 @@ export class Markers {
     const saved = this.wb.save(t, { markers }); // the take holds them at once: drawn before the store answers
     this.show();
     const i = markers.indexOf(marker);
-    this.wb.say(`${title(marker, i)} at ${ms.toFixed(1)} ms.${focusNote ? '' : ' Press e to write its note.'}`);
+    // By key, said beside the waveform where the marker went; by the button, the note in focus.
+    this.wb.say(`${title(marker, i)} at ${ms.toFixed(1)} ms.${focusNote ? '' : ' Press e to write its note.'}`, !focusNote);
     if (focusNote) this.note(i)?.focus();
     await saved;
   }
@@ -81,9 +82,19 @@ export class Markers {
     const gone = t.markers[i];
     await this.wb.save(t, { markers: t.markers.filter((_, j) => j !== i) });
     this.show();
+    this.focusAfterRemoval(i);
     this.wb.undoable = { what: `Put back ${title(gone, i)}`, undo: () => this.putBack(t, gone) };
     this.wb.render();
-    this.wb.say(`Removed ${title(gone, i)} at ${gone.ms.toFixed(1)} ms. (Undo brings it back.)`);
+    const renumbered = i < t.markers.length ? ` The markers after it are numbered one less (M${i + 2} is now M${i + 1}): they count in time order.` : '';
+    this.wb.say(`Removed ${title(gone, i)} at ${gone.ms.toFixed(1)} ms. (Undo brings it back.)${renumbered}`);
+  }
+
+  // The removed row's button had the focus, and went with its row (the focus fell to the page):
+  // the next marker's Remove takes it, else the one before's, else the waveform where the
+  // markers are made.
+  focusAfterRemoval(i) {
+    const remove = (j) => this.list.querySelector(`li[data-index="${j}"] button[data-act=remove]`);
+    (remove(i) || remove(i - 1) || this.wb.el('wave-a')).focus();
   }
 
   async putBack(take, marker) {

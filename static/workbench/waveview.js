@@ -11,6 +11,7 @@ import TimelinePlugin from '../vendor/wavesurfer/timeline.esm.js';
 import { toFloat32, wavBlob } from '../player/pcm.js';
 import SpectrogramPlugin from '../vendor/wavesurfer/spectrogram.esm.js';
 import { scrollOnVerticalSwipe } from './touch.js';
+import { axisLabel, axisTicks } from './axis.js';
 
 const COLORS = { wave: '#4a5fc1', progress: '#1e2a78', boundary: 'rgba(90, 90, 90, 0.55)', flagged: '#c62828',
   underrun: '#b26a00', selection: 'rgba(250, 204, 21, 0.35)' };
@@ -40,6 +41,12 @@ function tag(text, title) {
   return span;
 }
 
+// A time axis in its own box. Its secondary labels at the plugin's 0.25 opacity read at 1.7:1: at
+// 0.75, 10:1, still lighter than the primary.
+function timeline(container) {
+  return TimelinePlugin.create({ container, secondaryLabelOpacity: 0.75, formatTimeCallback: axisLabel });
+}
+
 export class WaveView {
   // served: the model's patch (seconds) and rate, from GET /voxcpm/spec (null: the timeline keeps
   // wavesurfer's own ticks and the spectrogram its own range).
@@ -48,14 +55,13 @@ export class WaveView {
     this.served = served;
     this.el = (name) => root.querySelector(`[data-wb="${name}"]`);
     this.regions = RegionsPlugin.create();
-    const patch = served && served.patchSeconds; // a label every patch, a tick every quarter of one
+    // A time axis under A and one under B, their labels on the patch grid as close as fits (fit()).
+    this.timelines = [timeline(this.el('timeline')), timeline(this.el('timeline-b'))];
     // Not stretched to the width by wavesurfer: fit() sets A's scale, which a longer B shares.
-    this.a = surface(this.el('wave-a'), { fillParent: false, plugins: [this.regions,
-      // Its secondary labels at 0.25 opacity read at 1.7:1: at 0.75, 10:1, still lighter than the primary.
-      TimelinePlugin.create({ container: this.el('timeline'), secondaryLabelOpacity: 0.75, ...(patch ? { timeInterval: patch / 4,
-        primaryLabelInterval: 2 * patch, secondaryLabelInterval: patch } : {}) })] });
+    this.a = surface(this.el('wave-a'), { fillParent: false, plugins: [this.regions, this.timelines[0]] });
     addSpectrogram(this.a, { container: this.el('spectrogram'), height: 128, ...nyquist(served) });
-    this.b = surface(this.el('wave-b'), { height: 64, waveColor: '#7b8794', progressColor: '#3e4c59', fillParent: false });
+    this.b = surface(this.el('wave-b'), { height: 64, waveColor: '#7b8794', progressColor: '#3e4c59', fillParent: false,
+      plugins: [this.timelines[1]] });
     this.active = 'A';
     this.rate = null; // the shown take's (show())
     this.zoomed = Number(this.el('zoom').value); // the zoom slider: the fewest pixels per second
@@ -95,7 +101,7 @@ export class WaveView {
     // B scrolls with A and A with B: one time axis (a guard stops the echo).
     this.a.on('scroll', (start, end, left) => { this.follow(left); if (this.urlB && Math.abs(this.b.getScroll() - left) > 1) this.b.setScroll(left); });
     this.b.on('scroll', (start, end, left) => { if (Math.abs(this.a.getScroll() - left) > 1) this.a.setScroll(left); });
-    this.a.on('redraw', () => this.follow(this.a.getScroll()));
+    for (const ws of [this.a, this.b]) ws.on('redraw', () => this.follow(this.a.getScroll()));
     this.el('wave-a').addEventListener('keydown', (e) => this.onKey(e));
     scrollOnVerticalSwipe(this.el('wave-a'));
     this.el('zoom').addEventListener('input', (e) => { this.zoomed = Number(e.target.value); this.fit(); });
@@ -144,11 +150,12 @@ export class WaveView {
     region.content.style.transform = room < region.content.offsetWidth + 4 ? 'translateX(-100%)' : '';
   }
 
-  async showB(pcm) {
+  // pcm: B's samples (null: no B); name: what B is, for its label ("B: take 3").
+  async showB(pcm, name = '') {
     const old = this.urlB;
     this.urlB = null;
     this.b.pause();
-    this.el('wave-b').hidden = !pcm; // no B: no empty strip with a lone cursor line in it
+    for (const name of ['b-label', 'wave-b', 'timeline-b']) this.el(name).hidden = !pcm; // no B: no empty strip with a lone cursor line in it
     if (!pcm) {
       this.b.empty();
       const media = this.b.getMediaElement(); // let go of the WAV before its URL is revoked
@@ -157,6 +164,7 @@ export class WaveView {
       if (old) URL.revokeObjectURL(old);
       return this.fit(); // the axis is A's alone again
     }
+    this.el('b-label').textContent = `B: ${name}`;
     this.urlB = await loadPcm(this.b, pcm, this.rate);
     if (old) URL.revokeObjectURL(old);
     this.fit(); // a B longer than A widens the axis: A is drawn again at the new scale too
@@ -182,8 +190,16 @@ export class WaveView {
   // wavesurfer draws synchronously, and a zoom inside its own drawing was overdrawn by the outer one.
   fit() {
     const px = this.pxPerSec();
+    this.spaceLabels(px);
     if (this.a.getDuration() && Math.abs(this.a.options.minPxPerSec - px) > 0.01) this.a.zoom(px);
     else this.rescale();
+  }
+
+  // Both axes' ticks for the scale they are about to be drawn at (they are drawn on A's and B's
+  // redraws, from these options); without the patch's length (no spec), the plugin's own.
+  spaceLabels(px) {
+    const patch = this.served && this.served.patchSeconds;
+    if (patch) this.timelines.forEach((t) => Object.assign(t.options, axisTicks(px, patch)));
   }
 
   // On every redraw of A: B, the labels and whoever follows the scale, at A's scale; and, where A
@@ -246,10 +262,11 @@ export class WaveView {
 
   // The timeline, spectrogram and words track drawn as wide as the waveform and shifted by its
   // scroll in boxes that clip them; the spectrogram's frequency labels stay at the left edge.
+  // B's axis is as wide as B, which may run on past A's end.
   follow(left) {
-    const width = this.a.getWrapper().scrollWidth;
-    for (const name of ['timeline', 'spectrogram', 'words']) {
+    for (const [name, ws] of [['timeline', this.a], ['spectrogram', this.a], ['words', this.a], ['timeline-b', this.b]]) {
       const box = this.el(name);
+      const width = ws.getWrapper().scrollWidth;
       box.style.overflow = 'hidden';
       for (const child of box.children) {
         Object.assign(child.style, { width: `${width}px`, transform: left ? `translateX(${-left}px)` : '' });

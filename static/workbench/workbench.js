@@ -10,6 +10,7 @@ import { TakeFields, moveInList, summary, takeRow, wireListing } from './listing
 import { listed, narrowed } from './sorting.js';
 import { Markers, RegionFields } from './markers.js';
 import { wireKeys } from './keys.js';
+import { wireDrops } from './drops.js';
 import { measure } from './measures.js';
 import { Evaluation } from './evaluate.js';
 import { Words } from './words.js';
@@ -97,6 +98,7 @@ export class Workbench {
     this.compare.wire(on);
     wireListing(this, on);
     wireKeys(this);
+    wireDrops(this);
     this.el('list').addEventListener('keydown', moveInList);
     this.el('head').addEventListener('click', (e) => { // a gap's position, in the facts
       const at = e.target.closest('button[data-at]');
@@ -357,8 +359,24 @@ export class Workbench {
     setTimeout(() => URL.revokeObjectURL(a.href), 60_000);
   }
 
-  say(text) {
-    this.el('message').textContent = text;
+  // The message line under the toolbar; `near`: the line beside A's label instead, for what a key
+  // pressed on the waveform did (]: "Gap at…"): the toolbar is far above a waveform in view.
+  // Each empties the other, so neither keeps saying what is no longer so.
+  say(text, near = false) {
+    const [here, there] = near ? ['wave-said', 'message'] : ['message', 'wave-said'];
+    this.el(there).textContent = '';
+    this.el(here).textContent = text;
+    if (near) this.el(here).scrollIntoView({ block: 'nearest' });
+  }
+
+  // A take on screen that the filter takes out of the list stays on screen (a filter is typed a
+  // letter at a time: the take would go and come back), and says so above its waveform.
+  showFiltered(shown) {
+    const t = this.selected;
+    const out = Boolean(t) && !shown.includes(t);
+    this.el('filtered').hidden = !out;
+    if (out) this.el('filtered-text').textContent = `Take ${t.n} is filtered out of the list above (it lists ` +
+      `${shown.length ? counted(shown.length, 'other take') : 'none'}): it stays here until you show another.`;
   }
 
   render() {
@@ -373,6 +391,7 @@ export class Workbench {
     this.el('storage').textContent = `${narrowed(c) ? `${shown.length} of ` : ''}${this.takes.length} take${this.takes.length === 1 ? '' : 's'}, ${mb} MB of ` +
       `${this.store.limits ? this.store.limits.kept_mb : '?'} MB kept in this browser`;
     this.el('view').hidden = !this.selected;
+    this.showFiltered(shown);
     this.el('undo').hidden = !this.undoable;
     this.el('undo').setAttribute('aria-label', this.undoable ? `Undo: ${this.undoable.what}` : 'Undo');
     const select = this.el('b-source');

@@ -328,7 +328,7 @@ def test_gap_positions_are_clickable_and_brackets_walk_the_flagged_boundaries_an
         page.keyboard.press("]")
         visited.append(round(page.evaluate("window.workbench.view.a.getCurrentTime()"), 6))
     assert all(abs(a - b) < 0.002 for a, b in zip(visited, stops)), (visited, stops)
-    said = page.locator(f"{WB} [data-wb=message]").inner_text()  # which it is, and where
+    said = page.locator(f"{WB} [data-wb=wave-said]").inner_text()  # which it is, and where: beside the waveform
     assert re.match(r"(Gap|Flagged boundary) at \d+\.\d ms", said) and f"{stops[-1] * 1000:.1f} ms" in said, said
     page.keyboard.press("[")
     if len(stops) > 1:

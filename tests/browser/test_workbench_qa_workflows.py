@@ -58,7 +58,7 @@ def test_abx_is_blind_and_needs_a_b(page):
     p = sum(__import__("math").comb(4, k) for k in range(right, 5)) / 16
     page.wait_for_function("document.querySelector('#vox-workbench [data-wb=abx-score]').innerText.includes('this session')")
     score = page.locator(f"{WB} [data-wb=abx-score]").inner_text()
-    shown = re.search(r"ABX, this session: (\d) of 4 correct, p = ([\d.]+)", score)
+    shown = re.search(r"ABX, this session \(B: offline render of take \d+; [\d.]+–[\d.]+ ms\): (\d) of 4 correct, p = ([\d.]+)", score)
     assert len(re.findall(r"of 4 correct", score)) == 1, score  # the score once (issue 36: it was printed twice)
     assert int(shown[1]) == right and abs(float(shown[2]) - p) < 0.001
 

@@ -82,7 +82,9 @@ def _find() -> str:
 
 def _take_view() -> str:
     """One take on screen: its facts, waveform, timeline, spectrogram, B, ABX, boundaries, notes, exports."""
-    return f"""<div class="vox-wb-view" data-wb="view" hidden>{_about_and_controls()}{_waveform_a()}{_b_and_abx()}
+    return f"""<div class="vox-wb-view" data-wb="view" hidden>
+    <p class="vox-wb-filtered" data-wb="filtered" role="status" hidden><span data-wb="filtered-text"></span>
+      <button type="button" class="vox-wb-button" data-wb="filter-clear">Clear the filter</button></p>{_about_and_controls()}{_waveform_a()}{_b_and_abx()}
     <div class="vox-wb-boundaries" data-wb="boundaries"></div>{_boundary_list()}{_evaluation()}
     <label class="vox-wb-notes">Notes for this take (kept with it, and in the bundle)
       <textarea data-wb="notes" rows="2"></textarea></label>
@@ -132,7 +134,8 @@ def _waveform_a() -> str:
     """A's waveform (focusable), its words track, timeline, spectrogram, words and subtitles (static/workbench/words.js),
     segments, the selection in ms and the markers."""
     return """
-    <div class="vox-wb-label">A: this take</div>
+    <div class="vox-wb-label vox-wb-a-label">A: this take
+      <span class="vox-wb-said" data-wb="wave-said" role="status" aria-live="polite"></span></div>
     <div data-wb="wave-a" tabindex="0" role="slider" aria-label="Waveform of take A: arrow keys seek, Shift+arrows select"
       aria-valuemin="0" aria-valuenow="0" aria-valuetext="0.0 ms"></div>
     <div class="vox-wb-words" data-wb="words" role="group" hidden
@@ -163,9 +166,12 @@ def _b_and_abx() -> str:
         accept="audio/*,.wav,.flac,.ogg,.mp3" aria-label="Load a recording (a reference, or an earlier build's WAV) as B"></label>
       <span data-wb="diff" role="status"></span></div>
     <table class="vox-wb-settings-diff" data-wb="settings-diff" hidden></table>
-    <div data-wb="wave-b" aria-label="Waveform of B"></div>
-    <div data-wb="diff-view" hidden><div class="vox-wb-label">A−B: the difference (scaled to fit) and its spectrogram</div>
-      <div data-wb="wave-d" aria-label="Waveform of A minus B"></div>
+    <div class="vox-wb-label" data-wb="b-label" hidden>B</div>
+    <div data-wb="wave-b" aria-label="Waveform of B" hidden></div>
+    <div data-wb="timeline-b" hidden></div>
+    <div data-wb="diff-view" hidden><div class="vox-wb-label" data-wb="diff-label">A−B: the difference and its spectrogram</div>
+      <div class="vox-wb-scaled"><div data-wb="wave-d" aria-label="Waveform of A minus B"></div>
+        <div class="vox-wb-yaxis" data-wb="diff-scale" aria-hidden="true"><span></span><span></span><span></span></div></div>
       <div data-wb="spectrogram-d" aria-label="Spectrogram of A minus B"></div></div>
     <div class="vox-wb-abx" role="group" aria-label="Blind ABX test">
       <label>Trials <input type="number" data-wb="abx-trials" min="1" max="100" value="10"></label>
