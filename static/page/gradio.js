@@ -207,3 +207,20 @@ function watch() {
   });
   observer.observe(document.body, { childList: true, subtree: true });
 }
+
+// Gradio names each slider's reset button "Reset to default value": a screen reader listed four
+// alike (issue 58). Each is named after its slider's label, as drawn: the sliders are in the
+// Advanced accordion, drawn when it first opens, so that is what is watched (the player's panel,
+// which changes on every chunk, is not in it).
+function nameResets(root) {
+  for (const button of root.querySelectorAll('button.reset-button')) {
+    const label = button.closest('.block')?.querySelector('[data-testid="block-info"]')?.textContent.trim();
+    const name = label ? `Reset ${label} to its default` : null;
+    if (name && button.getAttribute('aria-label') !== name) button.setAttribute('aria-label', name);
+  }
+}
+
+drawn('#vox-advanced').then((box) => {
+  nameResets(box);
+  new MutationObserver(() => nameResets(box)).observe(box, { childList: true, subtree: true, attributeFilter: ['aria-label'] });
+});

@@ -124,14 +124,25 @@ export class TakeFields {
     this.tags = wb.el('tags');
     const save = (changes) => wb.save(wb.selected, changes).then(() => wb.render());
     this.name.addEventListener('change', () => save({ name: this.name.value.trim() }));
-    this.rating.addEventListener('change', () => save({ rating: Number(this.rating.value) || null }));
+    this.rating.addEventListener('change', () => {
+      this.nameRating();
+      save({ rating: Number(this.rating.value) || null });
+    });
     this.tags.addEventListener('change', () => save({ tags: parseTags(this.tags.value) }));
   }
 
   show(take) {
     this.name.value = take.name || '';
     this.rating.value = String(take.rating || '');
+    this.nameRating();
     this.tags.value = (take.tags || []).join(', ');
+  }
+
+  // Named by its value: from its label and the option shown, a screen reader said "Rating –" or
+  // "Rating ★★★" (issue 58), the dash and the stars read out sign by sign.
+  nameRating() {
+    const n = Number(this.rating.value);
+    this.rating.setAttribute('aria-label', n ? `Rating: ${n} of 5` : 'Rating: not rated');
   }
 }
 

@@ -67,9 +67,10 @@ def _find() -> str:
     <label>Outcome <select data-wb="find-outcome"><option value="">any</option><option value="finished">finished</option>
       <option value="stopped">stopped</option><option value="cut">cut (at the most audio a request may have)</option>
       <option value="failed">failed</option></select></label>
-    <label>Rating <select data-wb="find-rating"><option value="">any</option><option value="5">★★★★★</option>
-      <option value="4">★★★★ or more</option><option value="3">★★★ or more</option><option value="2">★★ or more</option>
-      <option value="1">★ or more</option><option value="none">not rated</option></select></label>
+    <label>Rating <select data-wb="find-rating"><option value="">any</option><option value="5" aria-label="5 of 5">★★★★★</option>
+      <option value="4" aria-label="4 or more">★★★★ or more</option><option value="3" aria-label="3 or more">★★★ or more</option>
+      <option value="2" aria-label="2 or more">★★ or more</option><option value="1" aria-label="1 or more">★ or more</option>
+      <option value="none">not rated</option></select></label>
     <label>Error rate at least <input type="number" data-wb="find-error" min="0" max="100" step="1" placeholder="any"> %</label>
     <label><input type="checkbox" data-wb="find-gaps"> with gaps</label>
     <label><input type="checkbox" data-wb="find-flagged"> with flagged boundaries</label>
@@ -110,9 +111,10 @@ def _about_and_controls() -> str:
     return """
     <div class="vox-wb-about" role="group" aria-label="This take's name, rating and tags">
       <label>Name <input type="text" data-wb="name" placeholder="#n"></label>
-      <label>Rating <select data-wb="rating"><option value="">–</option><option value="1">★</option>
-        <option value="2">★★</option><option value="3">★★★</option><option value="4">★★★★</option>
-        <option value="5">★★★★★</option></select></label>
+      <label>Rating <select data-wb="rating" aria-label="Rating: not rated"><option value="" aria-label="not rated">–</option>
+        <option value="1" aria-label="1 of 5">★</option><option value="2" aria-label="2 of 5">★★</option>
+        <option value="3" aria-label="3 of 5">★★★</option><option value="4" aria-label="4 of 5">★★★★</option>
+        <option value="5" aria-label="5 of 5">★★★★★</option></select></label>
       <label>Tags <input type="text" data-wb="tags" placeholder="comma, separated"></label></div>
     <div class="vox-wb-head" data-wb="head"></div>
     <div class="vox-wb-controls">
