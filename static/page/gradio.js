@@ -135,6 +135,16 @@ document.addEventListener('keydown', (event) => {
   button.click();
 });
 
+// The skip link after the text box (ui/page/layout.py): the focus goes to Generate itself, where
+// following the link alone would only scroll there.
+document.addEventListener('click', (event) => {
+  const link = event.target instanceof Element && event.target.closest('a[data-skip-to]');
+  const target = link && document.querySelector(`#${link.dataset.skipTo}`);
+  if (!target) return;
+  event.preventDefault();
+  target.focus();
+});
+
 // Puts `text` in the ultimate tab's transcript box, and nothing else: a button of its own, so that a
 // clip id being stored meanwhile is not written back with its old value.
 export async function setTranscript(text) {

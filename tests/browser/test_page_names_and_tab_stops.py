@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from inference.request import modes
 
-from ..support.workbench_page import app, page, take  # noqa: F401 (fixtures)
+from ..support.workbench_page import app, page, slowed, take  # noqa: F401 (fixtures)
 
 WB = "#vox-workbench"
 SLIDERS = ["cfg_value", "inference_timesteps", "max_len", "speed"]  # in the page's order
@@ -47,3 +47,27 @@ def test_a_takes_rating_reads_as_its_value_not_its_signs(page):
     page.select_option(rating, "3")
     assert accessible_names(page, rating) == ["Rating: 3 of 5"]
     page.wait_for_function("window.workbench.selected.rating === 3")
+
+
+def test_generate_is_a_few_key_presses_from_the_text_box_with_a_take_of_many_gaps_on_screen(page, app):
+    with slowed(app, 0.3):  # slower than real time: the player runs dry between patches
+        t = take(page, "A take with gaps, on screen while Generate is sought.")
+    assert t["figures"]["underruns"] >= 3, t["figures"]
+    if not page.locator("#vox-cfg").is_visible():  # the settings open, as when tuning: 15 more stops
+        page.get_by_text("Advanced settings").click()
+    page.focus("#vox-text textarea")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent").startswith("Skip to Generate")
+    assert page.locator("#vox-skip-box a").is_visible()  # shown while it has the focus
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "vox-generate"
+    # The gaps the take lists are one Tab stop; the arrow keys move between them.
+    gaps = page.locator(f"{WB} [data-wb=head] button.vox-wb-at")
+    assert gaps.count() == t["figures"]["underruns"]
+    assert page.evaluate("[...document.querySelectorAll('#vox-workbench [data-wb=head] button.vox-wb-at')]"
+                         ".filter((b) => b.tabIndex === 0).length") == 1
+    gaps.first.focus()
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("document.activeElement.textContent") == gaps.nth(1).inner_text()
+    page.keyboard.press("Tab")
+    assert page.evaluate("!document.activeElement.classList.contains('vox-wb-at')")

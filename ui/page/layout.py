@@ -39,6 +39,8 @@ FIELDS = ["mode", "text", "design_control", "cloning_ref", "cloning_control", "u
 FILLED = [name for name in FIELDS if not name.endswith("_audio")]  # what Re-use settings may set back
 TRANSCRIPT_NOTE = ('<div id="vox-ultimate-transcript-note" class="vox-transcript-note" data-state="" role="status" '
                    'aria-live="polite"></div>')
+SKIP_TO_GENERATE = ('<a class="vox-skip" href="#vox-generate" data-skip-to="vox-generate">Skip to Generate '
+                    '(Ctrl+Enter generates from anywhere)</a>')
 # The examples' loaders are the page's own: without an API name, gradio_client cannot call them
 # (it used to list load_example, which fails without the page's inputs).
 EXAMPLES = dict(label="Examples", api_visibility="private")
@@ -122,6 +124,9 @@ def _form(clips: UploadStore, max_text_chars: int) -> dict:
                               elem_id="vox-text", placeholder="What should be said?",
                               info=f"A pause: {' or '.join(pauses['forms'][::2])} ({pauses['min_ms']:g} ms to "
                                    f"{pauses['max_ms'] / 1000:g} s of silence there)")
+    # From the text box, Generate was 10 to 34 Tab stops away (issue 58): the next stop is a link
+    # straight to it, drawn only while it has the focus (static/page/gradio.js moves the focus).
+    gr.HTML(SKIP_TO_GENERATE, js_on_load=None, elem_id="vox-skip-box")
     # Off by default, as in the official app; long texts are split into sentences either way.
     form["normalize"] = gr.Checkbox(False, label="Read numbers, dates and units as words (text normalization)",
                                     elem_id="vox-normalize")

@@ -146,7 +146,7 @@ def _waveform_a() -> str:
       <button type="button" class="vox-wb-button" data-wb="words-srt">Download SRT</button>
       <button type="button" class="vox-wb-button" data-wb="words-vtt">Download WebVTT</button>
       <span data-wb="words-status" role="status" aria-live="polite"></span></div>
-    <ol class="vox-wb-segments" data-wb="segments" aria-label="Segments of the text, as spoken" hidden></ol>
+    <ol class="vox-wb-segments" data-wb="segments" aria-label="Segments of the text, as spoken: the arrow keys move between them, Enter plays from one" hidden></ol>
     <div class="vox-wb-region" role="group" aria-label="Selection in milliseconds">
       <label>Selection from <input type="number" data-wb="region-from" min="0" step="0.1"> ms</label>
       <label>to <input type="number" data-wb="region-to" min="0" step="0.1"> ms</label>
