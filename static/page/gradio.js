@@ -24,7 +24,7 @@ let pendingFill = null; // { values: field -> value, done(previous) }, until the
 // got the box's text from before the first had landed, and wrote the stale transcript back.
 let wantedTranscript = null;
 let pendingClip = null; // Gradio's value of a clip, until a clip box's fill button hands it over (setClip)
-let pendingRead = null; // readForm's resolve, until the hidden read button's hook hands it the form
+let pendingReads = []; // readForm's resolves (live text's, the kept form's), until the read button's hook hands them the form
 
 export function handle(fns) {
   handlers = fns;
@@ -57,9 +57,9 @@ export function generate(names, values) {
 
 // The hidden read button's hook: the form for readForm().
 export function read(names, values) {
-  const done = pendingRead;
-  pendingRead = null;
-  done?.(formOf(names, values));
+  const done = pendingReads;
+  pendingReads = [];
+  for (const resolve of done) resolve(formOf(names, values));
   return [];
 }
 
@@ -120,7 +120,7 @@ export async function fillForm(values) {
 
 // The form as Gradio holds it now, closed accordions included (live text reads it this way).
 export async function readForm() {
-  const form = new Promise((resolve) => { pendingRead = resolve; });
+  const form = new Promise((resolve) => { pendingReads.push(resolve); });
   (await drawn('#vox-read')).click();
   return form;
 }

@@ -39,6 +39,8 @@ FIELDS = ["mode", "text", "design_control", "cloning_ref", "cloning_control", "u
 FILLED = [name for name in FIELDS if not name.endswith("_audio")]  # what Re-use settings may set back
 TRANSCRIPT_NOTE = ('<div id="vox-ultimate-transcript-note" class="vox-transcript-note" data-state="" role="status" '
                    'aria-live="polite"></div>')
+# What came back of the last visit's form after a reload, and what did not (static/page/keep.js).
+FORM_NOTE = '<div id="vox-form-note" class="vox-form-note" role="status" aria-live="polite"></div>'
 SKIP_TO_GENERATE = ('<a class="vox-skip" href="#vox-generate" data-skip-to="vox-generate">Skip to Generate '
                     '(Ctrl+Enter generates from anywhere)</a>')
 # The examples' loaders are the page's own: without an API name, gradio_client cannot call them
@@ -75,7 +77,8 @@ def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, m
         if notice:
             gr.HTML(f'<div class="vox-banner" role="alert">{notice}</div>', js_on_load=None, elem_id="vox-banner-box")
         with gr.Row(equal_height=False):
-            with gr.Column(scale=3):
+            with gr.Column(scale=3, elem_id="vox-form-column"):  # its changes are kept (static/page/keep.js)
+                gr.HTML(FORM_NOTE, js_on_load=None, elem_id="vox-form-note-box")
                 form = _form(clips, max_text_chars)
                 with gr.Accordion("Live text: speak while it is being written", open=False, elem_id="vox-live-text"):
                     gr.HTML(LIVE_TEXT, js_on_load=None, elem_id="vox-live-box")
