@@ -1,11 +1,12 @@
 // The page's one module script (ui/server.py writes its tag; the model's rate and the prebuffer
 // come from GET /voxcpm/spec): starts the player, the listening-QA workbench, the voice library and the
-// automatic transcripts of ultimate cloning, and hands the form's buttons to the player through the
-// adapter to Gradio (static/page/gradio.js).
+// automatic transcripts of ultimate cloning, keeps the form across reloads (static/page/keep.js),
+// and hands the form's buttons to the player through the adapter to Gradio (static/page/gradio.js).
 // No module is imported for its side effects, and none puts anything on window.
 
 import { handle } from './page/gradio.js';
 import { guardDrops } from './page/drops.js';
+import { keepForm, remember } from './page/keep.js';
 import { liveText } from './player/live.js';
 import { player } from './player/player.js';
 import { transcripts } from './voices/transcript.js';
@@ -25,9 +26,13 @@ handle({
     if (!liveText.generateAfter(() => player.generate(asked))) player.generate(asked);
   },
   stop: () => player.stop(),
-  clipChanged: () => player.clipChanged(),
+  clipChanged: () => {
+    player.clipChanged();
+    remember();
+  },
   clipStored: (mode, id) => mode === 'ultimate' && transcripts.clipStored(id),
 });
+keepForm();
 voices.onPick = (mode, voice) => mode === 'ultimate' && transcripts.voicePicked(voice);
 guardDrops();
 player.start(config());

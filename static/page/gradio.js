@@ -24,7 +24,7 @@ let pendingFill = null; // { values: field -> value, done(previous) }, until the
 // got the box's text from before the first had landed, and wrote the stale transcript back.
 let wantedTranscript = null;
 let pendingClip = null; // Gradio's value of a clip, until a clip box's fill button hands it over (setClip)
-let pendingRead = null; // readForm's resolve, until the hidden read button's hook hands it the form
+let pendingReads = []; // readForm's resolves (live text's, the kept form's), until the read button's hook hands them the form
 
 export function handle(fns) {
   handlers = fns;
@@ -57,9 +57,9 @@ export function generate(names, values) {
 
 // The hidden read button's hook: the form for readForm().
 export function read(names, values) {
-  const done = pendingRead;
-  pendingRead = null;
-  done?.(formOf(names, values));
+  const done = pendingReads;
+  pendingReads = [];
+  for (const resolve of done) resolve(formOf(names, values));
   return [];
 }
 
@@ -120,7 +120,7 @@ export async function fillForm(values) {
 
 // The form as Gradio holds it now, closed accordions included (live text reads it this way).
 export async function readForm() {
-  const form = new Promise((resolve) => { pendingRead = resolve; });
+  const form = new Promise((resolve) => { pendingReads.push(resolve); });
   (await drawn('#vox-read')).click();
   return form;
 }
@@ -139,6 +139,16 @@ document.addEventListener('keydown', (event) => {
   if (!button || button.disabled) return;
   event.preventDefault();
   button.click();
+});
+
+// The skip link after the text box (ui/page/layout.py): the focus goes to Generate itself, where
+// following the link alone would only scroll there.
+document.addEventListener('click', (event) => {
+  const link = event.target instanceof Element && event.target.closest('a[data-skip-to]');
+  const target = link && document.querySelector(`#${link.dataset.skipTo}`);
+  if (!target) return;
+  event.preventDefault();
+  target.focus();
 });
 
 // Puts `text` in the ultimate tab's transcript box, and nothing else: a button of its own, so that a
@@ -213,3 +223,20 @@ function watch() {
   });
   observer.observe(document.body, { childList: true, subtree: true });
 }
+
+// Gradio names each slider's reset button "Reset to default value": a screen reader listed four
+// alike (issue 58). Each is named after its slider's label, as drawn: the sliders are in the
+// Advanced accordion, drawn when it first opens, so that is what is watched (the player's panel,
+// which changes on every chunk, is not in it).
+function nameResets(root) {
+  for (const button of root.querySelectorAll('button.reset-button')) {
+    const label = button.closest('.block')?.querySelector('[data-testid="block-info"]')?.textContent.trim();
+    const name = label ? `Reset ${label} to its default` : null;
+    if (name && button.getAttribute('aria-label') !== name) button.setAttribute('aria-label', name);
+  }
+}
+
+drawn('#vox-advanced').then((box) => {
+  nameResets(box);
+  new MutationObserver(() => nameResets(box)).observe(box, { childList: true, subtree: true, attributeFilter: ['aria-label'] });
+});

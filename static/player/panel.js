@@ -98,7 +98,7 @@ export class Panel {
     this.set('chunks', `${counted(patches, 'patch', 'patches')}${pauses} (${counted(run.reads, 'network read')})`);
     this.set('audio', `${secs(run.samples, rate)} received, ${secs(run.played, rate)} played ` +
       `(${run.samples} / ${run.played} samples)`);
-    this.set('buffer', `${Math.round((run.buffered / rate) * 1000)} ms`);
+    this.set('buffer', run.state === 'stopped' ? 'empty (stopped)' : `${Math.round((run.buffered / rate) * 1000)} ms`);
     this.set('underruns', underrunsLine(run));
     this.set('seed', run.seed ?? dash);
     this.spoken(run.final || run.server || {}, run);

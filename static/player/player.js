@@ -84,6 +84,9 @@ export class Player {
   onWorklet(msg) {
     const run = this.run;
     if (!run || msg.id !== run.id) return; // a report from before the last reset
+    // Stopped: the player was emptied, but reports it sent before that may still be on their way
+    // (a busy page reads them late) and put the buffer of a moment before back on screen (issue 58).
+    if (run.state === 'stopped') return;
     run.heard(msg, this.output.ctx.sampleRate);
     if (msg.type === 'started') {
       run.audibleAt = performance.now();

@@ -96,12 +96,7 @@ class AutoTranscript {
     const answer = response && response.ok ? await response.json() : null;
     if (ticket !== this.asked) return; // another clip or voice since
     if (!answer && response?.headers.get('X-VoxCPM-Model-State') === 'loading') {
-      // The server says how long it expects; the page asks again by itself, until another clip is picked.
-      const why = (await errorText(response)).split('\n')[0].replace(/: try again in \d+ s\.?$/, '');
-      const wait = Math.min(Math.max(Number(response.headers.get('Retry-After')) || 5, RETRY_S[0]), RETRY_S[1]);
-      this.note('loading', `Automatic transcript: ${why}; asking again in ${wait} s…`);
-      setTimeout(() => { if (ticket === this.asked) this.ask(body, what, replace); }, wait * 1000);
-      return;
+      return this.loading(response, () => { if (ticket === this.asked) this.ask(body, what, replace); });
     }
     if (!answer) {
       const why = response ? await errorText(response) : 'the server cannot be reached';
@@ -111,6 +106,18 @@ class AutoTranscript {
     }
     if (replace) this.put(answer.text, answer.model);
     else this.fill(answer.text, answer.model);
+  }
+
+  // The recognizer is being loaded: the note says so, with the server's own account of how far (from
+  // its folder, the cache, or a download and how much of it), and the page asks again by itself after
+  // the server's Retry-After, until another clip is picked. The server's words name no download
+  // unless one is under way (inference/analysis/loading.py).
+  async loading(response, again) {
+    const why = (await errorText(response)).split('\n')[0].replace(/: try again in \d+ s\.?$/, '');
+    const how = why.replace(/^.*? is (being .*)$/, 'it is $1');
+    const wait = Math.min(Math.max(Number(response.headers.get('Retry-After')) || 5, RETRY_S[0]), RETRY_S[1]);
+    this.note('loading', `Loading the speech recognizer… ${how}; the transcript follows by itself (asking again in ${wait} s).`);
+    setTimeout(again, wait * 1000);
   }
 
   fill(text, model) {
@@ -159,6 +166,10 @@ class AutoTranscript {
     if (state === 'automatic') {
       const badge = Object.assign(document.createElement('span'), { className: 'vox-auto-badge', textContent: 'automatic' });
       parts.unshift(badge);
+    }
+    if (state === 'loading') { // a bar that moves while nothing else does, until the model is there
+      parts.unshift(Object.assign(document.createElement('progress'), { className: 'vox-transcript-progress' }));
+      parts[0].setAttribute('aria-label', 'Loading the speech recognizer');
     }
     if (action) {
       const button = Object.assign(document.createElement('button'), { type: 'button', textContent: action });

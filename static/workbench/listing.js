@@ -2,7 +2,7 @@
 // waveform), a filter over them and the text, every take's figures as CSV, and a bundle (the zip
 // Download bundle writes) imported back as a take.
 
-import { rowScores } from './evaluate.js';
+import { moveAmong, rowScores } from './evaluate.js';
 import { describeMeasures, measure } from './measures.js';
 import { counted } from '../player/panel.js';
 import { audioSettings, deliveryOf, saidSetting, tuned } from './takes.js';
@@ -135,14 +135,25 @@ export class TakeFields {
     this.tags = wb.el('tags');
     const save = (changes) => wb.save(wb.selected, changes).then(() => wb.render());
     this.name.addEventListener('change', () => save({ name: this.name.value.trim() }));
-    this.rating.addEventListener('change', () => save({ rating: Number(this.rating.value) || null }));
+    this.rating.addEventListener('change', () => {
+      this.nameRating();
+      save({ rating: Number(this.rating.value) || null });
+    });
     this.tags.addEventListener('change', () => save({ tags: parseTags(this.tags.value) }));
   }
 
   show(take) {
     this.name.value = take.name || '';
     this.rating.value = String(take.rating || '');
+    this.nameRating();
     this.tags.value = (take.tags || []).join(', ');
+  }
+
+  // Named by its value: from its label and the option shown, a screen reader said "Rating –" or
+  // "Rating ★★★" (issue 58), the dash and the stars read out sign by sign.
+  nameRating() {
+    const n = Number(this.rating.value);
+    this.rating.setAttribute('aria-label', n ? `Rating: ${n} of 5` : 'Rating: not rated');
   }
 }
 
@@ -227,12 +238,16 @@ export function summary(t, settings) {
 }
 
 // Each gap where it fell, as a position (they read as durations: "160 ms, 320 ms"), with its
-// length; a click moves the cursor there (the workbench listens on the facts for data-at).
+// length; a click moves the cursor there (the workbench listens on the facts for data-at). One Tab
+// stop for them all, the arrow keys moving between them: a Tab stop each made a take with many
+// gaps dozens of presses long (issue 58).
 function gapLinks(t) {
-  return t.figures.underrun_times.flatMap((u, i) => {
-    const b = Object.assign(document.createElement('button'), { type: 'button', className: 'vox-wb-at',
+  const buttons = t.figures.underrun_times.map((u, i) => {
+    const b = Object.assign(document.createElement('button'), { type: 'button', className: 'vox-wb-at', tabIndex: i ? -1 : 0,
       textContent: `at ${(u.at_samples / t.sampleRate).toFixed(3)} s (${u.gap_ms == null ? '?' : Math.round(u.gap_ms)} ms gap)` });
     b.dataset.at = u.at_samples / t.sampleRate;
-    return i ? [', ', b] : [b];
+    b.addEventListener('keydown', (e) => moveAmong(buttons, e));
+    return b;
   });
+  return buttons.flatMap((b, i) => (i ? [', ', b] : [b]));
 }

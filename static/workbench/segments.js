@@ -11,7 +11,10 @@ export class Segments {
     this.starts = [];
     view.onTime.push((seconds) => this.follow(seconds));
     list.addEventListener('click', (e) => this.seek(e.target.closest('[data-sample]')));
-    list.addEventListener('keydown', (e) => { if (e.key === 'Enter') this.seek(e.target.closest('[data-sample]')); });
+    list.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter') this.seek(e.target.closest('[data-sample]'));
+      else this.move(e);
+    });
   }
 
   show(take) {
@@ -26,8 +29,21 @@ export class Segments {
       pauses.forEach((p, j) => { if (p.before === i) items.push(this.pause(p, spans[j])); });
       if (text !== null) items.push(this.item(text.trim(), this.starts[i], `Segment ${i + 1}`, { segment: i }));
     });
+    items.forEach((li, i) => { li.tabIndex = i ? -1 : 0; }); // one Tab stop, however many segments and pauses
     this.list.replaceChildren(...items);
     this.follow(0);
+  }
+
+  // The arrow keys (Home, End) move the focus, and the list's one Tab stop, between its items: a
+  // Tab stop each made a long text's list of segments and pauses dozens of presses long (issue 58).
+  move(e) {
+    const items = [...this.list.children];
+    const i = items.indexOf(e.target);
+    const to = { ArrowDown: i + 1, ArrowRight: i + 1, ArrowUp: i - 1, ArrowLeft: i - 1, Home: 0, End: items.length - 1 }[e.key];
+    if (i < 0 || to === undefined || !items[to]) return;
+    e.preventDefault();
+    items.forEach((li, j) => { li.tabIndex = j === to ? 0 : -1; });
+    items[to].focus();
   }
 
   item(text, sample, title, data) {
@@ -35,7 +51,6 @@ export class Segments {
     Object.assign(li.dataset, data);
     if (data.segment != null) li.value = data.segment + 1; // numbered as segments, the pauses between left out
     if (sample != null) li.dataset.sample = sample;
-    li.tabIndex = 0;
     li.textContent = text;
     li.title = sample == null ? title : `${title}: from ${(sample / this.rate * 1000).toFixed(0)} ms`;
     return li;

@@ -30,6 +30,11 @@ def test_the_workbench_and_the_panel_show_where_the_pauses_fall(page):
     assert labels == ["pause 500 ms", "pause 250 ms"]
     items = page.locator(f"{WB} [data-wb=segments] li")
     assert items.all_inner_texts() == ["Hello there.", "⏸ pause 500 ms", "How are you?", "⏸ pause 250 ms"]
+    # One Tab stop for the list (issue 58: one each made the page's Tab order long); arrows move in it.
+    assert [i.evaluate("li => li.tabIndex") for i in items.all()] == [0, -1, -1, -1]
+    items.nth(0).focus()
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.activeElement.textContent") == "⏸ pause 500 ms"
     items.nth(3).click()
     assert abs(page.evaluate("window.workbench.view.a.getCurrentTime()") * 48000 - silence[1][0]) < 48
     spoken = page.locator("#vox-panel [data-field='spoken_text']").text_content()

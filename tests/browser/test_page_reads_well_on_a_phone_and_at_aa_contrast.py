@@ -1,5 +1,6 @@
 """The page's findings of issue 45 (item 3) that concern reading it, on a phone and at AA contrast,
-each done as the QA engineer did it in Chromium: the pause hint's contrast, "Use via HTTP" under the
+each done as the QA engineer did it in Chromium: the pause hint's contrast (and issue 58's Stop and
+selected tab), "Use via HTTP" under the
 phone's fixed bar, scored words piled on the waveform (and a Tab stop each), and a vertical swipe on
 the waveform that logged touchmove errors instead of scrolling."""
 from __future__ import annotations
@@ -36,6 +37,16 @@ def test_the_pause_hint_the_settings_help_and_the_timeline_read_at_aa_contrast(p
     assert helps and min(h.evaluate(DRAWN_CONTRAST) for h in helps) >= 4.5
     labels = page.locator(f"{WB} [data-wb=timeline] [part~=timeline-notch-secondary]").all()
     assert labels and min(x.evaluate(DRAWN_CONTRAST) for x in labels) >= 4.5
+
+
+def test_stop_and_the_selected_mode_tab_read_at_aa_contrast(page):
+    """Issue 58: Stop's white on the theme's red was 3.76:1 and the selected tab's orange 2.80:1."""
+    assert page.locator("#vox-stop").evaluate(DRAWN_CONTRAST) >= 4.5
+    for mode in ("cloning", "design"):  # whichever tab is selected
+        page.click(f"#vox-tab-{mode}-button")
+        selected = page.locator("#vox-modes button[role=tab][aria-selected=true]")
+        assert selected.get_attribute("id") == f"vox-tab-{mode}-button"
+        assert selected.evaluate(DRAWN_CONTRAST) >= 4.5
 
 
 def test_on_a_phone_use_via_http_opens_at_the_end_of_the_page(page):

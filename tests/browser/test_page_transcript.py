@@ -158,15 +158,23 @@ def gated_analysis(folder: Path) -> Analysis:
 
 
 def test_while_the_model_loads_the_note_says_so_and_the_page_asks_again_by_itself(app, page, tmp_path):
-    """Issue 59: the note said the model was "still being loaded (a download on first use)" and
-    never asked again; now it says where it loads from and fills the box once it has loaded."""
+    """Issues 58 and 59: the note said the model was "still being loaded (a download on first use)"
+    of a local folder and never asked again; now it says the recognizer is loading and from where,
+    with a moving bar and the time so far growing as the page asks again by itself, and fills the box
+    once it has loaded."""
     from ..fixtures import analysis_stand_ins
 
     analysis = gated_analysis(tmp_path / "whisper")
     with state_swapped(app.app.state.ctx, "analysis", analysis):
         upload(page, ASSETS / "guide_en.wav")
         note = note_state(page, "loading")
-        assert "being loaded from its folder" in note and "download" not in note
+        assert note.startswith("Loading the speech recognizer… it is being loaded from its folder (")
+        assert "download" not in note and "transcript follows by itself" in note
+        assert page.locator(f"{NOTE} progress").is_visible()
+        with page.expect_request(lambda r: r.url.endswith("/voxcpm/transcribe"), timeout=30_000):
+            pass  # asked again by itself, after the server's Retry-After
+        page.wait_for_function("([sel, was]) => document.querySelector(sel).dataset.state === 'loading'"
+                               " && document.querySelector(sel).textContent !== was", arg=[NOTE, note])
         (tmp_path / "whisper" / "release").touch()
         note_state(page, "automatic")
         assert page.locator(BOX).input_value() == analysis_stand_ins.GATED_WORDS

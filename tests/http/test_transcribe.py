@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import os
 import threading
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -156,24 +155,49 @@ def test_a_file_over_30_s_is_refused_by_its_header_before_any_of_it_is_decoded(c
     assert peak < 3 * len(data) + 4 * 2**20, f"{peak / 2**20:.1f} MiB traced: the file was decoded"
 
 
+class WatchedSlots:
+    """A semaphore that says (`asked`) when someone has asked for a slot."""
+
+    def __init__(self, inner):
+        self.inner, self.asked = inner, threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        self.asked.set()
+        return self.inner.acquire(blocking, timeout)
+
+    def release(self):
+        self.inner.release()
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
 def test_files_to_transcribe_share_the_uploads_limit_on_decodes_at_once(app):
-    """Issue 37, item 3: while every decode slot of the uploads is taken, a file to transcribe waits."""
-    slots = app.app.state.ctx.clips._decoding  # the UploadStore's own: 2 decodes at once
+    """Issue 37, item 3: while every decode slot of the uploads is taken, a file to transcribe waits.
+    The test waits for the request to ask for a slot (an event), not for a time (issue 58)."""
+    clips = app.app.state.ctx.clips
+    slots = WatchedSlots(clips._decoding)  # the UploadStore's own: 2 decodes at once
     assert slots.acquire(blocking=False) and slots.acquire(blocking=False)
+    slots.asked.clear()
     done: dict = {}
 
     def send():
         with httpx.Client(base_url=app.url, timeout=60) as other:
             done["response"] = other.post("/voxcpm/transcribe", files={"file": ("g.wav", GUIDE, "audio/wav")})
     sender = threading.Thread(target=send)
-    try:
-        sender.start()
-        time.sleep(0.5)
-        assert "response" not in done, "decoded while the uploads' decodes were all taken"
-    finally:
-        slots.release()
-        slots.release()
-    sender.join(60)
+    with state_swapped(clips, "_decoding", slots):
+        try:
+            sender.start()
+            assert slots.asked.wait(60), "the file never asked for a decode slot"
+            assert "response" not in done, "decoded while the uploads' decodes were all taken"
+        finally:
+            slots.release()
+            slots.release()
+        sender.join(60)
     assert done["response"].status_code == 200, done["response"].text
 
 

@@ -14,12 +14,14 @@ HANDLES = """async () => {
 
 
 def take_handles(page, timeout_ms: int = 60_000):
-    """Once Gradio has drawn the page and the player's audio is set up: window.player, .workbench,
-    .voices and .gradio, for this test's own use. Checks first that the page defined no globals."""
+    """Once Gradio has drawn the page, the player's audio is set up and the last visit's form is
+    back: window.player, .workbench, .voices and .gradio, for this test's own use. Checks first that the page defined no globals."""
     page.wait_for_selector("#vox-generate", timeout=timeout_ms)
     assert page.evaluate("Object.keys(window).filter((name) => /vox/i.test(name))") == []
     page.evaluate(HANDLES)
     page.wait_for_function("window.player.output.ctx", timeout=30_000)
+    # The last visit's form is back (static/page/keep.js): a test's own fill comes after it.
+    page.wait_for_selector("#vox-form-note[data-restore=done]", state="attached", timeout=timeout_ms)
 
 
 def click_generate(page):

@@ -39,6 +39,10 @@ FIELDS = ["mode", "text", "design_control", "cloning_ref", "cloning_control", "u
 FILLED = [name for name in FIELDS if not name.endswith("_audio")]  # what Re-use settings may set back
 TRANSCRIPT_NOTE = ('<div id="vox-ultimate-transcript-note" class="vox-transcript-note" data-state="" role="status" '
                    'aria-live="polite"></div>')
+# What came back of the last visit's form after a reload, and what did not (static/page/keep.js).
+FORM_NOTE = '<div id="vox-form-note" class="vox-form-note" role="status" aria-live="polite"></div>'
+SKIP_TO_GENERATE = ('<a class="vox-skip" href="#vox-generate" data-skip-to="vox-generate">Skip to Generate '
+                    '(Ctrl+Enter generates from anywhere)</a>')
 # The examples' loaders are the page's own: without an API name, gradio_client cannot call them
 # (it used to list load_example, which fails without the page's inputs).
 EXAMPLES = dict(label="Examples", api_visibility="private")
@@ -73,7 +77,8 @@ def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, m
         if notice:
             gr.HTML(f'<div class="vox-banner" role="alert">{notice}</div>', js_on_load=None, elem_id="vox-banner-box")
         with gr.Row(equal_height=False):
-            with gr.Column(scale=3):
+            with gr.Column(scale=3, elem_id="vox-form-column"):  # its changes are kept (static/page/keep.js)
+                gr.HTML(FORM_NOTE, js_on_load=None, elem_id="vox-form-note-box")
                 form = _form(clips, max_text_chars)
                 with gr.Accordion("Live text: speak while it is being written", open=False, elem_id="vox-live-text"):
                     gr.HTML(LIVE_TEXT, js_on_load=None, elem_id="vox-live-box")
@@ -122,6 +127,9 @@ def _form(clips: UploadStore, max_text_chars: int) -> dict:
                               elem_id="vox-text", placeholder="What should be said?",
                               info=f"A pause: {' or '.join(pauses['forms'][::2])} ({pauses['min_ms']:g} ms to "
                                    f"{pauses['max_ms'] / 1000:g} s of silence there)")
+    # From the text box, Generate was 10 to 34 Tab stops away (issue 58): the next stop is a link
+    # straight to it, drawn only while it has the focus (static/page/gradio.js moves the focus).
+    gr.HTML(SKIP_TO_GENERATE, js_on_load=None, elem_id="vox-skip-box")
     # Off by default, as in the official app; long texts are split into sentences either way.
     form["normalize"] = gr.Checkbox(False, label="Read numbers, dates and units as words (text normalization)",
                                     elem_id="vox-normalize")

@@ -67,9 +67,10 @@ def _find() -> str:
     <label>Outcome <select data-wb="find-outcome"><option value="">any</option><option value="finished">finished</option>
       <option value="stopped">stopped</option><option value="cut">cut (at the most audio a request may have)</option>
       <option value="failed">failed</option></select></label>
-    <label>Rating <select data-wb="find-rating"><option value="">any</option><option value="5">★★★★★</option>
-      <option value="4">★★★★ or more</option><option value="3">★★★ or more</option><option value="2">★★ or more</option>
-      <option value="1">★ or more</option><option value="none">not rated</option></select></label>
+    <label>Rating <select data-wb="find-rating"><option value="">any</option><option value="5" aria-label="5 of 5">★★★★★</option>
+      <option value="4" aria-label="4 or more">★★★★ or more</option><option value="3" aria-label="3 or more">★★★ or more</option>
+      <option value="2" aria-label="2 or more">★★ or more</option><option value="1" aria-label="1 or more">★ or more</option>
+      <option value="none">not rated</option></select></label>
     <label>Error rate at least <input type="number" data-wb="find-error" min="0" max="100" step="1" placeholder="any"> %</label>
     <label><input type="checkbox" data-wb="find-gaps"> with gaps</label>
     <label><input type="checkbox" data-wb="find-flagged"> with flagged boundaries</label>
@@ -112,9 +113,10 @@ def _about_and_controls() -> str:
     return """
     <div class="vox-wb-about" role="group" aria-label="This take's name, rating and tags">
       <label>Name <input type="text" data-wb="name" placeholder="#n"></label>
-      <label>Rating <select data-wb="rating"><option value="">–</option><option value="1">★</option>
-        <option value="2">★★</option><option value="3">★★★</option><option value="4">★★★★</option>
-        <option value="5">★★★★★</option></select></label>
+      <label>Rating <select data-wb="rating" aria-label="Rating: not rated"><option value="" aria-label="not rated">–</option>
+        <option value="1" aria-label="1 of 5">★</option><option value="2" aria-label="2 of 5">★★</option>
+        <option value="3" aria-label="3 of 5">★★★</option><option value="4" aria-label="4 of 5">★★★★</option>
+        <option value="5" aria-label="5 of 5">★★★★★</option></select></label>
       <label>Tags <input type="text" data-wb="tags" placeholder="comma, separated"></label></div>
     <div class="vox-wb-head" data-wb="head"></div>
     <div class="vox-wb-controls">
@@ -147,7 +149,7 @@ def _waveform_a() -> str:
       <button type="button" class="vox-wb-button" data-wb="words-srt">Download SRT</button>
       <button type="button" class="vox-wb-button" data-wb="words-vtt">Download WebVTT</button>
       <span data-wb="words-status" role="status" aria-live="polite"></span></div>
-    <ol class="vox-wb-segments" data-wb="segments" aria-label="Segments of the text, as spoken" hidden></ol>
+    <ol class="vox-wb-segments" data-wb="segments" aria-label="Segments of the text, as spoken: the arrow keys move between them, Enter plays from one" hidden></ol>
     <div class="vox-wb-region" role="group" aria-label="Selection in milliseconds">
       <label>Selection from <input type="number" data-wb="region-from" min="0" step="0.1"> ms</label>
       <label>to <input type="number" data-wb="region-to" min="0" step="0.1"> ms</label>
