@@ -41,6 +41,8 @@ SLOW = {
     "http/test_evaluate.py",  # two tiny models loaded twice (the app's and the oracle's)
     "http/test_analysis_beside_the_stream.py",  # streams alone and beside the analysis, 3 rounds each
     "unit/test_real_whisper_hears_and_times_speech.py",  # real Whisper tiny.en and base on the CPU: about 45 s
+    "http/test_front_doors_stay_light.py::test_a_request_reaches_the_engine_in_at_most_8_hops_checked_in_at_most_3",
+    "http/test_front_doors_stay_light.py::test_one_stream_is_held_by_at_most_4_objects",
     "http/test_vllm_omni_protocol.py::test_an_utterance_slower_to_make_than_the_idle_timeout_is_spoken_whole",
     "http/test_vllm_omni_protocol.py::test_a_session_that_waits_for_a_row_is_not_idle_and_is_spoken_when_one_frees",
     "http/test_vllm_omni_protocol.py::test_an_interrupt_while_waiting_for_a_row_ends_the_utterance_as_interrupted",

@@ -10,6 +10,7 @@ import torch
 
 from ..errors import InputError
 from ..text.spoken import has_content  # noqa: F401 (re-exported)
+from .listener import Listener
 from .modes import MAX_PATCHES, MAX_SEED, MODES, SETTINGS, default  # noqa: F401 (re-exported for callers)
 
 
@@ -90,6 +91,10 @@ class SynthesisRequest:
         if self.prompt_audio is not None or (self.prompt_text or "").strip():
             return "ultimate"
         return "cloning" if self.reference_audio is not None else "design"
+
+    def listener(self, model_rate: int) -> Listener:
+        """Who hears it (inference/request/listener.py), for a model that makes audio at `model_rate`."""
+        return Listener(self.speed, model_rate)
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,7 @@ class Engine:
     # -- requests in ------------------------------------------------------------------------------
     def listener(self, req: SynthesisRequest) -> Listener:
         """Who hears the request's audio, as it asked, at this engine's rate."""
-        return Listener(req.speed, self.sample_rate)
+        return req.listener(self.sample_rate)
 
     def start(self, req: Prepared | SynthesisRequest, listener: Listener | None = None) -> Stream:
         """Gives a prepared request a row (its clips encoded now); it joins at the next step (its

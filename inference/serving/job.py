@@ -276,7 +276,7 @@ class Job:
     def accept(self, request: SynthesisRequest, prepared):
         """Its request passed the checks and is ready for the engine: it joins the line."""
         self.mode, self.text_chars, self.seed = request.mode, len(request.text), request.seed
-        self.listener = Listener(request.speed, self._sample_rate)
+        self.listener = request.listener(self._sample_rate)
         self._request, self._prepared = request, prepared
         self.queued_at = time.perf_counter()
         self._state = "queued"

@@ -131,6 +131,31 @@ export async function openAccordion(id) {
   if (!label.classList.contains('open')) label.click();
 }
 
+// The Live text box open (static/player/live.js replays a live take there).
+export function openLiveText() {
+  return openAccordion('vox-live-text');
+}
+
+// The line above the text box where the kept form says what came back (static/page/keep.js).
+export function formNote() {
+  return document.querySelector('#vox-form-note');
+}
+
+// fn() after every change the user makes in the form (typed, ticked, dragged, a tab or an example
+// clicked); Gradio's own updates send no event.
+export function onFormChange(fn) {
+  for (const type of ['input', 'change', 'click']) {
+    document.addEventListener(type, (event) => {
+      if (event.target instanceof Element && event.target.closest('#vox-form-column, #vox-word-timestamps')) fn();
+    });
+  }
+}
+
+// Resolves once Gradio has drawn the form's fill hook: the form can be filled from then on.
+export function formDrawn() {
+  return drawn('#vox-fill');
+}
+
 // Ctrl+Enter (Cmd+Enter on a Mac) anywhere on the page generates, as the Generate button does:
 // that button is dozens of Tab stops into the form.
 document.addEventListener('keydown', (event) => {

@@ -5,14 +5,13 @@
 // holds the values, closed accordions included; a clip goes back into its box and is stored on the
 // server again, as one dropped there would be.
 
-import { drawn, fillForm, readForm, setClip, showTab } from './gradio.js';
+import { fillForm, formDrawn, formNote, onFormChange, readForm, setClip, showTab } from './gradio.js';
 
 const KEY = 'voxcpm-form';
 const CLIP_LIMIT = 10 * 2 ** 20;
 const MODES = ['cloning', 'ultimate'];
 // The server's ids of stored clips are not kept: they expire; the clip itself is stored again.
 const NOT_KEPT = new Set(['cloning_ref', 'ultimate_ref', 'cloning_audio', 'ultimate_audio']);
-const NOTE = '#vox-form-note';
 
 let ready = false; // saving starts once the last visit's form is back (or there was none)
 let typed = false; // the user changed the form before it was restored: theirs is kept, not overwritten
@@ -37,7 +36,7 @@ function clipStore(mode, write) {
 }
 
 function say(text) {
-  const note = document.querySelector(NOTE);
+  const note = formNote();
   if (note) note.textContent = text;
 }
 
@@ -78,12 +77,8 @@ async function saveClip(mode, name, url) {
 // Every change in the form (typed, ticked, dragged, a tab or an example clicked; Gradio's own
 // updates send no event) is saved; the last visit's form comes back once Gradio has drawn the page.
 export function keepForm() {
-  for (const type of ['input', 'change', 'click']) {
-    document.addEventListener(type, (event) => {
-      if (event.target instanceof Element && event.target.closest('#vox-form-column, #vox-word-timestamps')) remember();
-    });
-  }
-  drawn('#vox-fill').then(restore);
+  onFormChange(remember);
+  formDrawn().then(restore);
 }
 
 // -- restoring -----------------------------------------------------------------------------------
@@ -99,7 +94,7 @@ async function restore() {
   } finally {
     document.removeEventListener('input', noteTyped, true);
     ready = true;
-    document.querySelector(NOTE)?.setAttribute('data-restore', 'done');
+    formNote()?.setAttribute('data-restore', 'done');
   }
 }
 

@@ -7,7 +7,7 @@
 // the box's status line gives what live text adds: from the first clause's completion to its first
 // audio, and the underruns at a seam between clauses.
 
-import { drawn, openAccordion, readForm } from '../page/gradio.js';
+import { drawn, openLiveText, readForm } from '../page/gradio.js';
 import { pickedVoice } from '../voices/voices.js';
 import { firstCommitMs, statusFigures } from './liverecord.js';
 import { Run } from './run.js';
@@ -168,7 +168,7 @@ class LiveText {
   // voice and seed the form holds (the workbench's Re-use has just put the take's there). The Live
   // text box opens, its text the take's, so what is being sent is on screen.
   async again(take) {
-    await openAccordion('vox-live-text');
+    await openLiveText();
     (await drawn('#vox-live [data-live="text"]')).value = take.settings.text;
     return this.replay(recorded(take), 'reuse');
   }

@@ -26,6 +26,7 @@ COMMON = {0, 1, 2, 3, 4, 5, 8, 10, 12, 16, 30, 32, 40, 60, 64, 100, 128, 200, 25
 ELSEWHERE = {
     ("limits.max_text_chars", "inference/model/config.py"): "20000 Hz, the VAE's first sample-rate bin",
     ("limits.max_text_chars", "inference/model/tiny_checkpoint.py"): "20000 Hz, the same bins in the tiny config",
+    ("http.max_upload_mb", "static/workbench/axis.js"): "25 patches between two timeline labels",
 }
 
 
