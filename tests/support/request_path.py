@@ -95,7 +95,9 @@ class Tracer:
             value = frame.f_locals.get(name)
             if isinstance(value, self._shapes) and self._ours(value):
                 return True
-            if isinstance(value, dict) and value.get("text") == self.mark or getattr(value, "text", None) == self.mark:
+            if isinstance(value, dict) and self.mark in (value.get("text"), value.get("input")):
+                return True
+            if self.mark in (getattr(value, "text", None), getattr(value, "input", None)):
                 return True
         return False
 
