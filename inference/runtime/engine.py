@@ -179,10 +179,6 @@ class Engine:
         return self.warmup_seconds
 
     # -- requests in ------------------------------------------------------------------------------
-    def listener(self, req: SynthesisRequest) -> Listener:
-        """Who hears the request's audio, as it asked, at this engine's rate."""
-        return req.listener(self.sample_rate)
-
     def start(self, req: Prepared | SynthesisRequest, listener: Listener | None = None) -> Stream:
         """Gives a prepared request a row (its clips encoded now); it joins at the next step (its
         prefill may be queued now: Scheduler.add). A SynthesisRequest is prepared first, on this
@@ -190,7 +186,7 @@ class Engine:
         request's own settings). Raises EngineFull when every row is taken."""
         prepared = req if isinstance(req, Prepared) else self.prepare(req)
         r = prepared.request
-        listener = listener or self.listener(r)
+        listener = listener or r.listener(self.sample_rate)
         stream = Stream(0, r.min_len, 1, DecodeStep.iterations(r.inference_timesteps), listener)
         self.scheduler.add(stream, self.preparer.plan(prepared))
         return stream

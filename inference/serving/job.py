@@ -319,6 +319,9 @@ class Job:
         if self._request is not None and self._request.feed is not None:
             self._request.feed.close()  # a live session's next clause is told the stream has ended
         self._request = self._prepared = None
+        # Filed by now (the worker's LatentStore), and finished jobs stay listed a while: let go of
+        # the engine's stream (its text plan, tails) and the latents, which grow with the take.
+        self.stream, self.latents, self.pauses = None, [], []
         if state == "cancelled":
             self._drain()  # nobody wants the audio of a cancelled job; finished jobs are kept a while
         self._state, self._error = state, error

@@ -8,18 +8,9 @@ from __future__ import annotations
 import pytest
 
 from ..support.workbench_page import app, page, slowed, take  # noqa: F401 (fixtures)
-from .test_page_live_text import STATUS, TEXT, hearing, kept, last_run, open_box
+from .test_page_live_text import STATUS, TEXT, hearing, kept, last_run, open_box, replayed, started
 
 WB = "#vox-workbench"
-
-
-def replayed(page, text: str, rate: int) -> dict:
-    open_box(page)
-    page.fill("#vox-live [data-live=text]", text)
-    page.fill("#vox-live [data-live=rate]", str(rate))
-    before = last_run(page)
-    page.click("#vox-live [data-live=replay]")
-    return kept(page, before)
 
 
 def test_a_live_take_is_marked_live_with_its_provenance_clause_timings_and_seams(page):
@@ -91,11 +82,7 @@ def test_reuse_replays_a_live_take_live_and_the_ab_table_names_live_against_whol
 
 
 def test_generate_during_a_live_session_finishes_and_keeps_what_was_typed_then_generates(page):
-    open_box(page)
-    page.fill("#vox-live [data-live=text]", "")
-    before = last_run(page)
-    page.click("#vox-live [data-live=start]")
-    page.locator(STATUS).filter(has_text="Listening to what you type").wait_for()
+    before = started(page)
     typed = "Typed by hand, and then Generate was pressed"
     page.locator("#vox-live [data-live=text]").press_sequentially(typed, delay=5)
     hearing(page, before)  # the first clause is being spoken; the rest has no end yet

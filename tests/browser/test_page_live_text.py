@@ -36,13 +36,28 @@ def kept(page, before: str | None) -> dict:
     return page.evaluate("({ ...window.workbench.selected, pcm: null })")
 
 
-def test_a_pasted_text_replayed_like_a_model_is_spoken_clause_by_clause_and_kept_as_a_take(page):
+def replayed(page, text: str, rate: int) -> dict:
+    """`text` replayed at `rate` tokens a second, until it is kept as a take (returned)."""
     open_box(page)
-    page.fill("#vox-live [data-live=text]", TEXT)
-    page.fill("#vox-live [data-live=rate]", "60")
+    page.fill("#vox-live [data-live=text]", text)
+    page.fill("#vox-live [data-live=rate]", str(rate))
     before = last_run(page)
     page.click("#vox-live [data-live=replay]")
-    take = kept(page, before)
+    return kept(page, before)
+
+
+def started(page) -> str | None:
+    """A session started with an empty box, listening to what is typed; returns the run before it."""
+    open_box(page)
+    page.fill("#vox-live [data-live=text]", "")
+    before = last_run(page)
+    page.click("#vox-live [data-live=start]")
+    page.locator(STATUS).filter(has_text="Listening to what you type").wait_for()
+    return before
+
+
+def test_a_pasted_text_replayed_like_a_model_is_spoken_clause_by_clause_and_kept_as_a_take(page):
+    take = replayed(page, TEXT, 60)
     run = page.evaluate("window.player.snapshot()")
     assert run["state"] == "finished" and run["samples"] > 0 and run["body"]["live"] is True
     assert take["settings"]["text"] == TEXT and take["settings"]["mode"] == "design"
@@ -53,11 +68,7 @@ def test_a_pasted_text_replayed_like_a_model_is_spoken_clause_by_clause_and_kept
 
 
 def test_text_typed_after_start_is_spoken_as_it_is_typed(page):
-    open_box(page)
-    page.fill("#vox-live [data-live=text]", "")
-    before = last_run(page)
-    page.click("#vox-live [data-live=start]")
-    page.locator(STATUS).filter(has_text="Listening to what you type").wait_for()
+    before = started(page)
     page.locator("#vox-live [data-live=text]").press_sequentially("Typed by hand, one key at a time. ", delay=5)
     hearing(page, before)  # before Finish: spoken as it was typed
     page.click("#vox-live [data-live=finish]")

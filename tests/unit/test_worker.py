@@ -263,3 +263,20 @@ def test_engines_and_streams_and_the_worker_have_the_shapes_the_layers_rely_on(e
     assert worker.gpus() == [{"device": "cpu", "rows": 32, "rows_in_use": 0, "waiting": 0, "alive": True,
                               "failing": False}]
     worker.close()
+
+
+def test_a_finished_job_lets_go_of_its_engine_stream_and_latents_once_they_are_filed():
+    # Finished jobs stay listed (keep_finished) for their status: a minute-long take's latents and
+    # its stream's text plan must not stay with each of them.
+    from inference.serving.latent_store import LatentStore
+
+    store = LatentStore(max_bytes=2**20, ttl_s=60)
+    worker = EngineWorker(StandInEngine(rows=2), latents=store)
+    try:
+        job = worker.submit(SynthesisRequest(text="Kept for its render.", max_len=5))
+        list(job)
+        wait_until(lambda: job.state == "done")
+        assert store.get(job.id) is not None, "its latents were filed for the offline render"
+        assert job.stream is None and job.latents == [] and job.pauses == []
+    finally:
+        worker.close()
