@@ -34,7 +34,7 @@ REFUSES = re.compile(r"raise (InputError|Refusal|ParamError|busy|retry_later|una
 
 
 @dataclass
-class Path_:
+class RequestPath:
     hops: list[str] = field(default_factory=list)  # module:function, in the order first called
     threads: set[int] = field(default_factory=set)
     checks: list[str] = field(default_factory=list)
@@ -45,7 +45,7 @@ class Tracer:
 
     def __init__(self):
         self.mark: str | None = None
-        self.path = Path_()
+        self.path = RequestPath()
         self.reached = threading.Event()  # the engine's start() has taken the request
         self._codes: dict = {}
         self._shapes: tuple = ()
@@ -60,11 +60,13 @@ class Tracer:
         sys.setprofile(self._hook)
 
     def uninstall(self):
+        self.mark = None  # a thread that outlives this keeps the hook: it then returns at once
         threading.setprofile(None)
         sys.setprofile(None)
 
-    def follow(self, mark: str):
-        self.mark, self.path = mark, Path_()
+    def follow(self, mark: str | None):
+        """Records the hops of the request whose text is `mark` (None: records nothing)."""
+        self.mark, self.path = mark, RequestPath()
         self.reached.clear()
 
     def _hook(self, frame, event, arg):
