@@ -235,6 +235,7 @@ def load_engine(args, settings, source: str, device: str, dtype: str):
 def serve(args, cleanup: contextlib.ExitStack):
     """Every check that can fail fast, then the server (a loading page at first) and the load."""
     startup.check_limits(args)
+    startup.check_server(args)
     host, port = resolve_host(args), resolve_port(args)
     args.token = resolve_token(args)
     check_exposure(host, args.token, args)  # before the port is taken: a refused start serves nothing
@@ -284,6 +285,7 @@ def app_settings(args, host: str):
                        notice=RANDOM_NOTICE if args.random_weights else None, token=args.token,
                        allowed_hosts=allowed_hosts_for(host, args.allowed_hosts.split(",")),
                        max_upload_mb=args.max_upload_mb, upload_ttl_s=args.upload_ttl_min * 60,
+                       loop=args.loop, parser=args.http,
                        analysis=AnalysisSettings(recognizer=none_or(args.asr_model), speaker=none_or(args.speaker_model),
                                                  converted_models=str(converted_models(args)), log_level=args.log_level),
                        **library_settings(args, host, log))

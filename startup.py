@@ -50,6 +50,17 @@ def check_limits(args) -> None:
                            "To fix: pass a free port above 1023, e.g. --port 7860, or leave it out.")
 
 
+def check_server(args) -> None:
+    """An event loop or parser asked for by name must be installed: uvicorn would otherwise fail
+    only once the port is taken."""
+    import importlib.util
+
+    for flag, name in (("--loop", args.loop), ("--http", args.http)):
+        if name in ("uvloop", "httptools") and importlib.util.find_spec(name) is None:
+            raise StartupError(f"{flag} {name}: {name} is not installed.\nTo fix: pip install {name}, "
+                               f"or leave {flag} out (auto takes it when it is there).")
+
+
 def _fix_limit(flag: str) -> str:
     default = build_parser().get_default(flag.removeprefix("--").replace("-", "_"))
     return f"To fix: pass a value in range, or leave {flag} out for its default ({default:g})"

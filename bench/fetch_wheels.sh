@@ -12,6 +12,8 @@ WHEELS=(
   semantic-version==2.10.0 tomlkit==0.14.0 pydub==0.25.1 annotated-doc==0.0.7
   opentelemetry-api==1.45.2 pytz pydantic==2.13.4 pydantic-core==2.46.4 annotated-types
   typing-inspection
+  # uvicorn's event loop and HTTP parser in C, which "auto" takes (ui/guard/connections.py)
+  uvloop==0.23.0 httptools==0.9.0
   # our own requirements.txt beyond what the machine has (soundfile loads libsndfile through cffi)
   soundfile==0.14.0 cffi pycparser soxr==1.1.0 wetext==0.1.8 kaldifst==1.8.3 contractions textsearch anyascii
   pyahocorasick inflect==7.6.0 jaraco.functools more-itertools typeguard sentencex==1.0.32

@@ -12,6 +12,7 @@ import pytest
 from inference.config import Limits
 from inference.serving.delivery import KEEP_UP_S
 from ui import Settings
+from ui.guard.connections import PARSERS
 
 from ..support.app_helpers import record_figure, serve, wait_until
 
@@ -75,9 +76,11 @@ def test_unread_audio_is_bounded_across_connections(budget_app, caplog):
     wait_until(lambda: unread_seconds(app) == 0, timeout=20)  # gone with the connections
 
 
-@pytest.fixture(scope="module")
-def strict_app():
-    running = serve(Settings.of(idle_timeout_s=1.0, stall_timeout_s=1.0, send_buffer_bytes=16 * 1024))
+# The cuts hold on either of uvicorn's HTTP parsers: the C one that "auto" takes, and h11.
+@pytest.fixture(scope="module", params=sorted(PARSERS))
+def strict_app(request):
+    running = serve(Settings.of(idle_timeout_s=1.0, stall_timeout_s=1.0, send_buffer_bytes=16 * 1024,
+                                parser=request.param))
     yield running
     running.stop()
 

@@ -23,7 +23,7 @@ from starlette.requests import Request
 
 from tests.support.app_helpers import load_engine
 from ui import create_app
-from ui.guard.connections import server_config
+from ui.guard.connections import PARSERS, server_config
 from ui.http.status import spec
 from ui.settings import DEFAULTS, Settings
 
@@ -48,7 +48,8 @@ def changed_values(data_dir: str) -> dict:
         kept_mb=21, kept_takes=22, recording_mb=23, recording_seconds=24.0,
         token=TOKEN, allowed_hosts=["voice.example"],
         max_upload_mb=11, max_json_kb=99, max_request_files=3, max_voice_chars=77, body_timeout_s=13.0,
-        idle_timeout_s=14.0, stall_timeout_s=15.0, send_buffer_bytes=65536, busy_retry_s=9,
+        idle_timeout_s=14.0, stall_timeout_s=15.0, send_buffer_bytes=65536, busy_retry_s=9, loop="asyncio",
+        parser="h11",
         upload_ttl_s=600.0, clips_per_client=6, min_seconds=0.4, max_decoded_mb=33, decodes=3, max_clips=29,
         max_total_mb=31, full_retry_s=41,
         data_dir=data_dir, max_voices=7, max_library_mb=51, writable=False,
@@ -78,6 +79,11 @@ class Built:
 
     def connection(self, name: str):
         return server_config(self.app, self.ctx.settings).http.keywords[name]
+
+    def parser(self) -> str:
+        """The parser whose guarded protocol the server is given."""
+        protocol = server_config(self.app, self.ctx.settings).http.func
+        return next(name for name, kind in PARSERS.items() if kind is protocol)
 
 
 def _limits(b: Built, name: str) -> tuple:
@@ -118,6 +124,8 @@ OBSERVED = {
     "idle_timeout_s": lambda b: b.connection("idle_s"),
     "stall_timeout_s": lambda b: b.connection("stall_s"),
     "send_buffer_bytes": lambda b: b.connection("send_buffer"),
+    "loop": lambda b: server_config(b.app, b.ctx.settings).loop,
+    "parser": lambda b: b.parser(),
     "upload_ttl_s": lambda b: b.ctx.clips.ttl_s,
     "clips_per_client": lambda b: b.ctx.clips.max_per_client,
     "min_seconds": lambda b: b.ctx.clips.min_seconds,
@@ -149,7 +157,8 @@ OBSERVED.update({f.name: (lambda b, name=f.name: b.spec()["workbench"][name])
 # its device is the first engine's unless one is named.
 OBSERVED.update({f.name: (lambda b, name=f.name: getattr(b.ctx.analysis.settings, name))
                  for f in dataclasses.fields(DEFAULTS.analysis)})
-BASELINE = {"device": "cpu"}  # "auto" is resolved to the engine's device, the CPU here
+# "auto" is resolved: to the engine's device, the CPU here; to httptools where it is installed
+BASELINE = {"device": "cpu", "parser": "httptools" if "httptools" in PARSERS else "h11"}
 
 # Read by a route from the served settings (ctx.settings) each time a request comes: the test
 # checks that the served settings carry the value and that the file named reads that field there.

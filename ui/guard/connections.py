@@ -25,7 +25,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 log = logging.getLogger("voxcpm.http")
 
 
-class GuardedH11Protocol(H11Protocol):
+class ConnectionGuard:
+    """The cuts above, for either of uvicorn's HTTP protocols (both call these same hooks)."""
+
     def __init__(self, *args, idle_s: float, stall_s: float, send_buffer: int, **kwargs):  # from AppSettings
         super().__init__(*args, **kwargs)
         self.idle_s, self.stall_s, self.send_buffer = idle_s, stall_s, send_buffer
@@ -46,12 +48,12 @@ class GuardedH11Protocol(H11Protocol):
             self._idle.cancel()  # a request's header is in: the route takes it from here
             self._idle = None
 
-    def handle_websocket_upgrade(self, event):
+    def handle_websocket_upgrade(self, *event):  # h11's passes its event, httptools' nothing
         # The socket is the WebSocket protocol's from here (ui/http/live.py times its own idle session).
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
-        super().handle_websocket_upgrade(event)
+        super().handle_websocket_upgrade(*event)
 
     def on_response_complete(self):
         super().on_response_complete()
@@ -83,12 +85,38 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.abort()  # close() would wait for the unread buffer to drain, which it never does
 
 
+class GuardedH11Protocol(ConnectionGuard, H11Protocol):
+    pass
+
+
+try:  # uvicorn's C parser (httptools), when installed: a request's header parsed in C, not in Python
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class GuardedHttpToolsProtocol(ConnectionGuard, HttpToolsProtocol):
+        pass
+
+    PARSERS = {"httptools": GuardedHttpToolsProtocol, "h11": GuardedH11Protocol}
+except ImportError:
+    PARSERS = {"h11": GuardedH11Protocol}
+
+
+def protocol_for(parser: str):
+    """The guarded protocol for HttpSettings.parser: "auto" takes httptools when it is installed,
+    as uvicorn's own "auto" does."""
+    if parser == "auto":
+        return PARSERS.get("httptools", GuardedH11Protocol)
+    if parser not in PARSERS:
+        raise ValueError(f"the HTTP parser {parser!r} is not available: this machine has {', '.join(sorted(PARSERS))}"
+                         " (httptools comes with `pip install httptools`)")
+    return PARSERS[parser]
+
+
 def server_config(app, settings, **kwargs) -> uvicorn.Config:
     """uvicorn's config for `app` (the app or a loading gate in front of it), with the connection
-    limits the AppSettings ask for."""
-    protocol = functools.partial(GuardedH11Protocol, idle_s=settings.http.idle_timeout_s,
+    limits, HTTP parser and event loop the AppSettings ask for."""
+    protocol = functools.partial(protocol_for(settings.http.parser), idle_s=settings.http.idle_timeout_s,
                                  stall_s=settings.http.stall_timeout_s, send_buffer=settings.http.send_buffer_bytes)
     # WebSockets without permessage-deflate: their frames are PCM, which deflate hardly shrinks, and
     # compressing each one (and inflating each text piece) on the one event loop cost a 128-session
     # live load a large share of that loop.
-    return uvicorn.Config(app, http=protocol, ws_per_message_deflate=False, **kwargs)
+    return uvicorn.Config(app, http=protocol, loop=settings.http.loop, ws_per_message_deflate=False, **kwargs)
