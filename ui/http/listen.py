@@ -80,7 +80,9 @@ async def next_event(job: Job, request: Request | None):
     """The job's next event, or None once the client has gone (the job is then cancelled).
     `request`: looked at every POLL_S for a closed connection; None where the caller's task is
     cancelled when its client goes (a streamed body, a Gradio call, a socket's task)."""
-    bell, arrived = doorbell(asyncio.get_running_loop()), asyncio.Event()
+    loop = asyncio.get_running_loop()
+    bell, arrived = doorbell(loop), asyncio.Event()
+    look_at, timer = loop.time() + POLL_S, None
 
     def wake():  # on the worker's thread
         bell.ring(arrived)
@@ -91,13 +93,17 @@ async def next_event(job: Job, request: Request | None):
             event = job.poll()
             if event is not None:
                 return event
-            if request is None:
-                await arrived.wait()
-                continue
-            with anyio.move_on_after(POLL_S):
-                await arrived.wait()
-            if not arrived.is_set() and await request.is_disconnected():
-                job.cancel()
-                return None
+            if request is not None and loop.time() >= look_at:
+                if await request.is_disconnected():
+                    job.cancel()
+                    return None
+                look_at, timer = loop.time() + POLL_S, None
+            if request is not None and timer is None:
+                # A timer that rings the same bell, not a cancel scope around the wait: every request
+                # waits here for its first audio, and a scope cost the loop more than the wait's wakes.
+                timer = loop.call_at(look_at, arrived.set)
+            await arrived.wait()
     finally:
         job.unwatch(wake)
+        if timer is not None:
+            timer.cancel()
