@@ -53,8 +53,8 @@ from inference.errors import InputError
 from inference.text.clauses import Clauses
 
 from .common import aligner_ready
-from .speech_body import (ParamError, VoiceFields, check_voice_fields, openai_asked, openai_message,
-                          to_request, validated, with_tuning)
+from .speech_body import (ParamError, VoiceFields, openai_asked, openai_message, to_request, validated,
+                          with_tuning)
 from .utterance import Closed, Stalled, Utterance, Voice
 from ..context import app_context
 from ..services.audio import sent_rate
@@ -248,8 +248,7 @@ class Session:
     def configured(self, message: dict) -> Voice:
         """A session.config as the Voice its utterances keep; blocking (a clip is decoded, a saved
         voice read): call it off the event loop."""
-        config = validated(SessionConfig, message)
-        check_voice_fields(config)
+        config = validated(SessionConfig, message)  # its model, format, rate and max_len too (VoiceFields.served)
         if config.streaming_mode != "sentence" and config.split_granularity != "none":
             raise ParamError("streaming_mode", f"streaming_mode {config.streaming_mode!r} cuts the text itself: "
                                                "leave split_granularity out (or \"none\") with it")

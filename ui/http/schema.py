@@ -1,9 +1,10 @@
 """The JSON body of a streaming request, and how it becomes the engine's SynthesisRequest.
 
 A request has two shapes from route to engine: the route's body (this StreamBody, or the OpenAI
-route's SpeechBody, ui/http/speech_body.py), whose pydantic model checks only JSON types and shape,
-and the SynthesisRequest built from it here. Unknown fields are refused rather than ignored, so a
-typo ("cfg": 3) never silently runs with defaults. What the route checks is about HTTP only: its
+route's SpeechBody, ui/http/speech_body.py), whose pydantic model checks JSON types and shape (and,
+for SpeechBody, the choices only its route has: model, format, rate), and the SynthesisRequest built
+from it here. Unknown fields are refused rather than ignored, so a typo ("cfg": 3) never silently
+runs with defaults. What the route checks is about HTTP only: its
 field names (which mode reads which field) and resolving an upload id or a saved voice to a clip.
 Every value is checked once, by the engine (SynthesisRequest and Engine.prepare), against the one
 spec of the modes (inference/request/modes.py), so the page, the routes and the engine share one set

@@ -1,8 +1,8 @@
 """The body of POST /v1/audio/speech (OpenAI's, with vLLM-Omni's fields and our extensions; the live
 socket's session.config shares its voice fields) and the engine's SynthesisRequest it becomes
-(to_request): the route resolves `voice` or decodes the clip sent, and checks what only it has;
-every value the engine takes is checked by the engine, once, against the one spec
-(inference/request/modes.py).
+(to_request): the body's own model checks, as it is read, what only this route's fields can get
+wrong (VoiceFields.served); the route resolves `voice` or decodes the clip sent; every value the
+engine takes is checked by the engine, once, against the one spec (inference/request/modes.py).
 
 Every refusal names the OpenAI parameter to change (InputError.param, sent as OpenAI's `param`)
 in the route's own terms (openai_param: the engine's `text` is `input` here), and the settings
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import re
 from typing import ClassVar, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from inference.errors import InputError
 from inference.request import modes
@@ -103,6 +104,39 @@ class VoiceFields(BaseModel):
     non_streaming_mode: bool | None = None
     extra_params: dict | None = None
 
+    # Checked as the body is read, so that a door's body is parsed and checked in one step, before any
+    # request is built from it. An after-validator: it runs only once every field has its JSON type, so
+    # a wrong type is still the refusal told first. Its ParamError reaches the client as raised
+    # (validated). Every subclass has a response_format, each door's with its own default.
+    @model_validator(mode="after")
+    def served(self):
+        """What only these doors' fields can get wrong: the model, the format and rate, max_len or its
+        alias; after the door's own fields (own_choices)."""
+        self.own_choices()
+        if self.model.lower() not in MODEL_NAMES:
+            raise ParamError("model", f"model {self.model[:80]!r} is not served here: use one of "
+                                      f"{', '.join((MODEL_ID,) + OPENAI_MODELS)} (GET /v1/models), or leave it out")
+        fmt = self.response_format
+        _choice("response_format", fmt, [f for f in FORMATS if f not in missing_formats()], NOT_OFFERED)
+        check_rate(self.sample_rate, fmt)
+        if self.max_len is not None and self.max_new_tokens is not None and self.max_len != self.max_new_tokens:
+            raise ParamError("max_new_tokens", "max_new_tokens and max_len are the same setting (patches of 160 ms): "
+                                               "give one of them")
+        max_len = self.asked_max_len
+        if max_len is not None and (problem := MAX_LEN.check(max_len)) is not None:
+            name = "max_len" if self.max_len is not None else "max_new_tokens"
+            raise ParamError(name, f"{problem.replace('max_len', name)} (a request here makes at least "
+                                   f"{MAX_LEN.low:g} patches before it may stop)")
+        return self
+
+    def own_choices(self):
+        """A door's fields that the other door has not, checked first (the socket's are checked after)."""
+
+    @property
+    def asked_max_len(self) -> int | None:
+        """max_len, under its name or vLLM-Omni's (served() has refused two that differ)."""
+        return self.max_len if self.max_len is not None else self.max_new_tokens
+
 
 # vLLM-Omni's fields that VoxCPM2 does not use: accepted and ignored (docs/api.md).
 IGNORED = ("task_type", "language", "x_vector_only_mode", "speaker_embedding", "initial_codec_chunk_frames",
@@ -116,6 +150,15 @@ class OpenAIFields(VoiceFields):
     stream: bool | None = None  # vLLM-Omni's: true without a stream_format means events (sse)
     timestamps: str = modes.TIMESTAMPS[0]  # "word": each segment's words timed, as events (sse only)
     word_timestamps: bool = False  # vLLM-Omni's switch for the same, with events
+
+    def own_choices(self):
+        _choice("stream_format", self.stream_format or "audio", ["audio", "sse"])
+        _choice("timestamps", self.timestamps, list(modes.TIMESTAMPS))
+        if self.word_timestamps and self.events:
+            self.timestamps = "word"
+        if self.timestamps == "word" and not self.events:
+            raise ParamError("timestamps", 'word timestamps are sent as events: use stream_format "sse" with them '
+                                           '(or GET /voxcpm/jobs/ID/words after the audio)')
 
     @property
     def events(self) -> bool:
@@ -136,49 +179,17 @@ def with_tuning(name: str, base: type[BaseModel]) -> type[BaseModel]:
 SpeechBody = with_tuning("SpeechBody", OpenAIFields)
 
 
-def parse_speech(raw) -> SpeechBody:
-    """The OpenAI body, its JSON types and shape checked, and the choices only this route has
-    (model, response_format, stream_format, sample_rate, the lowest max_len)."""
-    speech = validated(SpeechBody, raw)
-    _choice("stream_format", speech.stream_format or "audio", ["audio", "sse"])
-    _choice("timestamps", speech.timestamps, list(modes.TIMESTAMPS))
-    if speech.word_timestamps and speech.events:
-        speech.timestamps = "word"
-    if speech.timestamps == "word" and not speech.events:
-        raise ParamError("timestamps", 'word timestamps are sent as events: use stream_format "sse" with them '
-                                       '(or GET /voxcpm/jobs/ID/words after the audio)')
-    check_voice_fields(speech)
-    return speech
-
-
 def validated(model: type[BaseModel], raw):
-    """`raw` read as `model`, refused in one sentence naming the parameter."""
+    """`raw` read as `model` and checked by its validators, refused in one sentence naming the parameter."""
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
         raise _described(exc, model) from None
 
 
-def check_voice_fields(fields: VoiceFields):
-    """What only this route's fields can get wrong, before any request is built."""
-    if fields.model.lower() not in MODEL_NAMES:
-        raise ParamError("model", f"model {fields.model[:80]!r} is not served here: use one of "
-                                  f"{', '.join((MODEL_ID,) + OPENAI_MODELS)} (GET /v1/models), or leave it out")
-    fmt = fields.response_format
-    _choice("response_format", fmt, [f for f in FORMATS if f not in missing_formats()], NOT_OFFERED)
-    check_rate(fields.sample_rate, fmt)
-    max_len = _max_len(fields)
-    if max_len is not None and (problem := MAX_LEN.check(max_len)) is not None:
-        name = "max_len" if fields.max_len is not None else "max_new_tokens"
-        raise ParamError(name, f"{problem.replace('max_len', name)} (a request here makes at least "
-                               f"{MAX_LEN.low:g} patches before it may stop)")
-
-
-def _max_len(fields: VoiceFields) -> int | None:
-    if fields.max_len is not None and fields.max_new_tokens is not None and fields.max_len != fields.max_new_tokens:
-        raise ParamError("max_new_tokens", "max_new_tokens and max_len are the same setting (patches of 160 ms): "
-                                           "give one of them")
-    return fields.max_len if fields.max_len is not None else fields.max_new_tokens
+# The OpenAI body read and checked whole by SpeechBody itself; validated is the door's one step (a
+# function wrapping it would be one more hop from the route to the engine).
+parse_speech = functools.partial(validated, SpeechBody)
 
 
 def to_request(speech: VoiceFields, text: str | None = None, library=None, voices=None, clips=None, *,
@@ -200,7 +211,7 @@ def to_request(speech: VoiceFields, text: str | None = None, library=None, voice
     seed = random_seed() if speech.seed is None else speech.seed
     common = dict(normalize=speech.normalize, trim_silence=speech.trim_silence,
                   **{name: value for name in TUNING if (value := getattr(speech, name)) is not None})
-    if (max_len := _max_len(speech)) is not None:
+    if (max_len := speech.asked_max_len) is not None:
         common["max_len"] = max_len
     unnamed = blank(voice) or voice.strip().casefold() == DEFAULT_VOICE
     if any(v is not None for v in (speech.ref_audio, speech.prompt_audio, speech.reference_id)):
@@ -348,9 +359,11 @@ def _rate_refused(problem: str) -> ParamError:
                                      f"the model's rate")
 
 
-def _described(exc: ValidationError, model: type[BaseModel]) -> ParamError:
+def _described(exc: ValidationError, model: type[BaseModel]) -> InputError:
     """Pydantic's first complaint about the body in one sentence, naming the parameter."""
     err = exc.errors(include_url=False, include_input=False)[0]
+    if isinstance(refused := err.get("ctx", {}).get("error"), InputError):  # a validator's own (served)
+        return refused
     loc = [str(p) for p in err.get("loc", ())] or ["body"]
     param = loc[0][:40]
     where = ".".join([param] + loc[1:])[:40]
