@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 import app as demo_app
+import startup
 from startup import StartupError
 
 from ..support.app_helpers import free_port, wait_healthy
@@ -132,3 +133,22 @@ def test_random_weights_start_requires_its_token_and_serves_page_banner_and_stre
     assert re.search(r"loading weights: \d+\.\d s", out)
     assert len(re.findall(r"warm-?up.*\d+\.\d s", out)) == 1, out  # one warm-up figure
     assert not list(tmp_path.glob("voxcpm2-random-*"))  # removed at exit
+
+
+@pytest.mark.parametrize("flag,name", [("--loop", "uvloop"), ("--http", "httptools")])
+def test_an_event_loop_or_parser_named_but_not_installed_is_refused_before_the_port_is_taken(monkeypatch, flag, name):
+    monkeypatch.setitem(sys.modules, name, None)  # as on a machine without it: importlib finds no spec
+    args = demo_app.parse_args([flag, name])
+    with pytest.raises(StartupError) as refused:
+        startup.check_server(args)
+    assert f"{flag} {name}: {name} is not installed" in str(refused.value)
+    assert f"pip install {name}" in str(refused.value)
+    startup.check_server(demo_app.parse_args([]))  # auto: taken when there, never refused
+
+
+def test_an_unknown_event_loop_or_parser_is_refused_with_the_choices(capsys):
+    for argv, choices in ((["--loop", "trio"], ("auto", "uvloop", "asyncio")), (["--http", "h2"], ("auto", "httptools", "h11"))):
+        with pytest.raises(SystemExit):
+            demo_app.parse_args(argv)
+        said = capsys.readouterr().err
+        assert f"argument {argv[0]}: invalid choice: '{argv[1]}'" in said and all(c in said for c in choices), said
