@@ -14,6 +14,7 @@
 #   SWEEP_ARGS="--ahead-sizes 0 32" bash bench/gpu_session.sh sweep   # the big loads again, admission ahead off, in 32s
 #   bash bench/gpu_session.sh serve                   # the whole app over HTTP (bench/serve.py)
 #   bash bench/gpu_session.sh serve:4                 # the same, its loads sent from 4 client processes
+#   bash bench/gpu_session.sh floor:4                 # the same loads against a server that answers at once (bench/floor.py)
 #   bash bench/gpu_session.sh live                    # text spoken as it arrives, over the WebSocket (bench/live_text.py)
 #   bash bench/gpu_session.sh beside                  # 64 live streams while another client scores and transcribes
 #   bash bench/gpu_session.sh words                   # 64 live streams, alone and each asking for word timestamps
@@ -82,6 +83,9 @@ for phase in "$@"; do
     serve|serve:*) clients=${phase#serve}; clients=${clients#:}
              python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/serve${clients:+-c$clients}" \
                --app-args "${APP_ARGS:-}" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;
+    floor|floor:*) clients=${phase#floor}; clients=${clients#:}
+             python3 -m bench.serve --floor --out "$OUT/floor${clients:+-c$clients}" --app-args "${APP_ARGS:-}" \
+               --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;
     words) python3 -m bench.analysis_beside --checkpoint "$CKPT" --words --out "$OUT/words" ${WORDS_ARGS:-} 2>&1 \
              | grep -v "^{" | tail -12 ;;
     beside) python3 -m bench.analysis_beside --checkpoint "$CKPT" --out "$OUT/beside" ${BESIDE_ARGS:-} 2>&1 \

@@ -71,6 +71,17 @@ def start_app(checkpoint: str, port: int, extra: list[str], log: Path, root: Pat
     return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=root, env=env)
 
 
+def start_floor(port: int, extra: list[str], log: Path) -> subprocess.Popen:
+    """bench/floor.py's server under uvicorn, on the loop and parser the app would take (`extra`:
+    the app's --loop and --http, if given)."""
+    options = dict(zip(extra[::2], extra[1::2]))
+    cmd = [sys.executable, "-m", "uvicorn", "bench.floor:app", "--host", "127.0.0.1", "--port", str(port),
+           "--log-level", "warning", "--loop", options.get("--loop", "auto"), "--http", options.get("--http", "auto")]
+    print("starting the floor:", " ".join(cmd), flush=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+
+
 def wait_ready(url: str, app: subprocess.Popen | None, timeout_s: float = 900.0):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -168,6 +179,9 @@ def parse_args(argv=None):
     ap.add_argument("--timesteps", type=int, default=10)
     ap.add_argument("--clients", type=int, default=1,
                     help="client processes sharing each load (bench/http_load.py in_processes; default: one)")
+    ap.add_argument("--floor", action="store_true",
+                    help="the same loads against bench/floor.py, a server that answers at once: what the client "
+                         "processes and HTTP take before any server work")
     ap.add_argument("--out", default=None, help="folder for serve.json, serve.md and the app's log")
     return ap.parse_args(argv)
 
@@ -177,7 +191,11 @@ def main(argv=None):
     out = Path(args.out or tempfile.mkdtemp(prefix="voxcpm_serve_"))
     out.mkdir(parents=True, exist_ok=True)
     app = None
-    if not args.url:
+    if args.floor:
+        port = free_port()
+        args.url = f"http://127.0.0.1:{port}"
+        app = start_floor(port, args.app_args.split(), out / "floor.log")
+    elif not args.url:
         checkpoint = args.checkpoint or str(write_random_checkpoint(Path(args.config), out / "checkpoint"))
         port = free_port()
         args.url = f"http://127.0.0.1:{port}"

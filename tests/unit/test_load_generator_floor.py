@@ -1,0 +1,28 @@
+"""bench/floor.py, the served benchmark's floor: under uvicorn it answers the stream route in the
+framed shape the load generator reads (bench/http_load.py), so `bench.serve --floor` reports what
+the client processes and HTTP take with no server work in between."""
+from __future__ import annotations
+
+import asyncio
+import functools
+
+from bench import floor, http_load, serve
+
+
+def test_the_load_generator_reads_a_first_audio_and_the_status_from_the_floor_server(tmp_path):
+    port = serve.free_port()
+    server = serve.start_floor(port, [], tmp_path / "floor.log")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        serve.wait_ready(url, server, timeout_s=60)
+        body = functools.partial(http_load.request_body, patches=1, timesteps=2, text="x")
+        results, wall = asyncio.run(http_load.burst(url, 4, body, http_load.stay))
+    finally:
+        server.terminate()
+        server.wait(30)
+    assert [r.status for r in results] == [200] * 4 and all(r.error is None for r in results)
+    assert all(r.first_audio is not None and 0 < r.first_audio <= wall for r in results)
+    assert all(r.samples == floor.SAMPLES and r.server == {"state": "done", "outcome": "ok"} for r in results)
+    row = http_load.summarize(results, wall, serve.SAMPLE_RATE, serve.PATCH_S)
+    assert row["served"] == 4 and row["ttfb_p95_ms"] is not None
+
