@@ -75,10 +75,10 @@ def _network_options(p: argparse.ArgumentParser):
                    help="serve others without a token on purpose, e.g. behind a proxy that authenticates; "
                         "the voice library is then read-only (default: on when $VOXCPM_OPEN is 1 or on a "
                         "Hugging Face Space, else off)")
-    p.add_argument("--loop", default=SETTINGS.http.loop, choices=("auto", "uvloop", "asyncio"),
+    p.add_argument("--loop", default=SETTINGS.http.loop, choices=SETTINGS.http.LOOPS,
                    help="the event loop that serves every request, as uvicorn's --loop: auto takes uvloop when "
                         "installed (default: %(default)s)")
-    p.add_argument("--http", default=SETTINGS.http.parser, choices=("auto", "httptools", "h11"),
+    p.add_argument("--http", default=SETTINGS.http.parser, choices=SETTINGS.http.PARSERS,
                    help="the HTTP parser, as uvicorn's --http: auto takes httptools when installed "
                         "(default: %(default)s)")
 

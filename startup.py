@@ -51,12 +51,12 @@ def check_limits(args) -> None:
 
 
 def check_server(args) -> None:
-    """An event loop or parser asked for by name must be installed: uvicorn would otherwise fail
-    only once the port is taken."""
+    """An event loop or parser asked for by name must be installed (asyncio and h11 always are; uvloop
+    and httptools are packages of their own): uvicorn would otherwise fail only once the port is taken."""
     import importlib.util
 
     for flag, name in (("--loop", args.loop), ("--http", args.http)):
-        if name in ("uvloop", "httptools") and importlib.util.find_spec(name) is None:
+        if name != "auto" and importlib.util.find_spec(name) is None:
             raise StartupError(f"{flag} {name}: {name} is not installed.\nTo fix: pip install {name}, "
                                f"or leave {flag} out (auto takes it when it is there).")
 

@@ -10,22 +10,19 @@ before any server work: the part of the served figures that no change to the app
 from __future__ import annotations
 
 import json
-import struct
 
-HEADER = struct.Struct("<c3sI")  # ui/http/frames.py's header; the app is not imported here
+from bench.http_load import HEADER  # the benchmark's one reading of the format (bench/ imports no app code)
+
 SAMPLES = 7680  # one patch at 48 kHz
 
 
-def _frame(kind: bytes, payload: bytes) -> bytes:
-    return HEADER.pack(kind, b"\0\0\0", len(payload)) + payload
+def _frame(kind: str, payload: bytes | dict) -> bytes:
+    data = json.dumps(payload, separators=(",", ":")).encode() if isinstance(payload, dict) else payload
+    return HEADER.pack(ord(kind), len(data)) + data
 
 
-def _json_frame(kind: bytes, obj: dict) -> bytes:
-    return _frame(kind, json.dumps(obj, separators=(",", ":")).encode())
-
-
-BODY = (_json_frame(b"M", {"index": 0, "offset": 0, "samples": SAMPLES, "server_ms": 0.0, "sent_ms": 0.0})
-        + _frame(b"A", bytes(2 * SAMPLES)) + _json_frame(b"S", {"state": "done", "outcome": "ok"}))
+BODY = (_frame("M", {"index": 0, "offset": 0, "samples": SAMPLES, "server_ms": 0.0, "sent_ms": 0.0})
+        + _frame("A", bytes(2 * SAMPLES)) + _frame("S", {"state": "done", "outcome": "ok"}))
 
 
 async def app(scope, receive, send):

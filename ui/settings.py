@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
 from inference.config import LIMITS, AnalysisSettings, Limits
 
@@ -51,10 +52,14 @@ class HttpSettings:
     stall_timeout_s: float = 30.0  # a client that reads none of its response for this long is cut off
     send_buffer_bytes: int = 256 * 1024  # the kernel's send buffer per connection
     busy_retry_s: int = 5  # the Retry-After of a 503 for a server (or its analysis, or its database) that is busy
-    # uvicorn's event loop and HTTP parser; "auto" takes uvloop and httptools (requirements.txt): the
-    # event loop serves every door, and these are its C versions (docs/benchmarks.md, "The event loop in C")
-    loop: str = "auto"  # auto, uvloop, asyncio
-    parser: str = "auto"  # auto, httptools, h11
+    # uvicorn's event loop and HTTP parser (one of LOOPS, PARSERS); "auto" takes uvloop and httptools
+    # (requirements.txt): the event loop serves every door, and these are its C versions
+    # (docs/benchmarks.md, "The event loop in C")
+    loop: str = "auto"
+    parser: str = "auto"
+
+    LOOPS: ClassVar[tuple[str, ...]] = ("auto", "uvloop", "asyncio")  # uvicorn's names
+    PARSERS: ClassVar[tuple[str, ...]] = ("auto", "httptools", "h11")
 
 
 @dataclass(frozen=True)

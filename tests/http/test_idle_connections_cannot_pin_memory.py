@@ -12,7 +12,7 @@ import pytest
 from inference.config import Limits
 from inference.serving.delivery import KEEP_UP_S
 from ui import Settings
-from ui.guard.connections import PARSERS
+from ui.guard.connections import PROTOCOLS
 
 from ..support.app_helpers import record_figure, serve, wait_until
 
@@ -77,7 +77,7 @@ def test_unread_audio_is_bounded_across_connections(budget_app, caplog):
 
 
 # The cuts hold on either of uvicorn's HTTP parsers: the C one that "auto" takes, and h11.
-@pytest.fixture(scope="module", params=sorted(PARSERS))
+@pytest.fixture(scope="module", params=sorted(PROTOCOLS))
 def strict_app(request):
     running = serve(Settings.of(idle_timeout_s=1.0, stall_timeout_s=1.0, send_buffer_bytes=16 * 1024,
                                 parser=request.param))

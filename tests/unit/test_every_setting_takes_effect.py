@@ -23,7 +23,7 @@ from starlette.requests import Request
 
 from tests.support.app_helpers import load_engine
 from ui import create_app
-from ui.guard.connections import PARSERS, server_config
+from ui.guard.connections import PROTOCOLS, server_config
 from ui.http.status import spec
 from ui.settings import DEFAULTS, Settings
 
@@ -83,7 +83,7 @@ class Built:
     def parser(self) -> str:
         """The parser whose guarded protocol the server is given."""
         protocol = server_config(self.app, self.ctx.settings).http.func
-        return next(name for name, kind in PARSERS.items() if kind is protocol)
+        return next(name for name, kind in PROTOCOLS.items() if kind is protocol)
 
 
 def _limits(b: Built, name: str) -> tuple:
@@ -158,7 +158,7 @@ OBSERVED.update({f.name: (lambda b, name=f.name: b.spec()["workbench"][name])
 OBSERVED.update({f.name: (lambda b, name=f.name: getattr(b.ctx.analysis.settings, name))
                  for f in dataclasses.fields(DEFAULTS.analysis)})
 # "auto" is resolved: to the engine's device, the CPU here; to httptools where it is installed
-BASELINE = {"device": "cpu", "parser": "httptools" if "httptools" in PARSERS else "h11"}
+BASELINE = {"device": "cpu", "parser": "httptools" if "httptools" in PROTOCOLS else "h11"}
 
 # Read by a route from the served settings (ctx.settings) each time a request comes: the test
 # checks that the served settings carry the value and that the file named reads that field there.

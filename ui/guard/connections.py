@@ -95,20 +95,21 @@ try:  # uvicorn's C parser (httptools), when installed: a request's header parse
     class GuardedHttpToolsProtocol(ConnectionGuard, HttpToolsProtocol):
         pass
 
-    PARSERS = {"httptools": GuardedHttpToolsProtocol, "h11": GuardedH11Protocol}
+    # The parsers installed here (of HttpSettings.PARSERS), each with its guarded protocol
+    PROTOCOLS = {"httptools": GuardedHttpToolsProtocol, "h11": GuardedH11Protocol}
 except ImportError:
-    PARSERS = {"h11": GuardedH11Protocol}
+    PROTOCOLS = {"h11": GuardedH11Protocol}
 
 
 def protocol_for(parser: str):
     """The guarded protocol for HttpSettings.parser: "auto" takes httptools when it is installed,
     as uvicorn's own "auto" does."""
     if parser == "auto":
-        return PARSERS.get("httptools", GuardedH11Protocol)
-    if parser not in PARSERS:
-        raise ValueError(f"the HTTP parser {parser!r} is not available: this machine has {', '.join(sorted(PARSERS))}"
+        return PROTOCOLS.get("httptools", GuardedH11Protocol)
+    if parser not in PROTOCOLS:
+        raise ValueError(f"the HTTP parser {parser!r} is not available: this machine has {', '.join(sorted(PROTOCOLS))}"
                          " (httptools comes with `pip install httptools`)")
-    return PARSERS[parser]
+    return PROTOCOLS[parser]
 
 
 def server_config(app, settings, **kwargs) -> uvicorn.Config:
