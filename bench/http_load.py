@@ -6,6 +6,12 @@ audio frame as it arrives, so time to first audio and the gaps between chunks ar
 player sees, not what the engine reports. The server's own figures for the request (its wait for a
 row and its time from the GPU's start to the first patch) come in the final status frame; beside the
 client's TTFB they say where a slow first audio was spent: in the line, on the GPU, or in HTTP.
+
+Times are taken from the moment the request's head goes out on its connection (httpx's trace of the
+send), not from when its coroutine started: a client process sending its share of a burst queues its
+own requests behind each other's headers and JSON, a wait no visitor's browser has. That wait is
+kept (`Result.queued`, "client's own wait" in the tables) and `first_audio_from_start` keeps the
+figure as measured before, from the coroutine's start, so older tables stay comparable.
 """
 from __future__ import annotations
 
@@ -25,8 +31,9 @@ HEADER = struct.Struct("<B3xI")  # type, 3 zero bytes, payload length (uint32 LE
 
 @dataclass
 class Result:
-    sent: float
+    sent: float  # perf_counter when the request's head went out (its coroutine's start until then)
     status: int = 0
+    queued: float = 0.0  # seconds from the coroutine's start to `sent`: the client process's own wait
     first_audio: float | None = None  # seconds after `sent`
     arrivals: list[float] = field(default_factory=list)  # each audio frame, seconds after `sent`
     samples: int = 0
@@ -38,6 +45,11 @@ class Result:
     words: int = 0  # segments whose words came (W frames: a request with timestamps "word")
     words_missing: list[str] = field(default_factory=list)  # why a segment's words did not
     words_after_audio_s: float | None = None  # from the last audio frame to the last W frame
+
+    @property
+    def first_audio_from_start(self) -> float | None:
+        """Time to first audio from the coroutine's start, the client's own wait included."""
+        return None if self.first_audio is None else self.queued + self.first_audio
 
     @property
     def gaps(self) -> list[float]:
@@ -67,8 +79,14 @@ async def one_request(client: httpx.AsyncClient, body: dict, leave_after: float 
     """Streams one request to its end (or until `leave_after` seconds past its first audio)."""
     result = Result(sent=time.perf_counter())
     frames = FrameCounter()
+
+    async def trace(event: str, info: dict):
+        if event == "http11.send_request_headers.started":  # the request leaves the client: its clock starts
+            now = time.perf_counter()
+            result.queued, result.sent = now - result.sent, now
     try:
-        async with client.stream("POST", "/voxcpm/stream?format=frames", json=body) as response:
+        async with client.stream("POST", "/voxcpm/stream?format=frames", json=body,
+                                 extensions={"trace": trace}) as response:
             result.status = response.status_code
             if response.status_code != 200:
                 result.refused = response.status_code in (429, 503)
@@ -168,6 +186,8 @@ def summarize(results: list[Result], wall_s: float, sample_rate: int, patch_s: f
     """Per load: TTFB percentiles, chunk gaps, per-stream RTF, audio seconds per second, refusals."""
     served = [r for r in results if r.first_audio is not None]
     ttfb = [r.first_audio for r in served]
+    from_start = [r.first_audio_from_start for r in served]
+    queued = [r.queued for r in results]
     gaps = [g for r in served for g in r.gaps]
     whole = [r for r in served if not r.left_early and r.error is None]
     rtf = [r.arrivals[-1] / (r.samples / sample_rate) for r in whole if r.samples]
@@ -180,7 +200,9 @@ def summarize(results: list[Result], wall_s: float, sample_rate: int, patch_s: f
             "errors": sum(1 for r in results if r.error and not r.refused),
             "left_early": sum(r.left_early for r in results),
             "ttfb_p50_ms": _ms(percentile(ttfb, 50)), "ttfb_p95_ms": _ms(percentile(ttfb, 95)),
-            "ttfb_p99_ms": _ms(percentile(ttfb, 99)), "gap_p95_ms": _ms(percentile(gaps, 95)),
+            "ttfb_p99_ms": _ms(percentile(ttfb, 99)),
+            "from_start_p50_ms": _ms(percentile(from_start, 50)), "from_start_p95_ms": _ms(percentile(from_start, 95)),
+            "queued_p95_ms": _ms(percentile(queued, 95)), "gap_p95_ms": _ms(percentile(gaps, 95)),
             "gap_max_ms": _ms(max(gaps) if gaps else None), "rtf_p50": percentile(rtf, 50),
             "rtf_p95": percentile(rtf, 95), "audio_s_per_s": audio_s / wall_s if wall_s else None,
             "wall_s": wall_s, "late_gaps": sum(g > patch_s for g in gaps),

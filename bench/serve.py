@@ -9,8 +9,9 @@ Starts `app.py --model CHECKPOINT` on a free loopback port (a random checkpoint 
 architecture is written in the official layout first), waits for /voxcpm/health, then runs
 closed-loop bursts (--concurrency) and open-loop Poisson arrivals (--rates for --duration s, a
 share --leave of clients closing the stream --leave-after s after their first audio). Reports per
-load TTFB p50/p95/p99, chunk gap p95 and max, per-stream RTF, audio seconds per second, refusals,
-and the server's RSS and GPU memory before and after. bench/README.md has the recipe for the GPU
+load TTFB p50/p95/p99 (from the request's send, and from its coroutine's start beside it:
+bench/http_load.py says why), chunk gap p95 and max, per-stream RTF, audio seconds per second,
+refusals, and the server's RSS and GPU memory before and after. bench/README.md has the recipe for the GPU
 machine (Gradio travels as wheels).
 """
 from __future__ import annotations
@@ -132,12 +133,14 @@ def _load(args, kind: str, size: float, body, leave):
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| load | served | refused | errors | TTFB p50 / p95 / p99 ms | gap p95 / max ms | late gaps "
+    head = ("| load | served | refused | errors | TTFB p50 / p95 / p99 ms | from the client's start p50 / p95 ms "
+            "| client's own wait p95 ms | gap p95 / max ms | late gaps "
             "| RTF p50 / p95 | audio s per s | server p50 / p95 ms: intake, line, TTFP, hand-off |"
-            "\n|---|---|---|---|---|---|---|---|---|---|")
+            "\n|---|---|---|---|---|---|---|---|---|---|---|---|")
     f = lambda v, d=0: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
     lines = [f"| {r['load']} | {r['served']}/{r['requests']} | {r['refused']} | {r['errors']} "
              f"| {f(r['ttfb_p50_ms'])} / {f(r['ttfb_p95_ms'])} / {f(r['ttfb_p99_ms'])} "
+             f"| {f(r['from_start_p50_ms'])} / {f(r['from_start_p95_ms'])} | {f(r['queued_p95_ms'])} "
              f"| {f(r['gap_p95_ms'])} / {f(r['gap_max_ms'])} | {r['late_gaps']} "
              f"| {f(r['rtf_p50'], 3)} / {f(r['rtf_p95'], 3)} | {f(r['audio_s_per_s'], 1)} "
              f"| {_split(r, f)} |" for r in rows]

@@ -26,3 +26,25 @@ def test_the_load_generator_reads_a_first_audio_and_the_status_from_the_floor_se
     row = http_load.summarize(results, wall, serve.SAMPLE_RATE, serve.PATCH_S)
     assert row["served"] == 4 and row["ttfb_p95_ms"] is not None
 
+
+
+def test_first_audio_is_timed_from_the_request_leaving_the_client_and_its_own_wait_kept_apart(tmp_path):
+    """A client process sending 16 at once queues them behind each other's headers and JSON: that
+    wait is the client's, kept in `queued`, and first audio counts from the request's send."""
+    port = serve.free_port()
+    server = serve.start_floor(port, [], tmp_path / "floor.log")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        serve.wait_ready(url, server, timeout_s=60)
+        body = functools.partial(http_load.request_body, patches=1, timesteps=2, text="x")
+        results, wall = asyncio.run(http_load.burst(url, 16, body, http_load.stay))
+    finally:
+        server.terminate()
+        server.wait(30)
+    assert all(r.first_audio is not None for r in results)
+    # the request sent last waited for the 15 before it to go out: its own wait is not zero
+    assert max(r.queued for r in results) > 0
+    assert all(r.first_audio_from_start == r.queued + r.first_audio for r in results)
+    row = http_load.summarize(results, wall, serve.SAMPLE_RATE, serve.PATCH_S)
+    assert row["from_start_p95_ms"] >= row["ttfb_p95_ms"] and row["queued_p95_ms"] > 0
+    assert "client's own wait" in serve.table([{"load": "burst c=16", **row}])
