@@ -160,7 +160,7 @@ def summarize(results: list[Session], wall: float, prebuffer_s: float) -> dict:
 def whole_load(url: str, sessions: int, patches: int, clients: int) -> dict:
     body = functools.partial(_whole_body, patches=patches)
     results, wall = http_load.in_processes("burst", clients, url, sessions, body, http_load.stay)
-    summary = http_load.summarize(results, wall, RATE, 0.16)
+    summary = http_load.summarize(results, wall, RATE)
     return {k: summary[k] for k in ("served", "ttfb_p50_ms", "ttfb_p95_ms", "gap_max_ms", "late_gaps", "audio_s_per_s")}
 
 

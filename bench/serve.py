@@ -37,7 +37,7 @@ from bench import http_load  # noqa: E402
 
 TEXT = ("The quick brown fox jumps over the lazy dog while the morning sun rises slowly "
         "above the quiet green hills today.")
-SAMPLE_RATE, PATCH_S = 48000, 0.16
+SAMPLE_RATE = 48000
 
 
 def write_random_checkpoint(config: Path, folder: Path, seed: int = 0) -> Path:
@@ -160,7 +160,7 @@ def run_loads(args, pid: int | None) -> list[dict]:
     for label, make in scenarios(args):
         for _ in range(args.rounds if label.startswith("burst") else 1):
             results, wall = make()
-            row = {"load": label, **http_load.summarize(results, wall, SAMPLE_RATE, PATCH_S), **server_memory(pid)}
+            row = {"load": label, **http_load.summarize(results, wall, SAMPLE_RATE), **server_memory(pid)}
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows

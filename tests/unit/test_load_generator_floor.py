@@ -23,7 +23,7 @@ def test_the_load_generator_reads_a_first_audio_and_the_status_from_the_floor_se
     assert [r.status for r in results] == [200] * 4 and all(r.error is None for r in results)
     assert all(r.first_audio is not None and 0 < r.first_audio <= wall for r in results)
     assert all(r.samples == floor.SAMPLES and r.server == {"state": "done", "outcome": "ok"} for r in results)
-    row = http_load.summarize(results, wall, serve.SAMPLE_RATE, serve.PATCH_S)
+    row = http_load.summarize(results, wall, serve.SAMPLE_RATE)
     assert row["served"] == 4 and row["ttfb_p95_ms"] is not None
 
 
@@ -45,6 +45,20 @@ def test_first_audio_is_timed_from_the_request_leaving_the_client_and_its_own_wa
     # the request sent last waited for the 15 before it to go out: its own wait is not zero
     assert max(r.queued for r in results) > 0
     assert all(r.first_audio_from_start == r.queued + r.first_audio for r in results)
-    row = http_load.summarize(results, wall, serve.SAMPLE_RATE, serve.PATCH_S)
+    row = http_load.summarize(results, wall, serve.SAMPLE_RATE)
     assert row["from_start_p95_ms"] >= row["ttfb_p95_ms"] and row["queued_p95_ms"] > 0
     assert "client's own wait" in serve.table([{"load": "burst c=16", **row}])
+
+
+def test_a_late_frame_is_one_that_comes_after_the_audio_before_it_ran_out():
+    """Not any gap over a patch: a stream well ahead may come in batches with the player never dry."""
+    patch = 7680  # 160 ms at 48 kHz
+    batched = http_load.Result(sent=0.0, arrivals=[0.0, 0.02, 0.04, 0.14, 0.14, 0.14, 0.25, 0.25],
+                               sizes=[patch] * 8)
+    assert max(batched.gaps) > 0.1 and batched.late(48000) == 0
+    # one patch, then nothing for 200 ms: the player ran dry 40 ms before the second came
+    dry = http_load.Result(sent=0.0, arrivals=[0.0, 0.2, 0.25], sizes=[patch] * 3)
+    assert dry.late(48000) == 1
+    # after a dropout the player starts again from the late frame
+    twice = http_load.Result(sent=0.0, arrivals=[0.0, 0.2, 0.6], sizes=[patch] * 3)
+    assert twice.late(48000) == 2
