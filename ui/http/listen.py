@@ -13,14 +13,6 @@ the one count of what went out, from which frames, words and a live session's se
 No thread waits for a job: the worker's thread wakes the waiting coroutine through the loop's
 doorbell after each event it puts (Job.watch), so any number of streams wait without taking a
 thread from anyio's limiter.
-
-A stream well ahead of its listener is read in batches. At 64 streams the engine makes each one's
-160 ms patch every 20 ms or so, and each patch read alone costs the event loop a wake, a frame and a
-write: 3,200 a second, the loop's largest load, shared with the intake of new requests and with the
-GIL the GPU's thread needs. Once what was sent lasts its listener more than AHEAD_S past now, the
-reader lets the patches gather for BATCH_S (only the job's end cuts that short) and reads them
-together: each piece still its own Heard, `more` telling the door that another follows at once, so
-it can join their bytes into one write. The listener never holds less than AHEAD_S - BATCH_S.
 """
 from __future__ import annotations
 
@@ -38,8 +30,6 @@ from .doorbell import doorbell
 from ..services.words import WordTrack
 
 POLL_S = 0.05  # how often a wait for the first audio looks for a closed connection
-AHEAD_S = 0.4  # a listener holding more than this is read in batches (the module's docstring says why)
-BATCH_S = 0.1  # how long its patches then gather: the player keeps at least AHEAD_S - BATCH_S
 
 
 @dataclass(frozen=True)
@@ -48,7 +38,6 @@ class Heard:
     audio: np.ndarray  # float32 mono at the rate asked, at the request's pace
     offset: int  # samples of the audio sent before it, at that rate
     delivery: Delivery | None  # the engine's chunk it comes from; None for the last piece (the tail)
-    more: bool = False  # another piece follows at once (a batch): the door may join their bytes
 
     @property
     def end(self) -> int:
@@ -68,50 +57,23 @@ async def heard(job: Job, first: Delivery, rate: int | None = None,
 
     async def through(fn, *args) -> np.ndarray:
         return await anyio.to_thread.run_sync(fn, *args) if output.works else fn(*args)
-    loop = asyncio.get_running_loop()
-    sent, delivery, dry_at = 0, first, None  # dry_at: when what was sent runs out for the listener
+    sent, delivery = 0, first
     try:
         while delivery is not None:
             chunk = delivery.chunk
             audio = await through(output.feed, chunk.audio, chunk.pause)
             if words is not None:
                 words.add(chunk.segment, audio, chunk.pause, sent)
-            now = loop.time()
-            dry_at = max(dry_at or now, now) + job.listener.lasts(len(chunk.audio), chunk.pause)
-            following = job.poll()  # already in (a batch, or a reader that fell behind)?
-            yield Heard(audio, sent, delivery, more=following is not None and following[0] == "chunk")
+            yield Heard(audio, sent, delivery)
             sent += len(audio)
-            if following is None and dry_at - loop.time() > AHEAD_S:
-                await gather(job, loop.time() + BATCH_S)
-                following = job.poll()
-            if following is None:
-                following = await next_event(job, None)
-            delivery = following[1] if following[0] == "chunk" else None
+            event = await next_event(job, None)
+            delivery = event[1] if event[0] == "chunk" else None
         tail = await through(output.finish)
         if words is not None:
             words.finish(tail)
         yield Heard(tail, sent, None)
     finally:
         job.discard()
-
-
-async def gather(job: Job, until: float):
-    """Lets the job's patches gather until `until` (the loop's clock); only its end (done, failed,
-    cancelled) cuts that short, so a take's last bytes are never held back."""
-    loop = asyncio.get_running_loop()
-    bell, ended = doorbell(loop), asyncio.Event()
-
-    def wake():  # on the worker's thread, after each event it puts: a patch does not wake the loop
-        if not job.live:
-            bell.ring(ended)
-    job.watch(wake)
-    timer = loop.call_at(until, ended.set)
-    try:
-        if job.live:  # after watch(): an end put before it is seen here, one put after it rings
-            await ended.wait()
-    finally:
-        job.unwatch(wake)
-        timer.cancel()
 
 
 async def next_event(job: Job, request: Request | None):

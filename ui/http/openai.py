@@ -115,12 +115,9 @@ async def encoded(job: Job, first, encoder: Encoder, words: WordTrack | None = N
         return fn(*args) if encoder.inline else await anyio.to_thread.run_sync(fn, *args)
     try:
         async with contextlib.aclosing(heard(job, first, encoder.rate, words)) as audio:
-            batch = b""
             async for piece in audio:
-                batch += await run(encoder.encode, piece.audio)
-                if not piece.more and batch:  # a batch of pieces (listen.Heard.more) in one write
-                    yield batch
-                    batch = b""
+                if out := await run(encoder.encode, piece.audio):
+                    yield out
         if tail := await run(encoder.finish):
             yield tail
     finally:

@@ -31,8 +31,8 @@ stream_router = APIRouter()
 async def pcm_stream(job: Job, first, words: WordTrack | None = None):
     """Samples only; words asked for are in the job's status (GET /voxcpm/jobs/ID) as they come."""
     async with contextlib.aclosing(heard(job, first, words=words)) as audio:
-        async for data in joined(audio, lambda piece: to_pcm(piece.audio)):
-            yield data
+        async for piece in audio:
+            yield to_pcm(piece.audio)
     if words is not None:
         await words.rest()
 
@@ -42,28 +42,21 @@ async def framed_stream(job: Job, first, status: dict, words: WordTrack | None =
     A frame's offset and length are those of the audio sent (the audio as its listener hears it; the
     stretch's tail follows the last patch as an audio frame alone). Word timestamps, when asked
     for: a segment's words frame between two patches once they are ready, the rest before the status."""
-    def framed(piece: Heard) -> bytes:
-        ready = b"".join(frames.json_frame(frames.WORDS, w) for w in words.ready()) if words is not None else b""
-        if piece.delivery is None:
-            return (frames.frame(frames.AUDIO, to_pcm(piece.audio)) if len(piece.audio) else b"") + ready
-        return ready + frames.json_frame(frames.META, sent_meta(piece, job)) + frames.frame(frames.AUDIO, to_pcm(piece.audio))
     async with contextlib.aclosing(heard(job, first, words=words)) as audio:
-        async for data in joined(audio, framed):
-            yield data
+        async for piece in audio:
+            ready = b"".join(frames.json_frame(frames.WORDS, w) for w in words.ready()) if words is not None else b""
+            if piece.delivery is None:
+                if len(piece.audio):
+                    yield frames.frame(frames.AUDIO, to_pcm(piece.audio)) + ready
+                elif ready:
+                    yield ready
+                continue
+            yield ready + frames.json_frame(frames.META, sent_meta(piece, job)) + \
+                frames.frame(frames.AUDIO, to_pcm(piece.audio))
     if words is not None:
         for segment in words.ready() + await words.rest():
             yield frames.json_frame(frames.WORDS, segment)
     yield frames.json_frame(frames.STATUS, frames.final_status(job, **status))
-
-
-async def joined(audio, to_bytes):
-    """Each piece's bytes; those of a batch (Heard.more) joined into one write."""
-    batch = b""
-    async for piece in audio:
-        batch += to_bytes(piece)
-        if not piece.more and batch:
-            yield batch
-            batch = b""
 
 
 def sent_meta(piece: Heard, job: Job) -> dict:
