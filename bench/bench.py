@@ -87,6 +87,10 @@ def _measure_ours(engine, source, load_and_warm: float, args, reference: str):
             concurrency.sweep(engine, loads, args.rounds, args.patches, args.timesteps, open_loop_streams=0), engine),
             flush=True)
     engine.scheduler.admit_ahead = ahead
+    for spread in args.spread_ms:  # the big loads again, each burst arriving over `spread` ms
+        print(f"Bursts over {spread:g} ms:\n" + concurrency.table(concurrency.sweep(
+            engine, loads, args.rounds, args.patches, args.timesteps, open_loop_streams=0, spread_s=spread / 1e3),
+            engine), flush=True)
     if args.sweep_only:
         return [], None, [], None, sweep
     # The very first requests after warm-up: nothing may still be compiling or loading then.
@@ -137,6 +141,9 @@ def main():
     ap.add_argument("--concurrency", type=int, nargs="*", default=[1, 8, 32, 64], help="closed-loop loads")
     ap.add_argument("--rounds", type=int, default=3, help="closed-loop rounds per load")
     ap.add_argument("--sweep-only", action="store_true", help="only the concurrency sweep")
+    ap.add_argument("--spread-ms", type=float, nargs="*", default=[],
+                    help="the big loads again, each burst's requests arriving evenly over this many ms (as a burst "
+                         "sent over HTTP reaches the worker), once per value")
     ap.add_argument("--ahead-sizes", type=int, nargs="*", default=[],
                     help="then the big loads again with each group size of admission ahead (0: off)")
     ap.add_argument("--vae-only", action="store_true", help="only the streamed VAE decode's SNR table (eager engine)")

@@ -60,17 +60,25 @@ def summarize(starts: dict, chunk_times: dict, wall: float, engine) -> dict:
             "rtf_med": pct(rtf, 50), "rtf_p95": pct(rtf, 95), "audio_per_s": audio / wall, "wall_s": wall}
 
 
+def burst(c: int, spread_s: float = 0.0) -> list[float]:
+    """Arrival times of a burst of c: together, or evenly over `spread_s` seconds (as a burst sent
+    over HTTP reaches the worker, one request after another as the event loop reads them)."""
+    return [spread_s * i / max(1, c - 1) for i in range(c)]
+
+
 def sweep(engine, concurrencies=(1, 8, 32, 64), rounds: int = 3, patches: int = 80, timesteps: int = 10,
-          open_loop_streams: int = 32, open_loop_requests: int = 160) -> list[dict]:
-    """Closed-loop rows (c requests together, `rounds` times, pooled), then the open-loop row."""
+          open_loop_streams: int = 32, open_loop_requests: int = 160, spread_s: float = 0.0) -> list[dict]:
+    """Closed-loop rows (c requests together, or over `spread_s`, `rounds` times, pooled), then the
+    open-loop row."""
     rows = []
     for c in concurrencies:
         if c > engine.rows:
             continue
         torch.cuda.reset_peak_memory_stats()
-        runs = [drive(engine, [0.0] * c, patches, timesteps) for _ in range(rounds)]
+        runs = [drive(engine, burst(c, spread_s), patches, timesteps) for _ in range(rounds)]
         row = pool(runs)
-        row.update(label=f"c = {c}", c=c, peak_gb=torch.cuda.max_memory_allocated() / 1e9)
+        row.update(label=f"c = {c}" + (f", over {spread_s * 1e3:g} ms" if spread_s else ""), c=c,
+                   peak_gb=torch.cuda.max_memory_allocated() / 1e9)
         rows.append(row)
     # Little's law: arrivals at rate streams / duration keep about `streams` running.
     if 0 < open_loop_streams <= engine.rows:

@@ -62,3 +62,12 @@ def test_a_late_frame_is_one_that_comes_after_the_audio_before_it_ran_out():
     # after a dropout the player starts again from the late frame
     twice = http_load.Result(sent=0.0, arrivals=[0.0, 0.2, 0.6], sizes=[patch] * 3)
     assert twice.late(48000) == 2
+
+
+def test_the_in_process_sweep_can_spread_a_burst_as_http_delivers_it():
+    """bench.bench --spread-ms: the same burst arriving one request after another over the span,
+    first at 0 and last at its end, evenly: the engine's share of a served burst without HTTP."""
+    from bench import concurrency
+
+    assert concurrency.burst(5, 0.04) == [0.0, 0.01, 0.02, 0.03, 0.04]
+    assert concurrency.burst(64) == [0.0] * 64 and concurrency.burst(1, 0.04) == [0.0]
