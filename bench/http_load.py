@@ -65,7 +65,7 @@ class Result:
         for at, samples in zip(self.arrivals, self.sizes):
             if dry is not None and at > dry:
                 count += 1
-            dry = max(at, dry or at) + samples / rate
+            dry = (at if dry is None else max(at, dry)) + samples / rate  # a dry player starts again
         return count
 
 
