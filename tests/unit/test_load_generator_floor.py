@@ -9,17 +9,21 @@ import functools
 from bench import floor, http_load, serve
 
 
-def test_the_load_generator_reads_a_first_audio_and_the_status_from_the_floor_server(tmp_path):
+def burst_against_the_floor(tmp_path, size: int) -> tuple[list[http_load.Result], float]:
+    """A burst of `size` one-patch requests from one client process against bench/floor.py under uvicorn."""
     port = serve.free_port()
     server = serve.start_floor(port, [], tmp_path / "floor.log")
     url = f"http://127.0.0.1:{port}"
     try:
         serve.wait_ready(url, server, timeout_s=60)
         body = functools.partial(http_load.request_body, patches=1, timesteps=2, text="x")
-        results, wall = asyncio.run(http_load.burst(url, 4, body, http_load.stay))
+        return asyncio.run(http_load.burst(url, size, body, http_load.stay))
     finally:
         server.terminate()
         server.wait(30)
+
+def test_the_load_generator_reads_a_first_audio_and_the_status_from_the_floor_server(tmp_path):
+    results, wall = burst_against_the_floor(tmp_path, 4)
     assert [r.status for r in results] == [200] * 4 and all(r.error is None for r in results)
     assert all(r.first_audio is not None and 0 < r.first_audio <= wall for r in results)
     assert all(r.samples == floor.SAMPLES and r.server == {"state": "done", "outcome": "ok"} for r in results)
@@ -27,20 +31,10 @@ def test_the_load_generator_reads_a_first_audio_and_the_status_from_the_floor_se
     assert row["served"] == 4 and row["ttfb_p95_ms"] is not None
 
 
-
 def test_first_audio_is_timed_from_the_request_leaving_the_client_and_its_own_wait_kept_apart(tmp_path):
     """A client process sending 16 at once queues them behind each other's headers and JSON: that
     wait is the client's, kept in `queued`, and first audio counts from the request's send."""
-    port = serve.free_port()
-    server = serve.start_floor(port, [], tmp_path / "floor.log")
-    url = f"http://127.0.0.1:{port}"
-    try:
-        serve.wait_ready(url, server, timeout_s=60)
-        body = functools.partial(http_load.request_body, patches=1, timesteps=2, text="x")
-        results, wall = asyncio.run(http_load.burst(url, 16, body, http_load.stay))
-    finally:
-        server.terminate()
-        server.wait(30)
+    results, wall = burst_against_the_floor(tmp_path, 16)
     assert all(r.first_audio is not None for r in results)
     # the request sent last waited for the 15 before it to go out: its own wait is not zero
     assert max(r.queued for r in results) > 0
