@@ -14,10 +14,12 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from inference import SynthesisRequest
 from inference.config import LIMITS
 from inference.serving.worker import EngineWorker
 from ui import AppContext, Settings
 from ui.services.metrics import Metrics
+from ui.http.listen import next_event
 from ui.http.stream import stream_router
 
 from ..support.app_helpers import free_port, wait_until
@@ -136,4 +138,35 @@ def test_a_client_that_goes_cancels_its_job_before_and_after_its_first_audio():
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        worker.close()
+
+
+class EarlyTimerLoop(asyncio.SelectorEventLoop):
+    """A loop whose timers fire up to 2 ms before loop.time() reaches them, as uvloop's do (libuv
+    keeps timers on a millisecond clock; the float deadline can lie a hair past the tick)."""
+
+    def call_at(self, when, callback, *args, context=None):
+        return super().call_at(when - 0.002, callback, *args, context=context)
+
+
+class GoneClient:
+    """Starlette's Request, as far as the wait uses it: a client that has already gone."""
+
+    async def is_disconnected(self) -> bool:
+        return True
+
+
+def test_a_wait_for_first_audio_notices_a_gone_client_when_its_timer_fires_early():
+    engine = StandInEngine(rows=1)
+    engine.gate.clear()  # the job runs and makes nothing: only the look for a closed connection ends the wait
+    worker = EngineWorker(engine)
+    try:
+        job = worker.submit(SynthesisRequest("Hello there.", seed=1, max_len=5))
+        wait_until(lambda: job.state == "running", timeout=10)
+        with asyncio.Runner(loop_factory=EarlyTimerLoop) as runner:
+            event = runner.run(asyncio.wait_for(next_event(job, GoneClient()), timeout=5))
+        assert event is None
+        assert job.cancelled  # the engine, held at its gate, stops it at its next patch
+    finally:
+        engine.gate.set()
         worker.close()

@@ -82,10 +82,18 @@ async def next_event(job: Job, request: Request | None):
     cancelled when its client goes (a streamed body, a Gradio call, a socket's task)."""
     loop = asyncio.get_running_loop()
     bell, arrived = doorbell(loop), asyncio.Event()
-    look_at, timer = loop.time() + POLL_S, None
+    timer, due = None, False
 
     def wake():  # on the worker's thread
         bell.ring(arrived)
+
+    def look_due():
+        # The timer's own flag, not a comparison with loop.time(): uvloop's timers run on libuv's
+        # millisecond clock and may fire a hair before loop.time() reaches their float deadline,
+        # which left a wait that never looked again (a gone client's job kept its row).
+        nonlocal due
+        due = True
+        arrived.set()
     job.watch(wake)
     try:
         while True:
@@ -93,15 +101,15 @@ async def next_event(job: Job, request: Request | None):
             event = job.poll()
             if event is not None:
                 return event
-            if request is not None and loop.time() >= look_at:
+            if due:
                 if await request.is_disconnected():
                     job.cancel()
                     return None
-                look_at, timer = loop.time() + POLL_S, None
+                timer, due = None, False
             if request is not None and timer is None:
                 # A timer that rings the same bell, not a cancel scope around the wait: every request
                 # waits here for its first audio, and a scope cost the loop more than the wait's wakes.
-                timer = loop.call_at(look_at, arrived.set)
+                timer = loop.call_later(POLL_S, look_due)
             await arrived.wait()
     finally:
         job.unwatch(wake)
