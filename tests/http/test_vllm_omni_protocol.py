@@ -184,27 +184,17 @@ def test_session_done_comes_in_utterance_order_and_never_for_an_empty_flush_or_a
 
 
 def test_an_utterance_slower_to_make_than_the_idle_timeout_is_spoken_whole(serve_app):
+    """The idle timeout (30 s by default; 1 s here, so that the test takes seconds, not a minute)
+    counts the client's silence, not the time its audio takes to make, even slower than real time."""
     app = serve_app(session_idle_s=1.0)
     started = time.monotonic()
-    with slowed(app, 0.1), socket(app) as ws:  # the client silent all along once it has sent its text
+    with slowed(app, 0.3), socket(app) as ws:  # the client silent all along once it has sent its text
         got = speak(ws, VLLM | {"response_format": "pcm", "stream_audio": True, "split_granularity": "clause"},
-                    [TEXT * 3])
-    assert not got["errors"] and got["events"][-1]["type"] == "session.done" and got["audio"]
-    assert time.monotonic() - started > 3, "it took the server longer than the idle timeout to speak"
-
-
-@pytest.mark.slow
-def test_an_utterance_about_a_minute_in_the_making_on_a_server_slower_than_real_time_completes(serve_app):
-    app = serve_app()  # the default idle timeout: 30 s
-    started = time.monotonic()
-    with slowed(app, 0.6), socket(app) as ws:  # each 160 ms patch made in more than 600 ms
-        got = speak(ws, VLLM | {"response_format": "pcm", "stream_audio": True, "split_granularity": "clause"},
-                    [TEXT * 8], done=True)
+                    [TEXT])
     took = time.monotonic() - started
-    assert not got["errors"], got["errors"]
-    # The random voice's lengths vary with the seed: well past the idle timeout is what matters.
-    assert got["events"][-1]["type"] == "session.done" and took > 1.5 * 30, took
-    assert len(got["audio"]) / 2 / 24000 < took / 3, "slower than real time"
+    assert not got["errors"] and got["events"][-1]["type"] == "session.done" and got["audio"]
+    assert took > 3, "it took the server longer than the idle timeout to speak"
+    assert len(got["audio"]) / 2 / 24000 < took, "made slower than real time"
 
 
 @pytest.fixture(scope="module")
