@@ -89,6 +89,9 @@ def _limit_options(p: argparse.ArgumentParser):
                         "fewer (default: %(default)s)")
     p.add_argument("--max-queue", type=int, default=LIMITS.max_queue,
                    help="requests allowed to wait for a free stream (default: %(default)s)")
+    p.add_argument("--prepare-threads", type=int, default=LIMITS.prepare_threads,
+                   help="requests prepared at once (text, tokens, clips) on each GPU's intake threads "
+                        "(default: %(default)s)")
     p.add_argument("--max-text-chars", type=int, default=LIMITS.max_text_chars,
                    help="longest text, description or transcript (default: %(default)s)")
     p.add_argument("--max-audio-seconds", type=float, default=LIMITS.max_audio_seconds,

@@ -32,7 +32,7 @@ class StartupError(Exception):
 def check_limits(args) -> None:
     """Every numeric option, before anything loads: an impossible value would otherwise surface as
     odd refusals later, or only once the model had loaded (--max-streams)."""
-    whole = {"--max-streams": args.max_streams, "--max-queue": args.max_queue,
+    whole = {"--max-streams": args.max_streams, "--max-queue": args.max_queue, "--prepare-threads": args.prepare_threads,
              "--max-text-chars": args.max_text_chars, "--max-upload-mb": args.max_upload_mb,
              "--max-voices": args.max_voices, "--max-library-mb": args.max_library_mb}
     for flag, value in whole.items():

@@ -15,6 +15,7 @@
 #   bash bench/gpu_session.sh serve                   # the whole app over HTTP (bench/serve.py)
 #   bash bench/gpu_session.sh serve:4                 # the same, its loads sent from 4 client processes
 #   bash bench/gpu_session.sh floor:4                 # the same loads against a server that answers at once (bench/floor.py)
+#   AGAINST="--prepare-threads 2" bash bench/gpu_session.sh ab:4   # the app as shipped and with AGAINST, in turns (ABBA)
 #   bash bench/gpu_session.sh live                    # text spoken as it arrives, over the WebSocket (bench/live_text.py)
 #   bash bench/gpu_session.sh beside                  # 64 live streams while another client scores and transcribes
 #   bash bench/gpu_session.sh words                   # 64 live streams, alone and each asking for word timestamps
@@ -83,6 +84,10 @@ for phase in "$@"; do
     serve|serve:*) clients=${phase#serve}; clients=${clients#:}
              python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/serve${clients:+-c$clients}" \
                --app-args "${APP_ARGS:-}" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;
+    ab|ab:*) clients=${phase#ab}; clients=${clients#:}
+             python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/ab${clients:+-c$clients}" \
+               --app-args "${APP_ARGS:-}" --against "${AGAINST:-}" ${AGAINST_ROOT:+--against-root "$AGAINST_ROOT"} \
+               --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -30 ;;
     floor|floor:*) clients=${phase#floor}; clients=${clients#:}
              python3 -m bench.serve --floor --out "$OUT/floor${clients:+-c$clients}" --app-args "${APP_ARGS:-}" \
                --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;

@@ -4,6 +4,7 @@
     python -m bench.serve --out DIR                          # published architecture, random weights
     python -m bench.serve --checkpoint DIR --out DIR         # a real checkpoint folder
     python -m bench.serve --url http://127.0.0.1:7860 ...    # an app already running
+    python -m bench.serve --against "--prepare-threads 2"    # two apps on one GPU, loads in turns
 
 Starts `app.py --model CHECKPOINT` on a free loopback port (a random checkpoint of the published
 architecture is written in the official layout first), waits for /voxcpm/health, then runs
@@ -132,13 +133,14 @@ def _load(args, kind: str, size: float, body, leave):
     return asyncio.run(http_load.poisson(args.url, size, args.duration, body, leave))
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict], labelled: bool = False) -> str:
+    """labelled: each load named by its app's letter (a run with --against)."""
     head = ("| load | served | refused | errors | TTFB p50 / p95 / p99 ms | from the client's start p50 / p95 ms "
             "| client's own wait p95 ms | gap p95 / max ms | late gaps "
             "| RTF p50 / p95 | audio s per s | server p50 / p95 ms: intake, line, TTFP, hand-off |"
             "\n|---|---|---|---|---|---|---|---|---|---|---|---|")
     f = lambda v, d=0: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
-    lines = [f"| {r['load']} | {r['served']}/{r['requests']} | {r['refused']} | {r['errors']} "
+    lines = [f"| {r['app'] + ': ' if labelled else ''}{r['load']} | {r['served']}/{r['requests']} | {r['refused']} | {r['errors']} "
              f"| {f(r['ttfb_p50_ms'])} / {f(r['ttfb_p95_ms'])} / {f(r['ttfb_p99_ms'])} "
              f"| {f(r['from_start_p50_ms'])} / {f(r['from_start_p95_ms'])} | {f(r['queued_p95_ms'])} "
              f"| {f(r['gap_p95_ms'])} / {f(r['gap_max_ms'])} | {r['late_gaps']} "
@@ -186,36 +188,69 @@ def parse_args(argv=None):
                     help="the same loads against bench/floor.py, a server that answers at once: what the client "
                          "processes and HTTP take before any server work")
     ap.add_argument("--out", default=None, help="folder for serve.json, serve.md and the app's log")
-    return ap.parse_args(argv)
+    ap.add_argument("--against", default=None, metavar="APP_ARGS",
+                    help="a second app (B) beside the first (A), with these app.py arguments ('' for none), "
+                         "measured in turns with it on the same GPU")
+    ap.add_argument("--against-root", default=None, metavar="DIR",
+                    help="B's checkout (e.g. a git worktree of the commit before a change; default: this one)")
+    ap.add_argument("--order", default="ABBA", help="the turns of A and B, each running every load (default: ABBA)")
+    args = ap.parse_args(argv)
+    if args.against is not None and (args.url or args.floor):
+        ap.error("--against starts both apps: leave out --url and --floor")
+    if set(args.order) - {"A", "B"}:
+        ap.error(f"--order is made of A and B, not {args.order!r}")
+    return args
 
 
 def main(argv=None):
     args = parse_args(argv)
     out = Path(args.out or tempfile.mkdtemp(prefix="voxcpm_serve_"))
     out.mkdir(parents=True, exist_ok=True)
-    app = None
-    if args.floor:
-        port = free_port()
-        args.url = f"http://127.0.0.1:{port}"
-        app = start_floor(port, args.app_args.split(), out / "floor.log")
-    elif not args.url:
-        checkpoint = args.checkpoint or str(write_random_checkpoint(Path(args.config), out / "checkpoint"))
-        port = free_port()
-        args.url = f"http://127.0.0.1:{port}"
-        app = start_app(checkpoint, port, args.app_args.split(), out / "app.log")
+    apps = start_servers(args, out)
     try:
-        wait_ready(args.url, app)
-        before = server_memory(app.pid if app else None)
-        rows = run_loads(args, app.pid if app else None)
-        after = server_memory(app.pid if app else None)
+        for url, proc in apps.values():
+            wait_ready(url, proc)
+        before = {name: server_memory(proc.pid if proc else None) for name, (_, proc) in apps.items()}
+        rows = []
+        for name in args.order if len(apps) > 1 else "A":
+            args.url, proc = apps[name]
+            rows += [{**row, "app": name} for row in run_loads(args, proc.pid if proc else None)]
+        after = {name: server_memory(proc.pid if proc else None) for name, (_, proc) in apps.items()}
     finally:
-        if app is not None:
-            app.terminate()
-            app.wait(30)
-    report = table(rows) + f"\n\nserver before: {before}; after: {after}\n"
+        for _, proc in apps.values():
+            if proc is not None:
+                proc.terminate()
+        for _, proc in apps.values():
+            if proc is not None:
+                proc.wait(30)
+    report = table(rows, labelled=len(apps) > 1) + "".join(
+        f"\n\nserver {name} before: {before[name]}; after: {after[name]}" for name in apps) + "\n"
+    if len(apps) > 1:
+        report += f"\nA: app.py {args.app_args}\nB: app.py {args.against}{' of ' + args.against_root if args.against_root else ''}\n"
     print(report)
     (out / "serve.md").write_text(report)
     (out / "serve.json").write_text(json.dumps({"rows": rows, "before": before, "after": after}, indent=1))
+
+
+def start_servers(args, out: Path) -> dict[str, tuple[str, subprocess.Popen | None]]:
+    """{"A": (url, process or None for an app already running)}, and "B" with --against: a second
+    app on the same GPU, started beside the first, so that the two are measured in one machine start
+    with their loads alternating (--order), the way two versions are best told apart."""
+    if args.floor:
+        port = free_port()
+        return {"A": (f"http://127.0.0.1:{port}", start_floor(port, args.app_args.split(), out / "floor.log"))}
+    if args.url:
+        return {"A": (args.url, None)}
+    checkpoint = args.checkpoint or str(write_random_checkpoint(Path(args.config), out / "checkpoint"))
+    wanted = {"A": (args.app_args, ROOT)}
+    if args.against is not None:
+        wanted["B"] = (args.against, Path(args.against_root) if args.against_root else ROOT)
+    apps = {}
+    for name, (extra, root) in wanted.items():
+        port = free_port()
+        log = out / ("app.log" if len(wanted) == 1 else f"app-{name}.log")
+        apps[name] = (f"http://127.0.0.1:{port}", start_app(checkpoint, port, extra.split(), log, root))
+    return apps
 
 
 if __name__ == "__main__":

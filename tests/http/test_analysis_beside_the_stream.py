@@ -26,7 +26,7 @@ from ..support.app_helpers import record_figure, wait_until
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "voices"
 STEP_S = 0.0202  # one patch of 64 streams on an H100 (docs/benchmarks.md, the sweep at c = 64)
-STREAMS, PATCHES = 8, 300  # eight streams of 300 patches: about 6 s of steps, 48 s of audio each
+STREAMS, PATCHES = 8, 200  # eight streams of 200 patches: about 4 s of steps, 32 s of audio each
 ROUNDS = 3
 
 

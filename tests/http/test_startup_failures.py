@@ -102,6 +102,7 @@ def test_cuda_asked_for_without_a_gpu():
     (["--device", "cpu:1"], "unknown device 'cpu:1'"),
     (["--dtype", "half"], "unknown dtype 'half'"),
     (["--max-queue", "0"], "--max-queue is 0; it must be 1 or more"),
+    (["--prepare-threads", "0"], "--prepare-threads is 0; it must be 1 or more"),
     (["--max-streams", "0"], "--max-streams is 0; it must be 1 or more.\nTo fix: pass a value in range, or leave "
                              "--max-streams out for its default (128)"),
     (["--dtype", "float16"], "float16 is not supported.\nTo fix: use --dtype bfloat16"),

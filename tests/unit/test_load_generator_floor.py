@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 
 from bench import floor, http_load, serve
 
@@ -65,3 +66,22 @@ def test_the_in_process_sweep_can_spread_a_burst_as_http_delivers_it():
 
     assert concurrency.burst(5, 0.04) == [0.0, 0.01, 0.02, 0.03, 0.04]
     assert concurrency.burst(64) == [0.0] * 64 and concurrency.burst(1, 0.04) == [0.0]
+
+
+def test_against_measures_a_second_app_in_turns_with_the_first_on_one_machine(tmp_path, monkeypatch):
+    """`bench.serve --against ARGS`: a second app beside the first, every load run by each in the
+    turns of --order, each row named by its app. Here both apps are the floor server (started as
+    app.py would be, with the arguments recorded), so the test needs no model."""
+    started = []
+
+    def start(checkpoint, port, extra, log, root=serve.ROOT):
+        started.append((log.name, extra, root))
+        return serve.start_floor(port, [], log)
+    monkeypatch.setattr(serve, "start_app", start)
+    out = tmp_path / "out"
+    serve.main(["--checkpoint", str(tmp_path), "--against", "--prepare-threads 2", "--order", "ABBA",
+                "--concurrency", "2", "--rounds", "1", "--rates", "--out", str(out)])
+    assert sorted(started) == [("app-A.log", [], serve.ROOT), ("app-B.log", ["--prepare-threads", "2"], serve.ROOT)]
+    rows = json.loads((out / "serve.json").read_text())["rows"]
+    assert [r["app"] for r in rows] == list("ABBA") and all(r["served"] == r["requests"] == 2 for r in rows)
+    assert "| B: burst c=2 |" in (out / "serve.md").read_text()
