@@ -16,6 +16,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -91,5 +92,22 @@ def fresh_database(server_url: str):
     try:
         yield urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
     finally:
-        with psycopg.connect(server_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(server_url, name)
+
+
+def drop_database(server_url: str, name: str, wait_s: float = 20.0):
+    """FORCE ends the tests' own sessions still on it. An autovacuum worker busy on the new database
+    is no role's, so a role that may only create databases cannot end it (InsufficientPrivilege,
+    once in a clean clone's run): it is done within moments, so the drop is tried again meanwhile."""
+    import psycopg
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with psycopg.connect(server_url, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            return
+        except psycopg.errors.InsufficientPrivilege:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
