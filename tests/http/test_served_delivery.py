@@ -11,6 +11,7 @@ import time
 
 import anyio
 import httpx
+import pytest
 import uvicorn
 from fastapi import FastAPI
 
@@ -19,7 +20,7 @@ from inference.config import LIMITS
 from inference.serving.worker import EngineWorker
 from ui import AppContext, Settings
 from ui.services.metrics import Metrics
-from ui.http.listen import next_event
+from ui.http.listen import ClientWatch, next_event
 from ui.http.stream import stream_router
 
 from ..support.app_helpers import free_port, wait_until
@@ -85,7 +86,7 @@ async def burst_beside_quiet(app: FastAPI, quiet: int, n: int, patches: int) -> 
 
 def test_many_waiting_streams_take_no_thread_each():
     # 48 streams wait for their first audio (a busy engine, a long prompt) while 48 others run.
-    # When each waiting route held a thread for POLL_S at a time, the running streams' every
+    # When each waiting route held a thread for 50 ms at a time, the running streams' every
     # patch queued behind them for the one token: about 48 x 50 ms a patch, twenty seconds in
     # all. Waiting on the loop, the 48 take well under one.
     engine = QuietEngine(rows=96)
@@ -98,9 +99,9 @@ def test_many_waiting_streams_take_no_thread_each():
     assert max(took) < 5.0, f"48 streams of 8 patches beside 48 waiting ones: the slowest took {max(took):.1f} s"
 
 
-def serve_app(app: FastAPI) -> tuple[str, uvicorn.Server, threading.Thread]:
+def serve_app(app: FastAPI, http: str = "auto") -> tuple[str, uvicorn.Server, threading.Thread]:
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", http=http))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_until(lambda: server.started, timeout=30)
@@ -116,19 +117,20 @@ def raw_post(address: str, payload: dict) -> socket.socket:
     return sock
 
 
-def test_a_client_that_goes_cancels_its_job_before_and_after_its_first_audio():
+@pytest.mark.parametrize("http", ["httptools", "h11"])  # each parser's receive() says the client went
+def test_a_client_that_goes_cancels_its_job_before_and_after_its_first_audio(http):
     engine = QuietEngine(rows=4)
     app = stream_app(engine, max_queue=4)
-    address, server, thread = serve_app(app)
+    address, server, thread = serve_app(app, http)
     worker = app.state.ctx.worker
     try:
-        # Before any audio: the route looks for the closed connection while it waits.
+        # Before any audio: the route's watch on the connection ends its wait.
         quiet = raw_post(address, body(1, 50, text="Quiet"))
         job = wait_until(lambda: worker.get("request-1"), timeout=10)
         wait_until(lambda: job.state == "running", timeout=10)
         quiet.close()
         assert wait_until(lambda: job.state == "cancelled", timeout=10), job.state
-        # While its audio streams: Starlette cancels the waiting body, which stops the job.
+        # While its audio streams: the watch ends the body, which stops the job.
         loud = raw_post(address, body(2, 60000))
         assert loud.recv(4096).startswith(b"HTTP/1.1 200")
         job = worker.get("request-2")
@@ -141,31 +143,41 @@ def test_a_client_that_goes_cancels_its_job_before_and_after_its_first_audio():
         worker.close()
 
 
-class EarlyTimerLoop(asyncio.SelectorEventLoop):
-    """A loop whose timers fire up to 2 ms before loop.time() reaches them, as uvloop's do (libuv
-    keeps timers on a millisecond clock; the float deadline can lie a hair past the tick)."""
+class Connection:
+    """An ASGI receive() past the body, as uvicorn's: it waits until the client goes, then says so."""
 
-    def call_at(self, when, callback, *args, context=None):
-        return super().call_at(when - 0.002, callback, *args, context=context)
+    def __init__(self):
+        self.closed = asyncio.Event()
+        self.received = 0
 
-
-class GoneClient:
-    """Starlette's Request, as far as the wait uses it: a client that has already gone."""
-
-    async def is_disconnected(self) -> bool:
-        return True
+    async def receive(self) -> dict:
+        self.received += 1
+        await self.closed.wait()
+        return {"type": "http.disconnect"}
 
 
-def test_a_wait_for_first_audio_notices_a_gone_client_when_its_timer_fires_early():
+def test_a_wait_for_first_audio_ends_when_its_client_goes_with_one_wait_on_the_connection():
     engine = StandInEngine(rows=1)
-    engine.gate.clear()  # the job runs and makes nothing: only the look for a closed connection ends the wait
+    engine.gate.clear()  # the job runs and makes nothing: only the client's going ends the wait
     worker = EngineWorker(engine)
     try:
         job = worker.submit(SynthesisRequest("Hello there.", seed=1, max_len=5))
         wait_until(lambda: job.state == "running", timeout=10)
-        with asyncio.Runner(loop_factory=EarlyTimerLoop) as runner:
-            event = runner.run(asyncio.wait_for(next_event(job, GoneClient()), timeout=5))
+
+        async def wait_then_go():
+            connection = Connection()
+            watch = ClientWatch(connection.receive)
+            watch.start()
+            waiting = asyncio.ensure_future(next_event(job, watch))
+            await asyncio.sleep(0.3)
+            assert not waiting.done()  # nothing made, client still there: it waits
+            connection.closed.set()
+            event = await asyncio.wait_for(waiting, timeout=5)
+            watch.close()
+            return event, connection.received
+        event, received = asyncio.run(wait_then_go())
         assert event is None
+        assert received == 1  # one wait on the connection, not a look every few milliseconds
         assert job.cancelled  # the engine, held at its gate, stops it at its next patch
     finally:
         engine.gate.set()

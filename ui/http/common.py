@@ -26,7 +26,7 @@ from inference.request import modes
 from inference.serving.job import Job
 from inference.serving.worker import QueueFullError
 
-from .listen import next_event
+from .listen import ClientWatch, next_event
 from .schema import StreamBody, parse_body, to_request
 from ..guard.limits import too_large
 from ..guard.answers import MODEL_STATE, WORDS_UNAVAILABLE, Refusal
@@ -125,12 +125,12 @@ def unavailable(exc: ModelUnavailable, lead: str = "") -> Refusal:
     return Refusal(503, f"{lead}{exc}", headers)
 
 
-async def first_audio(job: Job, state, request: Request | None):
+async def first_audio(job: Job, state, watch: ClientWatch | None):
     """The job's first Delivery (inference/serving/job.py), or the Refusal that says why there is
     none (sent before any audio): a request that serving's checks refused answers with their error
-    (an InputError, or a Refusal with its own status). `request`: the HTTP request whose closed
-    connection cancels the job (None: the caller's task is cancelled instead, as Gradio's are)."""
-    event = await next_event(job, request)
+    (an InputError, or a Refusal with its own status). `watch`: the HTTP client's, whose going
+    cancels the job (None: the caller's task is cancelled instead, as Gradio's are)."""
+    event = await next_event(job, watch)
     if event is None:
         raise Refusal(499, "the client closed the connection")
     kind, value = event
@@ -171,12 +171,18 @@ def text_length(value) -> int:
 
 async def submit(request: Request, state, parse=None, build=None, describe=page_asked, limit: int | None = None):
     """A streaming request in, up to its first audio: its JSON body read (at most `limit` bytes,
-    default max_json_kb), then admitted as admit() says. Returns (job, the route's body, its first
-    Delivery)."""
-    return await admit(state, lambda: read_json(request, limit), parse, build, describe, request)
+    default max_json_kb), then admitted as admit() says, its client watched from then on. Returns
+    (job, the route's body, its first Delivery, the ClientWatch its response is sent with:
+    WatchedResponse)."""
+    watch = ClientWatch(request.receive)
+    try:
+        return (*await admit(state, lambda: read_json(request, limit), parse, build, describe, watch), watch)
+    except BaseException:
+        watch.close()
+        raise
 
 
-async def admit(state, read, parse=None, build=None, describe=page_asked, request: Request | None = None,
+async def admit(state, read, parse=None, build=None, describe=page_asked, watch: ClientWatch | None = None,
                 submitted=None):
     """The one intake of every streaming interface (the HTTP routes, Gradio's API): the body read
     (`await read()` -> JSON) and parsed (JSON types and shape: parse(json) -> the route's body,
@@ -185,7 +191,7 @@ async def admit(state, read, parse=None, build=None, describe=page_asked, reques
     page's to_request, checked and prepared on its own threads), and its first Delivery awaited.
     Returns (job, the route's body, its first Delivery). A refusal, here or by serving's checks,
     is raised before any audio, logged and counted: describe(json, body or None) -> Asked, what the
-    body asked for. `request`: the HTTP request, whose closed connection cancels the job.
+    body asked for. `watch`: the HTTP client's, started once the body is read; its going cancels the job.
     `submitted(job)`: told the job as soon as serving has it (a live session feeds it more text)."""
     data = body = job = None
     parse = parse or functools.partial(parse_body, max_voice_chars=state.settings.http.max_voice_chars)
@@ -196,6 +202,8 @@ async def admit(state, read, parse=None, build=None, describe=page_asked, reques
         observe_refusal(state, status, outcome)
     try:
         data = await read()
+        if watch is not None:
+            watch.start()
         body = parse(data)
         if getattr(body, "timestamps", None) == "word":  # refused before any audio is made for it
             aligner_ready(state)
@@ -203,7 +211,7 @@ async def admit(state, read, parse=None, build=None, describe=page_asked, reques
         if submitted is not None:
             submitted(job)
         try:
-            return job, body, await first_audio(job, state, request)
+            return job, body, await first_audio(job, state, watch)
         except asyncio.CancelledError:  # the caller's task was cancelled (a Gradio client left): nobody reads it
             job.cancel()
             raise

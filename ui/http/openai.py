@@ -40,7 +40,7 @@ import json
 
 import anyio
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
 from inference.errors import InputError
@@ -48,7 +48,7 @@ from inference.serving.job import Job
 
 from .builtin_voices import listed
 from .common import errors_as, submit
-from .listen import heard
+from .listen import ClientWatch, WatchedResponse, heard
 from .speech_body import (DEFAULT_VOICE, DESIGN, MODEL_ID, OPENAI_MODELS, openai_asked, openai_message, openai_param, parse_speech,
                           to_request)
 from ..context import app_context
@@ -86,7 +86,7 @@ async def speech(request: Request):
     state = app_context(request)
     # A clip may come in the body (ref_audio, prompt_audio: vLLM-Omni's clients send a whole file as
     # a data: URL), so the body may be as large as an upload.
-    job, speech, first = await submit(request, state, parse=parse_speech, describe=openai_asked,
+    job, speech, first, watch = await submit(request, state, parse=parse_speech, describe=openai_asked,
                                       limit=state.settings.http.max_upload_mb * 2**20,
                                       build=functools.partial(to_request, library=state.voices,
                                                               voices=state.voice_lookup, clips=state.clips,
@@ -100,21 +100,23 @@ async def speech(request: Request):
     words = None
     if speech.timestamps == "word":
         words = WordTrack(state.analysis, job, rate, state.settings.evaluation.words_wait_s)
-    chunks = observe_stream(state.metrics, job, encoded(job, first, encoder, words))
+    chunks = observe_stream(state.metrics, job, encoded(job, first, encoder, words, watch))
     if events:
-        return StreamingResponse(sse(chunks, job, job.text_chars, words), media_type="text/event-stream",
-                                 headers=headers)
+        return WatchedResponse(sse(chunks, job, job.text_chars, words), watch, media_type="text/event-stream",
+                               headers=headers)
     media = MEDIA_TYPES[fmt] + (f";rate={rate};channels=1" if fmt == "pcm" else "")
-    return StreamingResponse(chunks, media_type=media, headers=headers)
+    return WatchedResponse(chunks, watch, media_type=media, headers=headers)
 
 
-async def encoded(job: Job, first, encoder: Encoder, words: WordTrack | None = None):
+async def encoded(job: Job, first, encoder: Encoder, words: WordTrack | None = None,
+                  watch: ClientWatch | None = None):
     """The job's audio (ui/http/listen.heard) in the requested format; lossy encoders run off the
-    event loop. `words`: follows the audio sent, when word timestamps were asked for."""
+    event loop. `words`: follows the audio sent, when word timestamps were asked for. `watch`: the
+    client's (ui/http/listen.ClientWatch)."""
     async def run(fn, *args):
         return fn(*args) if encoder.inline else await anyio.to_thread.run_sync(fn, *args)
     try:
-        async with contextlib.aclosing(heard(job, first, encoder.rate, words)) as audio:
+        async with contextlib.aclosing(heard(job, first, encoder.rate, words, watch)) as audio:
             async for piece in audio:
                 if out := await run(encoder.encode, piece.audio):
                     yield out

@@ -12,13 +12,12 @@ import functools
 import time
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
 
 from inference.serving.job import Job
 
 from . import frames
 from .common import Refusal, guarded, page_asked, submit
-from .listen import Heard, heard
+from .listen import ClientWatch, Heard, WatchedResponse, heard
 from ..context import app_context
 from ..library.uploads import client_key
 from ..services.audio import to_pcm
@@ -28,21 +27,22 @@ from ..services.words import WordTrack
 stream_router = APIRouter()
 
 
-async def pcm_stream(job: Job, first, words: WordTrack | None = None):
+async def pcm_stream(job: Job, first, words: WordTrack | None = None, watch: ClientWatch | None = None):
     """Samples only; words asked for are in the job's status (GET /voxcpm/jobs/ID) as they come."""
-    async with contextlib.aclosing(heard(job, first, words=words)) as audio:
+    async with contextlib.aclosing(heard(job, first, words=words, watch=watch)) as audio:
         async for piece in audio:
             yield to_pcm(piece.audio)
     if words is not None:
         await words.rest()
 
 
-async def framed_stream(job: Job, first, status: dict, words: WordTrack | None = None):
+async def framed_stream(job: Job, first, status: dict, words: WordTrack | None = None,
+                        watch: ClientWatch | None = None):
     """Each patch as a metadata frame and an audio frame, then the final status (ui/http/frames.py).
     A frame's offset and length are those of the audio sent (the audio as its listener hears it; the
     stretch's tail follows the last patch as an audio frame alone). Word timestamps, when asked
     for: a segment's words frame between two patches once they are ready, the rest before the status."""
-    async with contextlib.aclosing(heard(job, first, words=words)) as audio:
+    async with contextlib.aclosing(heard(job, first, words=words, watch=watch)) as audio:
         async for piece in audio:
             ready = b"".join(frames.json_frame(frames.WORDS, w) for w in words.ready()) if words is not None else b""
             if piece.delivery is None:
@@ -83,7 +83,7 @@ async def stream(request: Request):
     entered, state = time.perf_counter(), app_context(request)
     framed = wants_frames(request)
     asked = functools.partial(page_asked, fmt="frames" if framed else "pcm")
-    job, body, first = await submit(request, state, describe=asked)
+    job, body, first, watch = await submit(request, state, describe=asked)
     rate = state.worker.sample_rate
     words = word_track(state, job, rate) if body.timestamps == "word" else None
     headers = {
@@ -95,12 +95,12 @@ async def stream(request: Request):
         # Job-level facts for the final status frame; intake_s: from this handler's start to the job
         # in the worker's line (body read, checks, preparation), where a slow first audio may go.
         status = dict(seed=job.seed, intake_s=job.queued_at - entered, **state.build)
-        framed_body = observe_stream(state.metrics, job, framed_stream(job, first, status, words))
-        return StreamingResponse(framed_body, media_type=frames.MEDIA_TYPE, headers=headers)
+        framed_body = observe_stream(state.metrics, job, framed_stream(job, first, status, words, watch))
+        return WatchedResponse(framed_body, watch, media_type=frames.MEDIA_TYPE, headers=headers)
     # audio/L16 is big-endian by definition (RFC 2586); this body is little-endian, so audio/pcm.
     media = f"audio/pcm;rate={rate};channels=1;format=s16le"
-    return StreamingResponse(observe_stream(state.metrics, job, pcm_stream(job, first, words)), media_type=media,
-                             headers=headers)
+    return WatchedResponse(observe_stream(state.metrics, job, pcm_stream(job, first, words, watch)), watch,
+                           media_type=media, headers=headers)
 
 
 def word_track(state, job: Job, rate: int) -> WordTrack:
