@@ -76,6 +76,7 @@ class EngineWorker:
         self._lock = threading.Condition()  # guards everything below that other threads read
         self._waiting: collections.deque[Job] = collections.deque()
         self._jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()  # listed: live and finished
+        self._unfinished: dict[str, Job] = {}  # those of _jobs that may still be live (_held prunes it)
         self._keep_finished = keep_finished
         self._running: list[Job] = []  # on the engine, in the order they started
         self._calls = EngineCalls(max_call_wait_s)  # to run on this thread between two steps
@@ -96,7 +97,7 @@ class EngineWorker:
         with self._lock:
             self._admit(job_id)
             job = Job(job_id or uuid.uuid4().hex, self.sample_rate, self)
-            self._jobs[job.id] = job
+            self._jobs[job.id] = self._unfinished[job.id] = job
             self._forget_old()
             self._waiting.append(job)  # its place in the line is its arrival; it starts once prepared
         self._intake.submit(self._prepare_job, job, request)
@@ -147,8 +148,13 @@ class EngineWorker:
             raise InputError(f"request id {job_id!r} is already in use")
 
     def _held(self) -> int:
-        # Queued, running, or between the two (taken from the line, not yet on the engine).
-        return sum(1 for job in self._jobs.values() if job.live)
+        # Queued, running, or between the two (taken from the line, not yet on the engine). Counted
+        # over the unfinished jobs alone, not the finished ones kept for their status: every
+        # submit asks, on the event loop.
+        ended = [job_id for job_id, job in self._unfinished.items() if not job.live]
+        for job_id in ended:
+            del self._unfinished[job_id]
+        return len(self._unfinished)
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
@@ -254,7 +260,7 @@ class EngineWorker:
     def _forget_old(self):
         # Finished jobs stay queryable (for the page's metrics poll) but only the latest few.
         excess = len(self._jobs) - self._keep_finished
-        for job_id in list(self._jobs)[:max(0, excess)]:
+        for job_id in list(itertools.islice(self._jobs, max(0, excess))):
             if not self._jobs[job_id].live:
                 del self._jobs[job_id]
 

@@ -280,3 +280,23 @@ def test_a_finished_job_lets_go_of_its_engine_stream_and_latents_once_they_are_f
         assert job.stream is None and job.latents == [] and job.pauses == []
     finally:
         worker.close()
+
+
+def test_finished_jobs_kept_for_their_status_leave_room_in_the_line_and_cancelled_ones_too():
+    engine = StandInEngine(rows=2)
+    worker = EngineWorker(engine, max_queue=1, keep_finished=50)
+    try:
+        done, _ = burst(worker, 3, prefix="done")
+        for job in done:
+            list(job)  # played to the end: finished, still listed
+        engine.gate.clear()  # from here the engine makes nothing: what is accepted stays held
+        held, refused = burst(worker, 5, prefix="held")
+        assert (len(held), refused) == (3, 2), "2 rows and 1 place in line, whatever finished before"
+        held[-1].cancel()
+        assert wait_until(lambda: worker.held == 2, timeout=10), worker.held
+        more, refused = burst(worker, 2, prefix="more")
+        assert (len(more), refused) == (1, 1)  # the cancelled job's place is free again, and only it
+        assert worker.get("done-0") is not None  # the finished ones are still there to be asked
+    finally:
+        engine.gate.set()
+        worker.close()
