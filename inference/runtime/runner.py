@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -66,6 +67,26 @@ def prefill_keys(buckets: list[int], capacity: int, smallest: int = 32) -> list[
     return keys
 
 
+class Staged(NamedTuple):
+    """An admission's prompts and guidance as two flat arrays hold them (BatchRunner._pack)."""
+    tokens: Any  # [k, length] integers
+    last: Any  # [k] each prompt's last position
+    rows: Any  # [k] each prompt's cache row (the scratch row for padding)
+    text: Any  # [k, length] floats: 1 on text positions
+    audio: Any  # [k, length] 1 on audio positions
+    last_patch: Any  # [k, P, D] each prompt's last patch
+    cfg: Any  # [k] each prompt's guidance
+
+
+def staged(ints, floats, k: int, length: int, patch_shape: tuple[int, int]) -> Staged:
+    """Views of `ints` [k*length + 2k] and `floats` [k*(2*length + P*D + 1)] (tensors or numpy
+    arrays, host or device) as one admission's inputs: the layout its upload and its graph share."""
+    m, (p, d) = k * length, patch_shape
+    return Staged(ints[:m].reshape(k, length), ints[m:m + k], ints[m + k:m + 2 * k],
+                  floats[:m].reshape(k, length), floats[m:2 * m].reshape(k, length),
+                  floats[2 * m:2 * m + k * p * d].reshape(k, p, d), floats[2 * m + k * p * d:2 * m + k * (p * d + 1)])
+
+
 class BatchRunner:
     """The constructor allocates every static buffer; `capture()` (run by Engine.warmup on CUDA)
     compiles, warms up every key and captures its graph; `admit`, `launch` and `collect` then
@@ -89,15 +110,21 @@ class BatchRunner:
         self.dit_choice: dict[int, dict[str, float]] = {}  # warm-up's timings per bucket (choose_dit_ops)
 
     def _allocate_padded_prompt(self):
-        """Static inputs of the prefill graphs: for each key, views of one buffer per input."""
+        """Static inputs of the prefill graphs. An admission uploads its prompts in two copies, one
+        of integers and one of floats, each laid out as `staged` reads it, into two flat device
+        buffers: every key's inputs are views of them (and of one buffer of embeddings), so the
+        host path of a new request is a few PyTorch calls, not a few per input and per prompt. Each
+        call lets go of the GIL and must take it back, which behind a busy event loop (a burst of
+        requests coming in) can cost a millisecond each."""
         dev, dt, (p, d), n = self.step.device, self.step.dtype, self.step.patch_shape, PREFILL_TOKENS
         h = self.step.lm_hidden.shape[-1]
-        flat = (torch.zeros(n, dtype=torch.long, device=dev), torch.zeros(n, device=dev), torch.zeros(n, device=dev),
-                torch.zeros(n, h, device=dev, dtype=dt))
-        last_patch = torch.zeros(self.rows, p, d, device=dev, dtype=dt)
-        last, rows = (torch.zeros(self.rows, dtype=torch.long, device=dev) for _ in range(2))
-        self.prompt_in = {(k, length): tuple(t[: k * length].view(k, length, *t.shape[1:]) for t in flat)
-                          + (last_patch[:k], last[:k], rows[:k]) for k, length in self.prefill_keys}
+        self.ints = torch.zeros(n + 2 * self.rows, dtype=torch.long, device=dev)
+        self.floats = torch.zeros(2 * n + self.rows * (p * d + 1), device=dev)
+        embeds, last_patch = torch.zeros(n, h, device=dev, dtype=dt), torch.zeros(self.rows, p, d, device=dev, dtype=dt)
+        self.staged = {key: staged(self.ints, self.floats, *key, (p, d)) for key in self.prefill_keys}
+        self.prompt_in = {(k, length): (t.tokens, t.text, t.audio, embeds[: k * length].view(k, length, h),
+                                        last_patch[:k], t.last, t.rows)
+                          for (k, length), t in self.staged.items()}
 
     def _allocate_host(self):
         cuda = self.step.device.type == "cuda"
@@ -113,8 +140,6 @@ class BatchRunner:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         keys = [(b, span) for b in reversed(self.buckets) for span in self.spans]
-        for inputs in self.prompt_in.values():
-            inputs[-1].fill_(self.scratch_row)  # warm-up prefills must not write into a stream's row
         with torch.cuda.stream(stream):  # compiles, loads kernels and cuBLAS handles outside capture
             for _ in range(2):
                 for b, span in keys:
@@ -122,6 +147,10 @@ class BatchRunner:
                     self.step.euler(b)
                     self.step.finish(b, span)
                 for key in self.prefill_keys:
+                    # The keys' views overlap: each one's inputs made valid before it runs. Warm-up
+                    # prefills must not write into a stream's row, nor gather past a prompt's end.
+                    self.ints.zero_()
+                    self.staged[key].rows.fill_(self.scratch_row)
                     self._padded_prefill(*key)
             self.step.warm_context_decodes(self.scratch_row, DECODE_CONTEXT_PATCHES)
         torch.cuda.current_stream().wait_stream(stream)
@@ -204,45 +233,75 @@ class BatchRunner:
             self.admit(joins[half:])
             return
         if key is None:  # a prompt longer than any padded length: the same body, eagerly
-            self.step.prefill(*self._batch_inputs(joins, 1, len(joins[0].prompt)))
+            inputs = self._batch_inputs(joins, 1, len(joins[0].prompt))
+            self.step.prefill(*inputs[:7])
+            rows, cfg = inputs[6], inputs[7]
         else:
-            for buf, src in zip(self.prompt_in[key], self._batch_inputs(joins, *key)):
-                buf.copy_(src)
+            ints, floats = self._pack(joins, *key)
+            self.ints[: len(ints)].copy_(ints, non_blocking=True)
+            self.floats[: len(floats)].copy_(floats, non_blocking=True)
+            embeds = self.prompt_in[key][3]
+            embeds.zero_()  # text positions' embeddings are masked out: left at zero
+            self._embed_audio(joins, embeds)
             self.padded_prefill(*key)
-        self.step.load_rows(joins)
+            rows, cfg = self.staged[key].rows, self.staged[key].cfg
+        self.step.load_rows(joins, rows[: len(joins)], cfg[: len(joins)])
 
     def prefill_key(self, prompts: int, length: int) -> tuple[int, int] | None:
         """The smallest (batch, padded length) that holds the prompts, if any."""
         fits = [key for key in self.prefill_keys if key[0] >= prompts and key[1] >= length]
         return min(fits, key=lambda key: key[0] * key[1], default=None)
 
-    def _batch_inputs(self, joins: list[Join], k: int, length: int):
-        """The prompts padded to [k, length] on the device; padding entries go to the scratch row.
-        LocEnc runs here, on the audio positions alone (one call for all joining prompts), not
-        in the prefill: text positions' embeddings are masked out, so they are left at zero."""
-        (p, d), dev = self.step.patch_shape, self.step.device
-        tokens, text, audio = torch.zeros(k, length, dtype=torch.long), torch.zeros(k, length), torch.zeros(k, length)
-        last_patch = torch.zeros(k, p, d)
-        last, rows = torch.zeros(k, dtype=torch.long), torch.full((k,), self.scratch_row, dtype=torch.long)
+    def _pack(self, joins: list[Join], k: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The prompts padded to [k, length] (padding entries go to the scratch row) and each one's
+        guidance, in host memory (pinned on CUDA) laid out as `staged` reads it: filled through
+        numpy, so the host work is two PyTorch calls however many prompts join."""
+        p, d = self.step.patch_shape
+        pin = self.step.device.type == "cuda"
+        ints = torch.zeros(k * length + 2 * k, dtype=torch.long, pin_memory=pin)
+        floats = torch.zeros(k * (2 * length + p * d + 1), pin_memory=pin)
+        host = staged(ints.numpy(), floats.numpy(), k, length, (p, d))
+        host.rows[:] = self.scratch_row
         for i, j in enumerate(joins):
-            n = len(j.prompt)
-            tokens[i, :n], text[i, :n], audio[i, :n] = j.prompt.tokens, j.prompt.text_mask, j.prompt.audio_mask
-            last_patch[i], last[i], rows[i] = j.prompt.patches[-1], n - 1, j.row
-        up = lambda t: self.step.upload(t).to(dev, non_blocking=True)  # noqa: E731
+            n, prompt = len(j.prompt), j.prompt
+            host.tokens[i, :n], host.text[i, :n] = prompt.tokens.numpy(), prompt.text_mask.numpy()
+            host.audio[i, :n], host.last_patch[i] = prompt.audio_mask.numpy(), prompt.patches.numpy()[-1]
+            host.last[i], host.rows[i], host.cfg[i] = n - 1, j.row, j.cfg_value
+        return ints, floats
+
+    def _embed_audio(self, joins: list[Join], embeds: torch.Tensor):
+        """LocEnc on the prompts' audio positions alone (one call for all joining prompts), written
+        into embeds [k, length, hidden] (not in the prefill: text positions' embeddings are masked
+        out there). The step's own LocEnc ops: on CUDA compiled, with a symbolic batch and the flash
+        kernel, so a clip of a new length builds no new kernel or attention plan (the plain ops made
+        cuDNN plan each new length: a first cloning request took 151 ms instead of 42)."""
+        where = [(i, np.flatnonzero(j.prompt.audio_mask.numpy())) for i, j in enumerate(joins)]
+        where = [(i, positions) for i, positions in where if len(positions)]
+        if not where:
+            return
+        dev = self.step.device
+        up = lambda a: self.step.upload(torch.from_numpy(a)).to(dev, non_blocking=True)  # noqa: E731
+        patches = np.concatenate([joins[i].prompt.patches.numpy()[positions] for i, positions in where])
+        found = self.step.embed_patches(up(patches).to(self.step.dtype).unsqueeze(0))[0]
+        index = np.concatenate([np.stack([np.full(len(positions), i), positions]) for i, positions in where], axis=1)
+        batch_positions = up(np.ascontiguousarray(index))
+        embeds[batch_positions[0], batch_positions[1]] = found
+
+    def _batch_inputs(self, joins: list[Join], k: int, length: int) -> tuple:
+        """The prompts padded to [k, length] on the device, as the prefill takes them, then each
+        one's guidance: (tokens, text, audio, embeds, last patch, last, rows, cfg), in buffers of
+        their own (the eager path's; the graphs' are static)."""
+        ints, floats = self._pack(joins, k, length)
+        dev = self.step.device
+        t = staged(ints.to(dev, non_blocking=True), floats.to(dev, non_blocking=True), k, length, self.step.patch_shape)
         embeds = torch.zeros(k, length, self.step.lm_hidden.shape[-1], device=dev, dtype=self.step.dtype)
-        where = [(i, j.prompt.audio_mask.nonzero().squeeze(1)) for i, j in enumerate(joins)]
-        if any(len(positions) for _, positions in where):
-            patches = torch.cat([j.prompt.patches[positions] for j, (_, positions) in zip(joins, where)])
-            # The step's own LocEnc ops: on CUDA compiled, with a symbolic batch and the flash kernel,
-            # so a clip of a new length builds no new kernel or attention plan (the plain ops made
-            # cuDNN plan each new length: a first cloning request took 151 ms instead of 42).
-            found = self.step.embed_patches(up(patches.to(self.step.dtype)).unsqueeze(0))[0]
-            batch = torch.cat([torch.full((len(positions),), i) for i, positions in where])
-            embeds[up(batch), up(torch.cat([positions for _, positions in where]))] = found
-        return up(tokens), up(text), up(audio), embeds, up(last_patch.to(self.step.dtype)), up(last), up(rows)
+        self._embed_audio(joins, embeds)
+        return t.tokens, t.text, t.audio, embeds, t.last_patch.to(self.step.dtype), t.last, t.rows, t.cfg
 
     def _padded_prefill(self, k: int, length: int):
-        self.step.prefill(*self.prompt_in[(k, length)])
+        inputs = self.prompt_in[(k, length)]
+        inputs[4].copy_(self.staged[(k, length)].last_patch)  # uploaded as float32 with the rest of the floats
+        self.step.prefill(*inputs)
 
     # -- patches ------------------------------------------------------------------------------------
     def bucket(self, rows_used: int) -> int:

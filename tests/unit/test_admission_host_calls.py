@@ -1,0 +1,109 @@
+"""A request's way onto the GPU is a few PyTorch calls on the engine's thread, however many
+requests join at once. Each call lets go of the GIL and takes it back, and while the event loop
+takes in a burst of requests taking it back can cost a millisecond (docs/benchmarks.md, "Where a
+served burst's first audio goes"): the engine's thread then crawls exactly when a burst arrives.
+Counted with a TorchFunctionMode around the calls, on the tiny model: the code the GPU runs, where
+a function it replays from a CUDA graph counts as the one call its replay is."""
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from inference import Engine, SynthesisRequest
+from inference.runtime.cuda_graphs import CUDAGraphed
+from inference.runtime.decode_step import DecodeStep, Join
+from tests.unit.test_golden_parity import CKPT, GOLDEN
+
+# Reads of a tensor's host data or metadata: no trip through the GIL.
+HOST_ONLY = {"numpy", "__get__", "__len__"}
+
+
+class Calls(TorchFunctionMode):
+    """The PyTorch calls made inside it (not those they make in turn), by name."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: collections.Counter[str] = collections.Counter()
+        self.paused = False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", str(func))
+        if name not in HOST_ONLY and not self.paused:
+            self.names[name] += 1
+        return func(*args, **(kwargs or {}))
+
+    @property
+    def total(self) -> int:
+        return sum(self.names.values())
+
+
+def counted_once(cls, method: str, name: str, monkeypatch):
+    run = getattr(cls, method)
+
+    def once(*args, **kwargs):
+        calls = active[-1] if active else None
+        if calls is None:
+            return run(*args, **kwargs)
+        calls.names[name] += 1
+        calls.paused = True
+        try:
+            return run(*args, **kwargs)
+        finally:
+            calls.paused = False
+    monkeypatch.setattr(cls, method, once)
+
+
+@pytest.fixture(autouse=True)
+def as_on_the_gpu(monkeypatch):
+    """On the CPU a graphed function runs eagerly, and the step's LocEnc is not compiled: each is
+    counted as the one call it is on the GPU (a replay; a compiled function's call)."""
+    counted_once(CUDAGraphed, "__call__", "<graph replay>", monkeypatch)
+    counted_once(DecodeStep, "embed_patches", "<compiled LocEnc>", monkeypatch)
+
+
+active: list[Calls] = []
+
+
+def counting() -> Calls:
+    calls = Calls()
+    active[:] = [calls]
+    return calls
+
+def engine(rows: int = 32) -> Engine:
+    return Engine.from_pretrained(str(CKPT), device="cpu", dtype="float32", warmup=False, max_streams=rows)
+
+
+def joins(e: Engine, requests: list[SynthesisRequest]) -> list[Join]:
+    plans = [e.preparer.plan(req) for req in requests]
+    return [Join(row, p.start.prompt, p.start.noise, p.req.inference_timesteps, float(p.req.cfg_value))
+            for row, p in enumerate(plans)]
+
+
+def admitted(e: Engine, group: list[Join]) -> Calls:
+    with torch.inference_mode(), counting() as calls:
+        e.runner.admit(group)
+    return calls
+
+
+def test_admitting_sixteen_requests_takes_as_few_torch_calls_as_admitting_one():
+    e = engine()
+    design = [SynthesisRequest(text=f"Request number {i} joins.", control="calm", seed=i) for i in range(16)]
+    admitted(e, joins(e, design[:1]))  # the Euler schedule is built on first use
+    one, sixteen = admitted(e, joins(e, design[:1])), admitted(e, joins(e, design))
+    print("one:", dict(one.names), "sixteen:", dict(sixteen.names))
+    assert one.total <= 24, one.names  # was 46 (55 on CUDA): each input built, pinned and copied on its own
+    assert sixteen.total == one.total, (one.names, sixteen.names)  # was 196: ten more per prompt
+
+
+def test_a_cloning_request_adds_only_its_clips_locenc_to_the_admission():
+    e = engine()
+    clip = str(GOLDEN / "clip_16k_mono.wav")
+    design = SynthesisRequest(text="A designed voice.", control="calm", seed=1)
+    cloned = SynthesisRequest(text="A cloned voice.", reference_audio=clip, seed=2)
+    admitted(e, joins(e, [design, cloned]))  # first use: schedule built, LocEnc traced
+    alone, both = admitted(e, joins(e, [design])), admitted(e, joins(e, [design, cloned]))
+    added = both.total - alone.total
+    assert 0 < added <= 12, (alone.names, both.names)  # the clip's patches and places up, LocEnc, one write
