@@ -29,6 +29,7 @@ from inference.serving.job import Delivery, Job
 from .doorbell import doorbell
 from ..services.words import WordTrack
 
+
 @dataclass(frozen=True)
 class Heard:
     """One piece of what the listener hears."""
