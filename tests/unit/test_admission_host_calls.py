@@ -7,6 +7,7 @@ a function it replays from a CUDA graph counts as the one call its replay is."""
 from __future__ import annotations
 
 import collections
+import contextlib
 
 import pytest
 import torch
@@ -64,13 +65,19 @@ def as_on_the_gpu(monkeypatch):
     counted_once(DecodeStep, "embed_patches", "<compiled LocEnc>", monkeypatch)
 
 
-active: list[Calls] = []
+active: list[Calls] = []  # the counting under way, if any
 
 
-def counting() -> Calls:
+@contextlib.contextmanager
+def counting():
     calls = Calls()
-    active[:] = [calls]
-    return calls
+    active.append(calls)
+    try:
+        with calls:
+            yield calls
+    finally:
+        active.clear()
+
 
 def engine(rows: int = 32) -> Engine:
     return Engine.from_pretrained(str(CKPT), device="cpu", dtype="float32", warmup=False, max_streams=rows)
