@@ -130,20 +130,16 @@ class DecodeStep:
         self.patch_index.index_fill_(0, rows, 0)
 
     @in_scope
-    def load_rows(self, joins: list[Join], rows: torch.Tensor | None = None, cfg: torch.Tensor | None = None):
+    def load_rows(self, joins: list[Join], rows: torch.Tensor, cfg: torch.Tensor):
         """The rest of entering streams' state: noise, Euler schedule and guidance (a few batched
         copies however many join), then each row's VAE decoder as its Join says. `rows` and `cfg`
-        [n]: the joins' rows and guidance on the device where the caller uploaded them with their
-        prompts (BatchRunner.admit); else uploaded here."""
-        rows = self.upload_rows([j.row for j in joins]) if rows is None else rows
+        [n]: the joins' rows and guidance on the device, uploaded with their prompts (BatchRunner.admit)."""
         # A row's noise past its own length is never read; padded with zeros.
         noise = torch.nn.utils.rnn.pad_sequence([j.noise for j in joins], batch_first=True).to(self.dtype)
         self.noise[:, : noise.shape[1]].index_copy_(0, rows, self.upload(noise).to(self.device, non_blocking=True))
         schedules = [self.schedule(j.steps) for j in joins]
         self.time_rows.index_copy_(0, rows, torch.stack([time for time, _ in schedules]))
         self.dt_rows.index_copy_(0, rows, torch.stack([dt for _, dt in schedules]))
-        if cfg is None:
-            cfg = self.upload(torch.tensor([float(j.cfg_value) for j in joins])).to(self.device, non_blocking=True)
         self.cfg_value.index_copy_(0, rows, cfg)
         fresh = [j.row for j in joins if j.decoder is DecoderStart.FRESH]
         if fresh:

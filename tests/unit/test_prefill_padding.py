@@ -85,7 +85,7 @@ def test_load_rows_writes_each_entering_row_and_leaves_the_others():
     gen = torch.Generator().manual_seed(0)
     joins = [Join(2, prompt, torch.randn(5, 4, 64, generator=gen), 10, 2.5),
              Join(0, prompt, torch.randn(3, 4, 64, generator=gen), 6, 1.5)]
-    step.load_rows(joins)
+    step.load_rows(joins, torch.tensor([j.row for j in joins]), torch.tensor([j.cfg_value for j in joins]))
     for j in joins:
         n = len(j.noise)
         torch.testing.assert_close(step.noise[j.row, :n], j.noise)
