@@ -49,6 +49,17 @@ PREFILL_TOKENS = 8192
 # batches also get the lengths halfway between powers of two (48, 96, ...), so an 80-position
 # prompt pads to 96, not 128. Smaller batches are launch-bound: one graph per power of two.
 FINE_PROMPTS = 16
+# Prompt patches one LocEnc graph may embed (an admission's audio positions: clips, tails); more
+# are embedded in turns of this many. Its buckets are powers of two from EMBED_SMALLEST.
+EMBED_PATCHES, EMBED_SMALLEST = 2048, 16
+
+
+def embed_buckets(largest: int = EMBED_PATCHES, smallest: int = EMBED_SMALLEST) -> list[int]:
+    """Patch counts with a LocEnc graph each: powers of two from `smallest` up to `largest`."""
+    sizes = [smallest]
+    while sizes[-1] < largest:
+        sizes.append(sizes[-1] * 2)
+    return sizes
 
 
 def prefill_keys(buckets: list[int], capacity: int, smallest: int = 32) -> list[tuple[int, int]]:
@@ -103,6 +114,8 @@ class BatchRunner:
         self.euler = CUDAGraphed(self.step.euler)
         self.finish = CUDAGraphed(self.step.finish)
         self.padded_prefill = CUDAGraphed(self._padded_prefill)
+        self.embed_buckets = embed_buckets()
+        self.embed = CUDAGraphed(self._embed)
         self._allocate_padded_prompt()
         self._allocate_host()
         self.in_flight: collections.deque[tuple[int, int]] = collections.deque()  # (slot, bucket)
@@ -125,6 +138,9 @@ class BatchRunner:
         self.prompt_in = {(k, length): (t.tokens, t.text, t.audio, embeds[: k * length].view(k, length, h),
                                         last_patch[:k], t.last, t.rows)
                           for (k, length), t in self.staged.items()}
+        # The LocEnc graphs' patches in and embeddings out (_embed_audio).
+        self.patches_in = torch.zeros(EMBED_PATCHES, p, d, device=dev, dtype=dt)
+        self.patches_out = torch.zeros(EMBED_PATCHES, h, device=dev, dtype=dt)
 
     def _allocate_host(self):
         cuda = self.step.device.type == "cuda"
@@ -152,6 +168,8 @@ class BatchRunner:
                     self.ints.zero_()
                     self.staged[key].rows.fill_(self.scratch_row)
                     self._padded_prefill(*key)
+                for n in self.embed_buckets:
+                    self._embed(n)
             self.step.warm_context_decodes(self.scratch_row, DECODE_CONTEXT_PATCHES)
         torch.cuda.current_stream().wait_stream(stream)
         self.dit_choice = self.choose_dit_ops(stream)
@@ -163,6 +181,8 @@ class BatchRunner:
                 self.finish.capture((b, span), pool, stream)
         for key in reversed(self.prefill_keys):
             self.padded_prefill.capture(key, pool, stream)
+        for n in reversed(self.embed_buckets):
+            self.embed.capture((n,), pool, stream)
         torch.cuda.synchronize()
         return time.perf_counter() - start
 
@@ -220,7 +240,7 @@ class BatchRunner:
 
     @property
     def graphs(self) -> int:
-        return sum(f.captured for f in (self.prologue, self.euler, self.finish, self.padded_prefill))
+        return sum(f.captured for f in (self.prologue, self.euler, self.finish, self.padded_prefill, self.embed))
 
     # -- streams in ---------------------------------------------------------------------------------
     @torch.inference_mode()  # the scheduler may admit from Engine.start, outside a step
@@ -270,11 +290,14 @@ class BatchRunner:
         return ints, floats
 
     def _embed_audio(self, joins: list[Join], embeds: torch.Tensor):
-        """LocEnc on the prompts' audio positions alone (one call for all joining prompts), written
-        into embeds [k, length, hidden] (not in the prefill: text positions' embeddings are masked
-        out there). The step's own LocEnc ops: on CUDA compiled, with a symbolic batch and the flash
-        kernel, so a clip of a new length builds no new kernel or attention plan (the plain ops made
-        cuDNN plan each new length: a first cloning request took 151 ms instead of 42)."""
+        """LocEnc on the prompts' audio positions alone (clips, tails), written into embeds [k,
+        length, hidden] (not in the prefill: text positions' embeddings are masked out there, and
+        LocEnc on every position would cost far more than the prefill). The patches go through the
+        LocEnc graph of the smallest bucket that holds them (in turns of EMBED_PATCHES): each patch
+        is embedded on its own, so the padding changes nothing. Run as compiled layer functions
+        instead, LocEnc's 12 layers were dozens of launches from Python per admission, each a trip
+        through the GIL: at 128 live sessions, whose every clause is a prefill with its tail's
+        patches, they took half of the engine thread's time (docs/benchmarks.md)."""
         where = [(i, np.flatnonzero(j.prompt.audio_mask.numpy())) for i, j in enumerate(joins)]
         where = [(i, positions) for i, positions in where if len(positions)]
         if not where:
@@ -282,10 +305,17 @@ class BatchRunner:
         dev = self.step.device
         up = lambda a: self.step.upload(torch.from_numpy(a)).to(dev, non_blocking=True)  # noqa: E731
         patches = np.concatenate([joins[i].prompt.patches.numpy()[positions] for i, positions in where])
-        found = self.step.embed_patches(up(patches).to(self.step.dtype).unsqueeze(0))[0]
-        index = np.concatenate([np.stack([np.full(len(positions), i), positions]) for i, positions in where], axis=1)
-        batch_positions = up(np.ascontiguousarray(index))
-        embeds[batch_positions[0], batch_positions[1]] = found
+        places = np.concatenate([i * embeds.shape[1] + positions for i, positions in where])  # in [k * length]
+        flat = embeds.view(-1, embeds.shape[-1])
+        for start in range(0, len(patches), EMBED_PATCHES):
+            part = patches[start: start + EMBED_PATCHES]
+            self.patches_in[: len(part)].copy_(up(part))
+            self.embed(next(n for n in self.embed_buckets if n >= len(part)))
+            flat.index_copy_(0, up(places[start: start + len(part)]), self.patches_out[: len(part)])
+
+    def _embed(self, n: int):
+        """LocEnc of the first n patches in (a bucket: the rest are stale, and only their own rows change)."""
+        self.patches_out[:n] = self.step.embed_patches(self.patches_in[:n].unsqueeze(0))[0]
 
     def _batch_inputs(self, joins: list[Join], k: int, length: int) -> tuple:
         """The prompts padded to [k, length] on the device, as the prefill takes them, then each

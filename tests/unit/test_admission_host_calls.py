@@ -15,7 +15,7 @@ from torch.overrides import TorchFunctionMode
 
 from inference import Engine, SynthesisRequest
 from inference.runtime.cuda_graphs import CUDAGraphed
-from inference.runtime.decode_step import DecodeStep, Join
+from inference.runtime.decode_step import Join
 from tests.unit.test_golden_parity import CKPT, GOLDEN
 
 # Reads of a tensor's host data or metadata: no trip through the GIL.
@@ -59,10 +59,9 @@ def counted_once(cls, method: str, name: str, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def as_on_the_gpu(monkeypatch):
-    """On the CPU a graphed function runs eagerly, and the step's LocEnc is not compiled: each is
-    counted as the one call it is on the GPU (a replay; a compiled function's call)."""
+    """On the CPU a graphed function runs eagerly: it is counted as the one call it is on the GPU,
+    a replay (the prompts' LocEnc is one too)."""
     counted_once(CUDAGraphed, "__call__", "<graph replay>", monkeypatch)
-    counted_once(DecodeStep, "embed_patches", "<compiled LocEnc>", monkeypatch)
 
 
 active: list[Calls] = []  # the counting under way, if any
@@ -113,4 +112,4 @@ def test_a_cloning_request_adds_only_its_clips_locenc_to_the_admission():
     admitted(e, joins(e, [design, cloned]))  # first use: schedule built, LocEnc traced
     alone, both = admitted(e, joins(e, [design])), admitted(e, joins(e, [design, cloned]))
     added = both.total - alone.total
-    assert 0 < added <= 12, (alone.names, both.names)  # the clip's patches and places up, LocEnc, one write
+    assert 0 < added <= 12, (alone.names, both.names)  # the clip's patches and places up, LocEnc's replay, one write

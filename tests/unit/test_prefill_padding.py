@@ -2,6 +2,7 @@
 pads them (LocEnc on audio positions only, padding entries sent to the scratch row), give the same
 states and cache rows as each prompt alone with every position through LocEnc, as the official
 model computes it."""
+import pytest
 import torch
 
 from inference import Engine, SynthesisRequest
@@ -19,7 +20,15 @@ def alone(model, prompt, row: int):
     return state, model.base_cache.k[:, row, :, :n].clone(), model.residual_cache.v[:, row, :, :n].clone()
 
 
-def test_padded_batched_prefill_equals_each_prompt_alone():
+@pytest.mark.parametrize("turn", [None, 16], ids=["one LocEnc graph", "LocEnc in turns of 16 patches"])
+def test_padded_batched_prefill_equals_each_prompt_alone(turn, monkeypatch):
+    """The prompts' audio patches (here 30-odd) go through LocEnc padded to a graph's bucket, and
+    in turns when they are more than one graph holds: no patch sees another, so neither changes
+    what a prompt gets."""
+    from inference.runtime import runner as runner_module
+
+    if turn is not None:
+        monkeypatch.setattr(runner_module, "EMBED_PATCHES", turn)
     engine = Engine.from_pretrained(str(CKPT), device="cpu", dtype="float32", warmup=False, max_streams=4)
     model, runner = engine.model, engine.runner
     clip = str(GOLDEN / "clip_16k_mono.wav")
