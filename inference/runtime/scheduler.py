@@ -19,8 +19,13 @@ prefilled and when held audio goes out:
   then newcomers in arrival order. A prefill delays the patches of every running stream, so one
   step admits only as many as fit, with the step itself, in the shortest slack of a playing
   stream (pacing.StepCosts learns a step's and a prefill's time on the clock); always at least
-  one, and all of them while no stream plays. A newcomer's first patch is launched in the step
-  that admits it and collected in the next one.
+  one, and all of them while no stream plays. A joining stream that plays and runs dry before
+  the step could end (or before that shortest slack) is admitted whatever it costs: holding it
+  back spares nobody's buffer that is not its own. Without that rule, once a stall had run every
+  buffer dry, the streams admitted after it had no slack, so each step admitted one stream at a
+  seam, which ran dry waiting, and so on: 128 live sessions made 50 s of audio a second with
+  every seam heard (docs/benchmarks.md). A newcomer's first patch is launched in the step that
+  admits it and collected in the next one.
 - Admission ahead: while no stream plays and no patch is in flight, a burst's newcomers are
   prefilled in groups of ADMIT_AHEAD as they are started, before the step that launches their
   first patch, so the device works through the prefills while the host prepares the rest.
@@ -172,9 +177,16 @@ class Scheduler:
         return list(produced.items())
 
     def admissible(self, now: float) -> int:
-        """How many joining streams this step may prefill (the module's docstring says why)."""
+        """How many joining streams this step may prefill (the module's docstring says why): as
+        many as fit in the shortest slack of a playing stream, and at least every joining stream
+        that already plays and runs dry before this step can end (or before that stream does)."""
         slack = self.least_slack(now)
-        return len(self.joining) if slack is None else self.costs.joiners_within(slack, len(self.joining))
+        if slack is None:
+            return len(self.joining)
+        fits = self.costs.joiners_within(slack, len(self.joining))
+        soon = max(slack, self.costs.step_s or 0.0)
+        urgent = sum(1 for s in self.joining if s.listener.playing and s.listener.slack(now) <= soon)
+        return max(fits, urgent)
 
     def least_slack(self, now: float | None = None) -> float | None:
         """The shortest slack of a playing stream (None: none plays)."""

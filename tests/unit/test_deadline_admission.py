@@ -153,3 +153,23 @@ def test_no_admission_ahead_while_listeners_play(engine):
     for seed in range(2, 6):
         timeline.start(seed)
     assert engine.prefilled == [[0, 1]], "a prefill now would delay the playing streams"
+
+
+def test_streams_that_run_dry_at_their_seams_are_all_admitted_at_the_next_step(engine):
+    """A stall (a long collection, a burst on the host) runs every listener dry. Streams then
+    reaching a seam (their next sentence's prefill) join already playing and dry: each is admitted
+    at the next step, however little slack the running streams have, not one a step while the
+    rest wait, silent."""
+    engine.preparer.segment_weight = 40  # a segment per sentence
+    text = "One sentence comes first. Another one follows it. Then a third one ends it."
+    streams = [engine.start(SynthesisRequest(text, seed=i, min_len=3 + i % 3, max_len=3 + i % 3)) for i in range(12)]
+    scheduler, held_back = engine.scheduler, []
+    while not all(s.listener.playing for s in streams):
+        engine.step()
+    engine.clock.now += 2.0
+    while not all(s.done for s in streams):
+        now = engine.clock()
+        dry = [s for s in scheduler.joining if s.listener.playing and s.listener.slack(now) <= 0]
+        engine.step()
+        held_back += [s.row for s in dry if s in scheduler.joining]
+    assert not held_back, f"rows left joining, their listeners dry, after a step: {held_back}"
