@@ -21,10 +21,10 @@ prefilled and when held audio goes out:
   stream (pacing.StepCosts learns a step's and a prefill's time on the clock); always at least
   one, and all of them while no stream plays. A joining stream that plays and runs dry before
   the step could end (or before that shortest slack) is admitted whatever it costs: holding it
-  back spares nobody's buffer that is not its own. Without that rule, once a stall had run every
-  buffer dry, the streams admitted after it had no slack, so each step admitted one stream at a
-  seam, which ran dry waiting, and so on: 128 live sessions made 50 s of audio a second with
-  every seam heard (docs/benchmarks.md). A newcomer's first patch is launched in the step that
+  back spares nobody's buffer that is not its own. Without that rule, once buffers had run dry
+  (a stall, a load's start), the streams admitted after it had no slack, so a step could admit
+  one stream at a seam while the rest ran dry waiting, and so on: 128 live sessions made 50 s of
+  audio a second with every seam heard (docs/benchmarks.md). A newcomer's first patch is launched in the step that
   admits it and collected in the next one.
 - Admission ahead: while no stream plays and no patch is in flight, a burst's newcomers are
   prefilled in groups of ADMIT_AHEAD as they are started, before the step that launches their
