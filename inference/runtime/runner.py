@@ -50,16 +50,8 @@ PREFILL_TOKENS = 8192
 # prompt pads to 96, not 128. Smaller batches are launch-bound: one graph per power of two.
 FINE_PROMPTS = 16
 # Prompt patches one LocEnc graph may embed (an admission's audio positions: clips, tails); more
-# are embedded in turns of this many. Its buckets are powers of two from EMBED_SMALLEST.
+# are embedded in turns of this many. Its buckets are the batch buckets from EMBED_SMALLEST on.
 EMBED_PATCHES, EMBED_SMALLEST = 2048, 16
-
-
-def embed_buckets(largest: int = EMBED_PATCHES, smallest: int = EMBED_SMALLEST) -> list[int]:
-    """Patch counts with a LocEnc graph each: powers of two from `smallest` up to `largest`."""
-    sizes = [smallest]
-    while sizes[-1] < largest:
-        sizes.append(sizes[-1] * 2)
-    return sizes
 
 
 def prefill_keys(buckets: list[int], capacity: int, smallest: int = 32) -> list[tuple[int, int]]:
@@ -114,7 +106,7 @@ class BatchRunner:
         self.euler = CUDAGraphed(self.step.euler)
         self.finish = CUDAGraphed(self.step.finish)
         self.padded_prefill = CUDAGraphed(self._padded_prefill)
-        self.embed_buckets = embed_buckets()
+        self.embed_buckets = [n for n in batch_buckets(EMBED_PATCHES) if n >= EMBED_SMALLEST]
         self.embed = CUDAGraphed(self._embed)
         self._allocate_padded_prompt()
         self._allocate_host()

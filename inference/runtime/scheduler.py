@@ -24,8 +24,8 @@ prefilled and when held audio goes out:
   back spares nobody's buffer that is not its own. Without that rule, once buffers had run dry
   (a stall, a load's start), the streams admitted after it had no slack, so a step could admit
   one stream at a seam while the rest ran dry waiting, and so on: 128 live sessions made 50 s of
-  audio a second with every seam heard (docs/benchmarks.md). A newcomer's first patch is launched in the step that
-  admits it and collected in the next one.
+  audio a second with every seam heard (docs/benchmarks.md). A newcomer's first patch is launched
+  in the step that admits it and collected in the next one.
 - Admission ahead: while no stream plays and no patch is in flight, a burst's newcomers are
   prefilled in groups of ADMIT_AHEAD as they are started, before the step that launches their
   first patch, so the device works through the prefills while the host prepares the rest.
