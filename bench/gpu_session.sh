@@ -17,6 +17,7 @@
 #   bash bench/gpu_session.sh floor:4                 # the same loads against a server that answers at once (bench/floor.py)
 #   AGAINST="--prepare-threads 2" bash bench/gpu_session.sh ab:4   # the app as shipped and with AGAINST, in turns (ABBA)
 #   bash bench/gpu_session.sh live                    # text spoken as it arrives, over the WebSocket (bench/live_text.py)
+#   LIVE_ARGS="--sessions 128 --rates 60" bash bench/gpu_session.sh live-steps   # the same, its steps second by second
 #   bash bench/gpu_session.sh beside                  # 64 live streams while another client scores and transcribes
 #   bash bench/gpu_session.sh words                   # 64 live streams, alone and each asking for word timestamps
 #   bash bench/gpu_session.sh align                   # the word aligner's throughput (bench/alignment.py; random weights)
@@ -81,6 +82,15 @@ for phase in "$@"; do
     hopper) python3 -m bench.lab.hopper_kernels ${HOPPER_ARGS:-} 2>&1 | tee "$OUT/hopper.txt" | tail -80 ;;
     dit) python3 -m bench.lab.dit_rate ${DIT_ARGS:-} 2>&1 | tee "$OUT/dit.txt" | tail -60 ;;
     live) python3 -m bench.live_text --checkpoint "$CKPT" --out "$OUT/live" ${LIVE_ARGS:-} 2>&1 | tee "$OUT/live.txt" | tail -20 ;;
+    live-steps) port=7861  # the app traced by bench.lab.step_trace, the live loads sent to it, its steps summed up
+             python3 -m bench.lab.step_trace --log "$OUT/steps.jsonl" -- app.py --model "$CKPT" --host 127.0.0.1 \
+               --port $port ${APP_ARGS:-} > "$OUT/steps-app.log" 2>&1 &
+             app=$!
+             python3 -c "from bench.serve import wait_ready; wait_ready('http://127.0.0.1:$port', None)" \
+               && python3 -m bench.live_text --url http://127.0.0.1:$port --out "$OUT/live-steps" ${LIVE_ARGS:-} 2>&1 \
+               | tee "$OUT/live-steps.txt" | tail -8
+             kill $app; wait $app
+             python3 -m bench.lab.step_trace --summary "$OUT/steps.jsonl" | tee "$OUT/steps.md" | tail -60 ;;
     serve|serve:*) clients=${phase#serve}; clients=${clients#:}
              python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/serve${clients:+-c$clients}" \
                --app-args "${APP_ARGS:-}" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;

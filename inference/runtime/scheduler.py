@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import collections
 import heapq
+import json
+import logging
 import time
 from typing import Callable
 
@@ -57,6 +59,10 @@ from .stream import Stream
 # (stream, index of the patch, the stream's generation when it was launched)
 Launched = list[tuple[Stream, int, int]]
 
+
+# One JSON line per step at DEBUG, for bench/lab/step_trace.py: what each step did and took, and
+# the listeners it found dry. Off (the level above DEBUG), a step only asks whether it is on.
+STEP_LOG = logging.getLogger("voxcpm.steps")
 
 # Newcomers prefilled together while the batch is idle (the module's docstring says why). Starting
 # a request takes the host about half a millisecond, and a prefill of 16 prompts of 96 positions
@@ -90,6 +96,9 @@ class Scheduler:
         # What the step under way released or ended, by stream: step() returns it. None between
         # steps (a stream stopped then is its stopper's to know about).
         self.produced: dict[Stream, list[AudioChunk]] | None = None
+        # While STEP_LOG is on: the listeners the step under way found dry when their patch came,
+        # at a seam (a segment's first patch) and inside a segment.
+        self.dry: list[int] | None = None
 
     @property
     def active(self) -> int:
@@ -151,6 +160,7 @@ class Scheduler:
         (Stream.error); the scheduler goes on."""
         self.produced = {}
         started = self.clock()
+        logged = self.log_start(started) if STEP_LOG.isEnabledFor(logging.DEBUG) else None
         for stream in [s for s in self.joining + self.live + self.parked if s.cancelled]:
             self.retire(stream)
         if self.parked:
@@ -173,8 +183,23 @@ class Scheduler:
             self.costs.record(admitted, self.clock() - started)
         else:
             self.costs.skip()
+        if logged is not None:
+            self.log_end(logged, started, admitted)
         produced, self.produced = self.produced, None
         return list(produced.items())
+
+    def log_start(self, now: float) -> dict:
+        self.dry = [0, 0]
+        slack = self.least_slack(now)
+        return {"t": round(now, 4), "live": len(self.live), "joining": len(self.joining), "parked": len(self.parked),
+                "slack_ms": None if slack is None else round(1000 * slack, 1)}
+
+    def log_end(self, logged: dict, started: float, admitted: int):
+        ms = lambda s: None if s is None else round(1000 * s, 2)  # noqa: E731
+        STEP_LOG.debug("%s", json.dumps({**logged, "ms": ms(self.clock() - started), "admitted": admitted,
+                                         "step_ms": ms(self.costs.step_s), "join_ms": ms(self.costs.join_s),
+                                         "dry_seam": self.dry[0], "dry_inside": self.dry[1]}))
+        self.dry = None
 
     def admissible(self, now: float) -> int:
         """How many joining streams this step may prefill (the module's docstring says why): as
@@ -240,6 +265,8 @@ class Scheduler:
             if stream.done or generation != stream.generation:
                 continue
             row, plan = stream.row, stream.plan
+            if self.dry is not None and stream.listener.playing and stream.listener.slack(now) < 0:
+                self.dry[index > 0] += 1
             early = plan.release_held() if plan.holding and self.running_dry(stream, now) else []
             chunks, after = plan.add(np.array(audio[row], dtype=np.float32), latents[row].copy(),
                                      stream.stops_after(index, bool(stop[row])))
