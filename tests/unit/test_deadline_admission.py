@@ -7,41 +7,18 @@ from __future__ import annotations
 import pytest
 
 from inference import Engine, SynthesisRequest
-from inference.runtime.scheduler import Scheduler
 
-from ..support.app_helpers import step_into, tiny_checkpoint
+from ..support.app_helpers import on_fake_device_time, step_into, tiny_checkpoint
 
 STEP_S, JOIN_S = 0.08, 0.05  # a patch is 0.16 s of audio: the running streams gain 0.08 s a step
 TEXT = "Hello world, this is a test."
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture()
 def engine(monkeypatch):
     engine = Engine.from_pretrained(tiny_checkpoint(), device="cpu", dtype="float32", warmup=False, max_streams=48)
-    clock, runner = FakeClock(), engine.runner
-    engine.scheduler = Scheduler(runner, engine.rows, clock)
-    admit, launch = runner.admit, runner.launch
-    engine.prefilled = []  # the rows of each prefill, in order
-
-    def timed_admit(joins):
-        clock.now += JOIN_S * len(joins)
-        engine.prefilled.append([j.row for j in joins])
-        admit(joins)
-
-    def timed_launch(*args):
-        clock.now += STEP_S
-        launch(*args)
-    monkeypatch.setattr(runner, "admit", timed_admit)
-    monkeypatch.setattr(runner, "launch", timed_launch)
-    engine.clock = clock
+    engine.clock = on_fake_device_time(engine, monkeypatch, STEP_S, JOIN_S)
+    engine.prefilled = engine.clock.prefilled  # the rows of each prefill, in order
     return engine
 
 

@@ -10,17 +10,10 @@ import pytest
 
 from inference import Engine, SynthesisRequest
 from inference.model.tiny_checkpoint import write_tiny_checkpoint
-from inference.runtime.scheduler import Scheduler
+
+from ..support.app_helpers import FakeDeviceTime, on_fake_device_time
 
 TEXT = "Hi. Yo. Go on. So it is. We are here."  # a segment per sentence at segment weight 4
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 50.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")
@@ -28,22 +21,14 @@ def checkpoint() -> str:
     return write_tiny_checkpoint(tempfile.mkdtemp(prefix="voxcpm2-never-stops-"), fast_vae=True, never_stops=True)
 
 
-def engine_at(checkpoint: str, step_s: float, monkeypatch) -> tuple[Engine, FakeClock]:
+def engine_at(checkpoint: str, step_s: float, monkeypatch) -> tuple[Engine, FakeDeviceTime]:
     """An engine whose every step takes `step_s` on a fake clock (a patch is 0.16 s of audio)."""
     engine = Engine.from_pretrained(checkpoint, device="cpu", dtype="float32", warmup=False, max_streams=2)
     engine.preparer.segment_weight = 4
-    clock, runner = FakeClock(), engine.runner
-    engine.scheduler = Scheduler(runner, engine.rows, clock)
-    launch = runner.launch
-
-    def timed_launch(*args):
-        clock.now += step_s
-        launch(*args)
-    monkeypatch.setattr(runner, "launch", timed_launch)
-    return engine, clock
+    return engine, on_fake_device_time(engine, monkeypatch, step_s)
 
 
-def follow(engine: Engine, clock: FakeClock, text: str = TEXT):
+def follow(engine: Engine, clock: FakeDeviceTime, text: str = TEXT):
     """Runs one request to its end: the stream, and (collected at, released at) for each chunk
     released, in order."""
     stream = engine.start(SynthesisRequest(text=text, seed=40))

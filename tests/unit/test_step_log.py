@@ -5,37 +5,21 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 
 import pytest
 
 from bench.lab import step_trace
 from inference import Engine, SynthesisRequest
-from inference.runtime.scheduler import Scheduler
 
-from ..support.app_helpers import tiny_checkpoint
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from ..support.app_helpers import on_fake_device_time, tiny_checkpoint
 
 
 @pytest.fixture()
 def engine(monkeypatch):
-    """Each step takes engine.step_s on the fake clock."""
+    """Each step takes engine.clock.step_s on a fake clock."""
     engine = Engine.from_pretrained(tiny_checkpoint(), device="cpu", dtype="float32", warmup=False, max_streams=8)
-    clock, runner = FakeClock(), engine.runner
-    engine.scheduler = Scheduler(runner, engine.rows, clock)
-    launch = runner.launch
-    engine.step_s = 0.05
-
-    def timed_launch(*args):
-        clock.now += engine.step_s
-        launch(*args)
-    monkeypatch.setattr(runner, "launch", timed_launch)
+    engine.clock = on_fake_device_time(engine, monkeypatch, step_s=0.05)
     return engine
 
 
@@ -49,7 +33,7 @@ def test_each_step_logs_what_it_did_and_the_listeners_it_found_dry(engine, caplo
                for s in range(3)]
     for _ in range(4):  # faster than the audio (0.05 s a step for 0.16 s of it): nobody runs dry
         engine.step()
-    engine.step_s = 0.4  # now slower: each patch comes after its listener has played everything
+    engine.clock.step_s = 0.4  # now slower: each patch comes after its listener has played everything
     for _ in range(4):
         engine.step()
     steps = logged_steps(caplog)
@@ -103,7 +87,7 @@ def test_the_traced_app_keeps_logging_its_steps_after_it_configures_logging(tmp_
     monkeypatch.setattr(steps, "handlers", [])
     monkeypatch.setattr(steps, "propagate", True)
     monkeypatch.setattr(steps, "level", logging.NOTSET)
-    monkeypatch.setattr("sys.argv", ["pytest"])
-    monkeypatch.setattr("sys.path", list(__import__("sys").path))
+    monkeypatch.setattr(sys, "argv", ["pytest"])
+    monkeypatch.setattr(sys, "path", list(sys.path))
     step_trace.run_app(log, [str(app)])
     assert step_trace.records(log) == [{"t": 1.0, "ms": 2.0}]
