@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import logging.handlers
+import queue
 import runpy
 import statistics
 import sys
@@ -83,13 +85,20 @@ def run_app(log_path: Path, argv: list[str]):
     # opened to write ("w") then drops records, where one opened to append reopens its file.
     handler = logging.FileHandler(log_path, mode="a")
     handler.setFormatter(logging.Formatter("%(message)s"))
+    # The engine's thread only queues each line; a thread of the listener's writes the file.
+    lines: queue.SimpleQueue = queue.SimpleQueue()
+    writer = logging.handlers.QueueListener(lines, handler)
     steps = logging.getLogger("voxcpm.steps")
     steps.setLevel(logging.DEBUG)
-    steps.addHandler(handler)
+    steps.addHandler(logging.handlers.QueueHandler(lines))
     steps.propagate = False  # the app's own log keeps its level
     sys.argv = argv
     sys.path.insert(0, str(Path(argv[0]).resolve().parent))
-    runpy.run_path(argv[0], run_name="__main__")
+    writer.start()
+    try:
+        runpy.run_path(argv[0], run_name="__main__")
+    finally:
+        writer.stop()  # what is queued is written
 
 
 def main():
