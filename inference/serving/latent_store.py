@@ -116,8 +116,14 @@ class LatentStore:
             return len(self._items)
 
     def _expire(self):
+        # Every item goes in last with the same TTL (keep), so the first to expire come first: the
+        # look stops at the first one still kept, instead of every call scanning all of them (a
+        # scan the engine's thread made at each job's end, 2% of the GIL under a served load).
         now = self._clock()
-        for job_id in [k for k, v in self._items.items() if v.expires_at <= now]:
+        while self._items:
+            job_id, item = next(iter(self._items.items()))
+            if item.expires_at > now:
+                return
             self._drop(job_id)
 
     def _drop(self, job_id: str):
