@@ -18,6 +18,7 @@
 #   AGAINST="--prepare-threads 2" bash bench/gpu_session.sh ab:4   # the app as shipped and with AGAINST, in turns (ABBA)
 #   bash bench/gpu_session.sh live                    # text spoken as it arrives, over the WebSocket (bench/live_text.py)
 #   LIVE_ARGS="--sessions 128 --rates 60" bash bench/gpu_session.sh live-steps   # the same, its steps second by second
+#   SPY=40 bash bench/gpu_session.sh serve-steps:4    # serve:4 against the app traced, its steps (and 40 s of who holds the GIL)
 #   bash bench/gpu_session.sh beside                  # 64 live streams while another client scores and transcribes
 #   bash bench/gpu_session.sh words                   # 64 live streams, alone and each asking for word timestamps
 #   bash bench/gpu_session.sh align                   # the word aligner's throughput (bench/alignment.py; random weights)
@@ -91,6 +92,19 @@ for phase in "$@"; do
                | tee "$OUT/live-steps.txt" | tail -8
              kill $app; wait $app
              python3 -m bench.lab.step_trace --summary "$OUT/steps.jsonl" | tee "$OUT/steps.md" | tail -60 ;;
+    serve-steps|serve-steps:*) clients=${phase#serve-steps}; clients=${clients#:}; port=7862  # bench.serve's loads, traced
+             python3 -m bench.lab.step_trace --log "$OUT/serve-steps.jsonl" -- app.py --model "$CKPT" --host 127.0.0.1 \
+               --port $port ${APP_ARGS:-} > "$OUT/serve-steps-app.log" 2>&1 &
+             app=$!
+             python3 -c "from bench.serve import wait_ready; wait_ready('http://127.0.0.1:$port', None)" || continue
+             if [ -n "${SPY:-}" ]; then  # who holds the GIL, by thread, while the loads run (py-spy from .whl/)
+               /tmp/site/bin/py-spy record --gil --threads --nonblocking -r 250 -f raw -d "$SPY" -p $app -o "$OUT/gil.txt" \
+                 > "$OUT/py-spy.log" 2>&1 &
+             fi
+             python3 -m bench.serve --url http://127.0.0.1:$port --out "$OUT/serve-steps" --clients "${clients:-1}" \
+               ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20
+             kill $app; wait $app
+             python3 -m bench.lab.step_trace --summary "$OUT/serve-steps.jsonl" > "$OUT/serve-steps.md"; tail -30 "$OUT/serve-steps.md" ;;
     serve|serve:*) clients=${phase#serve}; clients=${clients#:}
              python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/serve${clients:+-c$clients}" \
                --app-args "${APP_ARGS:-}" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;
