@@ -22,6 +22,11 @@ class PageSettings:
     prebuffer_ms: float = 80.0  # audio the page's player holds before it starts
     notice: str | None = None  # a banner above the page, e.g. that the weights are random
     gradio_queue: int = 64  # Gradio's own events (clip uploads) waiting
+    # How often Gradio's queue looks for a next event while it has none. Gradio's 1 ms woke the event
+    # loop a thousand times a second, each wake a trip through the GIL the engine's thread shares:
+    # an idle app's loop took 6% of a core. An event (an upload, a gradio_client call) may now start
+    # up to this much later; the page's stream and the HTTP routes never go through that queue.
+    gradio_poll_ms: float = 10.0
     loading_retry_s: int = 2  # while the engine loads: the loading page's reload, and /ready's Retry-After
 
 

@@ -44,7 +44,7 @@ def changed_values(data_dir: str) -> dict:
         recognizer="changed/recognizer", speaker="changed/speaker", device="cuda:7", max_pending=3,
         max_pending_words=11, max_batch=3, load_wait_s=4.5, retry_after_s=13.0, recognizer_loader="changed:loader",
         speaker_loader="changed:speaker_loader", log_level="DEBUG", converted_models="/changed/models",
-        prebuffer_ms=45.0, notice="a changed notice", gradio_queue=9, loading_retry_s=7,
+        prebuffer_ms=45.0, notice="a changed notice", gradio_queue=9, gradio_poll_ms=25.0, loading_retry_s=7,
         kept_mb=21, kept_takes=22, recording_mb=23, recording_seconds=24.0,
         token=TOKEN, allowed_hosts=["voice.example"],
         max_upload_mb=11, max_json_kb=99, max_request_files=3, max_voice_chars=77, body_timeout_s=13.0,
@@ -115,6 +115,7 @@ OBSERVED = {
     "prebuffer_ms": lambda b: b.spec()["prebuffer_ms"],
     "notice": lambda b: _notice(b),
     "gradio_queue": lambda b: _demo(b)._queue.max_size,
+    "gradio_poll_ms": lambda b: _gradio_poll_ms(b),
     "token": lambda b: b.middleware("TokenGate")["token"] if _has(b, "TokenGate") else None,
     "allowed_hosts": lambda b: b.middleware("HostGuard")["allowed_hosts"],
     "max_upload_mb": lambda b: _many(b.middleware("RequestLimits")["max_body_bytes"] // 2**20,
@@ -181,6 +182,21 @@ READ_PER_REQUEST = {
 
 def _demo(b: Built):
     return b.middleware("KnownEvents")["demo"]
+
+
+def _gradio_poll_ms(b: Built) -> float:
+    """The wait of Gradio's queue between its looks for work, as long as its loops still read the
+    attributes the app sets (a Gradio that renamed them would poll at its own pace again)."""
+    import inspect
+
+    from gradio.queueing import Queue
+
+    loops = inspect.getsource(Queue.start_processing) + inspect.getsource(Queue.start_progress_updates)
+    queue = _demo(b)._queue
+    assert "await asyncio.sleep(self.sleep_when_free)" in loops
+    assert "await asyncio.sleep(self.progress_update_sleep_when_free)" in loops
+    assert queue.progress_update_sleep_when_free == 10 * queue.sleep_when_free
+    return round(queue.sleep_when_free * 1000.0, 6)
 
 
 def _notice(b: Built) -> str | None:
