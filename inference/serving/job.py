@@ -13,7 +13,7 @@ hang_up); a consumer reads the state and uses the channel, and asks the worker's
 it was given) for its position or to be withdrawn when it cancels."""
 from __future__ import annotations
 
-import queue
+import collections
 import threading
 import time
 from dataclasses import dataclass
@@ -75,7 +75,11 @@ class Job:
         self._error: str | None = None
         self._outcome: str | None = None  # ok, cancelled, input_error, too_slow, too_long, out_of_memory or error
         self._refusal: BaseException | None = None
-        self._events: queue.Queue = queue.Queue()
+        # The channel: the worker appends, the one consumer pops. An event loop's poll() takes no
+        # lock (a deque's ends are atomic); only a thread that waits (next_event) takes `_arrived`,
+        # under which every event is put, so its wait cannot miss one.
+        self._events: collections.deque = collections.deque()
+        self._arrived = threading.Condition(threading.Lock())
         self._cancel = threading.Event()
         self._ended = False
         self._text_report: Report | None = None
@@ -163,7 +167,7 @@ class Job:
             self._drain()
 
     def unread_chunks(self) -> int:
-        return self._events.qsize()
+        return len(self._events)
 
     def unread_samples(self) -> int:
         """The model's samples handed over and not yet taken by the consumer (what the channel holds)."""
@@ -190,10 +194,20 @@ class Job:
     def _take(self, block: bool, timeout: float | None):
         if self._ended:
             return ("end", None)
-        try:
-            kind, value = self._events.get(block, timeout)
-        except queue.Empty:
-            return None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                kind, value = self._events.popleft()
+                break
+            except IndexError:  # nothing yet
+                if not block:
+                    return None
+            with self._arrived:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                if not self._events:
+                    self._arrived.wait(left)
         if kind == "chunk":
             self._taken += len(value.chunk.audio)
             self.listener.take(len(value.chunk.audio), value.chunk.pause)
@@ -331,16 +345,18 @@ class Job:
         self._put(("error", self._error) if self._error else ("end", None))
 
     def _put(self, event):
-        self._events.put(event)
+        with self._arrived:
+            self._events.append(event)
+            self._arrived.notify()
         for wake in self._wakers:  # after the put: a woken consumer finds the event
             wake()
 
     def _drain(self):
         try:
             while True:
-                kind, value = self._events.get_nowait()
+                kind, value = self._events.popleft()
                 if kind == "chunk":
                     self._taken += len(value.chunk.audio)  # dropped: no longer held
-        except queue.Empty:
+        except IndexError:
             pass
 
