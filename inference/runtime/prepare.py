@@ -4,18 +4,15 @@
 request reaches the engine's thread: the checks, the text normalized and cut into segments, every
 text its prompts may read tokenized (continuation.Tokens), each clip decoded, resampled, trimmed and
 padded (or a ReferenceClip's remembered patches looked up), and every segment's prompt checked
-against the KV cache. When no clip waits for the encoder (a voice design, a saved voice) it also
-makes the Continuation, whose first prompt and noise are host work: the engine's thread then only
-gives the request a row. It is thread-safe: it reads the tokenizer and the limits only.
+against the KV cache. It is thread-safe: it reads the tokenizer and the limits only.
 
 `plan` is the device half, on the engine's thread: the clips through the VAE encoder, and the
-Continuation that drives the segments from the prepared texts (unless prepare made it). Nothing in
-it waits on the host.
+Continuation that drives the segments from the prepared texts. Nothing in it waits on the host.
 """
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -55,10 +52,6 @@ class Prepared:
     transcript: str  # the prompt clip's, in ultimate cloning; "" otherwise
     reference: HostClip | None
     prompt: HostClip | None
-    # The Continuation prepare() made (none while a clip waits for the encoder), taken by the first
-    # plan(): a burst's noise and prompts were drawn on the engine's thread between its steps, a
-    # few PyTorch calls a request, each a trip through the GIL the event loop holds meanwhile.
-    ready: list[Continuation] = field(default_factory=list, compare=False)
 
 
 class RequestPreparer:
@@ -104,8 +97,6 @@ class RequestPreparer:
         self.check_room(prepared)
         if req.feed is not None:  # a live request: its later clauses are made ready as this text was
             req.feed.open(functools.partial(self.prepare_more, prepared), spoken)
-        if all(clip is None or clip.patches is not None for clip in (reference, prompt)):
-            prepared.ready.append(self.continuation(prepared))
         return prepared
 
     def prepare_more(self, prepared: Prepared, before: list[str], text: str) -> MoreText:
@@ -176,14 +167,8 @@ class RequestPreparer:
     # -- the device half --------------------------------------------------------------------------
     def plan(self, prepared: Prepared | SynthesisRequest) -> Continuation:
         """The prepared request's voice encoded and its Continuation (first segment's prompt and
-        noise): the one prepare() made, else one made now. A SynthesisRequest is prepared first."""
+        noise). A SynthesisRequest is prepared first."""
         p = prepared if isinstance(prepared, Prepared) else self.prepare(prepared)
-        try:
-            return p.ready.pop()  # one stream per Continuation: a Prepared started again gets its own
-        except IndexError:
-            return self.continuation(p)
-
-    def continuation(self, p: Prepared) -> Continuation:
         voice = Voice(self.encode_clip(p.reference), p.transcript, self.encode_clip(p.prompt))
         shape = (self.cfg.patch_size, self.cfg.feat_dim)
         output = (self.cfg.vae.out_sample_rate, self.cfg.patch_samples)

@@ -113,29 +113,3 @@ def test_a_cloning_request_adds_only_its_clips_locenc_to_the_admission():
     alone, both = admitted(e, joins(e, [design])), admitted(e, joins(e, [design, cloned]))
     added = both.total - alone.total
     assert 0 < added <= 12, (alone.names, both.names)  # the clip's patches and places up, LocEnc's replay, one write
-
-
-def started(e: Engine, prepared) -> tuple[Calls, object]:
-    with torch.inference_mode(), counting() as calls:
-        stream = e.start(prepared)
-    return calls, stream
-
-
-def test_a_voice_design_request_gets_its_row_without_a_torch_call_its_prompt_and_noise_made_when_prepared():
-    e = engine()
-    prepared = e.prepare(SynthesisRequest(text="A designed voice joins.", control="calm", seed=3))
-    calls, stream = started(e, prepared)
-    assert calls.total == 0, calls.names  # was 9: the noise drawn and the prompt built between two steps
-    again = e.prepare(SynthesisRequest(text="A designed voice joins.", control="calm", seed=3))
-    twice = e.start(again), e.start(again)  # one Continuation drives one stream: the second gets its own
-    assert twice[0].plan is not twice[1].plan
-    for s in twice:  # made at prepare or at start, the same prompt and noise
-        assert torch.equal(s.join.noise, stream.join.noise) and torch.equal(s.join.prompt.tokens, stream.join.prompt.tokens)
-
-
-def test_a_clip_the_encoder_has_not_seen_is_planned_on_the_engines_thread():
-    e = engine()
-    prepared = e.prepare(SynthesisRequest(text="A cloned voice.", reference_audio=str(GOLDEN / "clip_16k_mono.wav"), seed=2))
-    assert prepared.ready == []  # its prompt needs the clip's patches, which the encoder on the device makes
-    calls, stream = started(e, prepared)
-    assert calls.total > 0 and stream.plan.voice.reference is not None
