@@ -14,6 +14,7 @@
 #   SWEEP_ARGS="--ahead-sizes 0 32" bash bench/gpu_session.sh sweep   # the big loads again, admission ahead off, in 32s
 #   bash bench/gpu_session.sh serve                   # the whole app over HTTP (bench/serve.py)
 #   bash bench/gpu_session.sh serve:4                 # the same, its loads sent from 4 client processes
+#   bash bench/gpu_session.sh apart:4                 # the app, and the engine in a process of its own behind a bare route, in turns
 #   bash bench/gpu_session.sh floor:4                 # the same loads against a server that answers at once (bench/floor.py)
 #   AGAINST="--prepare-threads 2" bash bench/gpu_session.sh ab:4   # the app as shipped and with AGAINST, in turns (ABBA)
 #   bash bench/gpu_session.sh live                    # text spoken as it arrives, over the WebSocket (bench/live_text.py)
@@ -112,6 +113,9 @@ for phase in "$@"; do
              python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/ab${clients:+-c$clients}" \
                --app-args "${APP_ARGS:-}" --against "${AGAINST:-}" ${AGAINST_ROOT:+--against-root "$AGAINST_ROOT"} \
                --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -30 ;;
+    apart|apart:*) clients=${phase#apart}; clients=${clients#:}
+             python3 -m bench.serve --checkpoint "$CKPT" --apart --out "$OUT/apart${clients:+-c$clients}" \
+               --app-args "${APP_ARGS:-}" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -30 ;;
     floor|floor:*) clients=${phase#floor}; clients=${clients#:}
              python3 -m bench.serve --floor --out "$OUT/floor${clients:+-c$clients}" --app-args "${APP_ARGS:-}" \
                --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;

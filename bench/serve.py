@@ -5,6 +5,7 @@
     python -m bench.serve --checkpoint DIR --out DIR         # a real checkpoint folder
     python -m bench.serve --url http://127.0.0.1:7860 ...    # an app already running
     python -m bench.serve --against "--prepare-threads 2"    # two apps on one GPU, loads in turns
+    python -m bench.serve --apart                            # the app, and beside it the engine apart (B)
 
 Starts `app.py --model CHECKPOINT` on a free loopback port (a random checkpoint of the published
 architecture is written in the official layout first), waits for /voxcpm/health, then runs
@@ -71,6 +72,14 @@ def start_app(checkpoint: str, port: int, extra: list[str], log: Path, root: Pat
     print("starting:", " ".join(cmd), flush=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
     return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=root, env=env)
+
+
+def start_apart(checkpoint: str, port: int, log: Path) -> subprocess.Popen:
+    """bench/lab/engine_apart.py: the engine in a child process, a bare stream route in front."""
+    cmd = [sys.executable, "-m", "bench.lab.engine_apart", "--checkpoint", checkpoint, "--port", str(port)]
+    print("starting the engine apart:", " ".join(cmd), flush=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT, env=env)
 
 
 def start_floor(port: int, extra: list[str], log: Path) -> subprocess.Popen:
@@ -187,6 +196,9 @@ def parse_args(argv=None):
     ap.add_argument("--floor", action="store_true",
                     help="the same loads against bench/floor.py, a server that answers at once: what the client "
                          "processes and HTTP take before any server work")
+    ap.add_argument("--apart", action="store_true",
+                    help="B: bench/lab/engine_apart.py beside the app, the engine in a process of its own behind "
+                         "a bare stream route (the best a split could give), loads in turns with the app")
     ap.add_argument("--out", default=None, help="folder for serve.json, serve.md and the app's log")
     ap.add_argument("--against", default=None, metavar="APP_ARGS",
                     help="a second app (B) beside the first (A), with these app.py arguments ('' for none), "
@@ -195,8 +207,10 @@ def parse_args(argv=None):
                     help="B's checkout (e.g. a git worktree of the commit before a change; default: this one)")
     ap.add_argument("--order", default="ABBA", help="the turns of A and B, each running every load (default: ABBA)")
     args = ap.parse_args(argv)
-    if args.against is not None and (args.url or args.floor):
-        ap.error("--against starts both apps: leave out --url and --floor")
+    if (args.against is not None or args.apart) and (args.url or args.floor):
+        ap.error("--against and --apart start both servers: leave out --url and --floor")
+    if args.against is not None and args.apart:
+        ap.error("--against and --apart both name B: give one")
     if set(args.order) - {"A", "B"}:
         ap.error(f"--order is made of A and B, not {args.order!r}")
     return args
@@ -225,7 +239,9 @@ def main(argv=None):
                 proc.wait(30)
     report = table(rows, labelled=len(apps) > 1) + "".join(
         f"\n\nserver {name} before: {before[name]}; after: {after[name]}" for name in apps) + "\n"
-    if len(apps) > 1:
+    if args.apart:
+        report += f"\nA: app.py {args.app_args}\nB: bench/lab/engine_apart.py (the engine in a process of its own)\n"
+    elif len(apps) > 1:
         report += f"\nA: app.py {args.app_args}\nB: app.py {args.against}{' of ' + args.against_root if args.against_root else ''}\n"
     print(report)
     (out / "serve.md").write_text(report)
@@ -248,8 +264,11 @@ def start_servers(args, out: Path) -> dict[str, tuple[str, subprocess.Popen | No
     apps = {}
     for name, (extra, root) in wanted.items():
         port = free_port()
-        log = out / ("app.log" if len(wanted) == 1 else f"app-{name}.log")
+        log = out / ("app.log" if len(wanted) == 1 and not args.apart else f"app-{name}.log")
         apps[name] = (f"http://127.0.0.1:{port}", start_app(checkpoint, port, extra.split(), log, root))
+    if args.apart:
+        port = free_port()
+        apps["B"] = (f"http://127.0.0.1:{port}", start_apart(checkpoint, port, out / "app-B.log"))
     return apps
 
 

@@ -59,6 +59,7 @@ SLOW = {
     "browser/test_workbench_trust.py::test_the_waveform_loops_zooms_selects_and_takes_shortcuts_as_used",
     "browser/test_workbench_trust.py::test_on_a_phone_a_touch_drag_selects_and_the_status_sits_by_the_buttons",
     "http/test_app_cli.py",
+    "http/test_engine_apart.py",  # the engine loaded in a child process, and again in the test for its reference
     "http/test_fuzzed_requests.py",
     "http/test_gradio_queue_cannot_reach_server_files.py::test_an_example_clip_works_after_another_app_deleted_its_copy",
     "http/test_long_sessions_leak_nothing.py",
