@@ -14,7 +14,7 @@
 #   SWEEP_ARGS="--ahead-sizes 0 32" bash bench/gpu_session.sh sweep   # the big loads again, admission ahead off, in 32s
 #   bash bench/gpu_session.sh serve                   # the whole app over HTTP (bench/serve.py)
 #   bash bench/gpu_session.sh serve:4                 # the same, its loads sent from 4 client processes
-#   bash bench/gpu_session.sh apart:4                 # the app, and the engine in a process of its own behind a bare route, in turns
+#   APP_ARGS="--max-streams 64" bash bench/gpu_session.sh apart:4   # the app, the engine apart and on a thread, in turns
 #   bash bench/gpu_session.sh floor:4                 # the same loads against a server that answers at once (bench/floor.py)
 #   AGAINST="--prepare-threads 2" bash bench/gpu_session.sh ab:4   # the app as shipped and with AGAINST, in turns (ABBA)
 #   bash bench/gpu_session.sh live                    # text spoken as it arrives, over the WebSocket (bench/live_text.py)

@@ -5,7 +5,7 @@
     python -m bench.serve --checkpoint DIR --out DIR         # a real checkpoint folder
     python -m bench.serve --url http://127.0.0.1:7860 ...    # an app already running
     python -m bench.serve --against "--prepare-threads 2"    # two apps on one GPU, loads in turns
-    python -m bench.serve --apart                            # the app, and beside it the engine apart (B)
+    python -m bench.serve --apart                            # the app (A), the engine apart (B) and on a thread (C)
 
 Starts `app.py --model CHECKPOINT` on a free loopback port (a random checkpoint of the published
 architecture is written in the official layout first), waits for /voxcpm/health, then runs
@@ -74,9 +74,12 @@ def start_app(checkpoint: str, port: int, extra: list[str], log: Path, root: Pat
     return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=root, env=env)
 
 
-def start_apart(checkpoint: str, port: int, log: Path) -> subprocess.Popen:
-    """bench/lab/engine_apart.py: the engine in a child process, a bare stream route in front."""
-    cmd = [sys.executable, "-m", "bench.lab.engine_apart", "--checkpoint", checkpoint, "--port", str(port)]
+def start_apart(checkpoint: str, port: int, log: Path, thread: bool = False,
+                rows: str | None = None) -> subprocess.Popen:
+    """bench/lab/engine_apart.py: the engine in a child process (or on a thread: `thread`), a bare
+    stream route in front; `rows`: its --max-streams (default the app's default)."""
+    cmd = [sys.executable, "-m", "bench.lab.engine_apart", "--checkpoint", checkpoint, "--port", str(port),
+           *(["--thread"] if thread else []), *(["--max-streams", rows] if rows else [])]
     print("starting the engine apart:", " ".join(cmd), flush=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT, env=env)
@@ -197,22 +200,25 @@ def parse_args(argv=None):
                     help="the same loads against bench/floor.py, a server that answers at once: what the client "
                          "processes and HTTP take before any server work")
     ap.add_argument("--apart", action="store_true",
-                    help="B: bench/lab/engine_apart.py beside the app, the engine in a process of its own behind "
-                         "a bare stream route (the best a split could give), loads in turns with the app")
+                    help="beside the app (A), bench/lab/engine_apart.py twice: B, the engine in a process of its own "
+                         "behind a bare stream route (the best a split could give), and C, the same with the engine "
+                         "on a thread of the front's process; loads in turns (default order ABCCBA)")
     ap.add_argument("--out", default=None, help="folder for serve.json, serve.md and the app's log")
     ap.add_argument("--against", default=None, metavar="APP_ARGS",
                     help="a second app (B) beside the first (A), with these app.py arguments ('' for none), "
                          "measured in turns with it on the same GPU")
     ap.add_argument("--against-root", default=None, metavar="DIR",
                     help="B's checkout (e.g. a git worktree of the commit before a change; default: this one)")
-    ap.add_argument("--order", default="ABBA", help="the turns of A and B, each running every load (default: ABBA)")
+    ap.add_argument("--order", default=None, help="the turns of A and B (and C), each running every load "
+                                                   "(default: ABBA; ABCCBA with --apart)")
     args = ap.parse_args(argv)
     if (args.against is not None or args.apart) and (args.url or args.floor):
         ap.error("--against and --apart start both servers: leave out --url and --floor")
     if args.against is not None and args.apart:
         ap.error("--against and --apart both name B: give one")
-    if set(args.order) - {"A", "B"}:
-        ap.error(f"--order is made of A and B, not {args.order!r}")
+    args.order = args.order or ("ABCCBA" if args.apart else "ABBA")
+    if set(args.order) - set("ABC" if args.apart else "AB"):
+        ap.error(f"--order is made of A and B{' and C' if args.apart else ''}, not {args.order!r}")
     return args
 
 
@@ -240,7 +246,8 @@ def main(argv=None):
     report = table(rows, labelled=len(apps) > 1) + "".join(
         f"\n\nserver {name} before: {before[name]}; after: {after[name]}" for name in apps) + "\n"
     if args.apart:
-        report += f"\nA: app.py {args.app_args}\nB: bench/lab/engine_apart.py (the engine in a process of its own)\n"
+        report += (f"\nA: app.py {args.app_args}\nB: bench/lab/engine_apart.py (the engine in a process of its own)"
+                   "\nC: bench/lab/engine_apart.py --thread (the same, its engine on a thread of the front)\n")
     elif len(apps) > 1:
         report += f"\nA: app.py {args.app_args}\nB: app.py {args.against}{' of ' + args.against_root if args.against_root else ''}\n"
     print(report)
@@ -267,8 +274,12 @@ def start_servers(args, out: Path) -> dict[str, tuple[str, subprocess.Popen | No
         log = out / ("app.log" if len(wanted) == 1 and not args.apart else f"app-{name}.log")
         apps[name] = (f"http://127.0.0.1:{port}", start_app(checkpoint, port, extra.split(), log, root))
     if args.apart:
-        port = free_port()
-        apps["B"] = (f"http://127.0.0.1:{port}", start_apart(checkpoint, port, out / "app-B.log"))
+        words = args.app_args.split()
+        rows = dict(zip(words, words[1:])).get("--max-streams")  # the app's rows, if it was given them
+        for name, thread in (("B", False), ("C", True)):
+            port = free_port()
+            log = out / f"app-{name}.log"
+            apps[name] = (f"http://127.0.0.1:{port}", start_apart(checkpoint, port, log, thread, rows))
     return apps
 
 

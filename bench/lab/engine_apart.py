@@ -8,15 +8,19 @@ process runs the engine alone (start, step, nothing else), and the parent is the
 nothing else, an ASGI app under uvicorn like the app's (the design body of bench.http_load; the
 framed stream's metadata, audio and status frames), the two joined by pipes, one message per step
 with every stream's new samples. No checks, no limits, no page, no live text: the floor of a split,
-as bench/floor.py is the floor of HTTP. `bench.serve --apart` runs its loads against it.
+as bench/floor.py is the floor of HTTP. `--thread` runs the same engine loop on a thread of the
+front's process instead, over the same pipes: the same bare front sharing one interpreter, so that
+the split's own share is told apart from the app's front-door work. `bench.serve --apart` runs its
+loads against the app, the engine apart and the engine on a thread, in turns.
 
     python -m bench.lab.engine_apart --checkpoint DIR --port 7870      # then bench.serve --url
-    python -m bench.serve --apart --checkpoint DIR --clients 4         # both at once
+    python -m bench.serve --apart --checkpoint DIR --clients 4         # all three at once
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import itertools
 import json
 import multiprocessing
@@ -32,28 +36,30 @@ PATCH_S = 0.16
 
 def engine_process(checkpoint: str, device: str | None, rows: int, requests, results):
     """The child: the engine alone. Takes each (id, body, arrival) and each (id,) to cancel from
-    `requests` between steps (waiting only while nothing runs) and sends one list a step on
-    `results`: (id, samples as int16 bytes or None at its end, what it is told: {"error"} or the
-    server's timings)."""
+    `requests` between steps (waiting only while nothing runs), starts the waiting ones, oldest
+    first, as rows free up (as the app's line does), and sends one list a step on `results`: (id,
+    samples as int16 bytes or None at its end, what it is told: {"error"} or the server's timings)."""
     import torch
 
     from inference import Engine, SynthesisRequest
 
     engine = Engine.from_pretrained(checkpoint, device=device, max_streams=rows)
     results.send("ready")
+    line: collections.OrderedDict = collections.OrderedDict()  # id -> (body, arrival): waiting for a row
     live: dict = {}  # stream -> [id, arrived, started, first chunk's time]
     by_id: dict = {}  # id -> stream, for a cancel
     with torch.inference_mode():
         while True:
-            while requests.poll(0 if live else None):
+            while requests.poll(0 if live or line else None):
                 message = requests.recv()
                 if message is None:
                     return
-                if len(message) == 1:  # its client has gone
-                    if message[0] in by_id:
-                        by_id[message[0]].cancel()  # retired at the next step, which reports its end
-                    continue
-                rid, body, arrived = message
+                if len(message) == 3:
+                    line[message[0]] = message[1:]
+                elif line.pop(message[0], None) is None and message[0] in by_id:  # its client has gone
+                    by_id[message[0]].cancel()  # retired at the next step, which reports its end
+            while line and engine.free_rows:
+                rid, (body, arrived) = line.popitem(last=False)
                 fields = {k: body[k] for k in ("text", "control", "seed", "min_len", "max_len",
                                                "inference_timesteps", "cfg_value") if k in body}
                 try:
@@ -61,22 +67,27 @@ def engine_process(checkpoint: str, device: str | None, rows: int, requests, res
                     live[stream], by_id[rid] = [rid, arrived, time.perf_counter(), None], stream
                 except Exception as exc:  # noqa: BLE001 (a refused request: told, the rest go on)
                     results.send([(rid, None, {"error": str(exc)})])
-            if not live:
-                continue
-            out = []
-            for stream, chunks in engine.step():
-                mine = live[stream]
-                for chunk in chunks:
-                    mine[3] = mine[3] or time.perf_counter()
-                    pcm = np.clip(np.rint(chunk.audio * 32767.0), -32768, 32767).astype("<i2").tobytes()
-                    out.append((mine[0], pcm, None))
-                if stream.done:
-                    rid, arrived, started, first = live.pop(stream)
-                    by_id.pop(rid, None)
-                    out.append((rid, None, {"queue_s": started - arrived,
-                                            "ttfp_s": None if first is None else first - started}))
-            if out:
-                results.send(out)
+            if live:
+                sent = step(engine, live, by_id)
+                if sent:
+                    results.send(sent)
+
+
+def step(engine, live: dict, by_id: dict) -> list:
+    """One engine step's message: each stream's new samples, and the end of those that ended."""
+    out = []
+    for stream, chunks in engine.step():
+        mine = live[stream]
+        for chunk in chunks:
+            mine[3] = mine[3] or time.perf_counter()
+            pcm = np.clip(np.rint(chunk.audio * 32767.0), -32768, 32767).astype("<i2").tobytes()
+            out.append((mine[0], pcm, None))
+        if stream.done:
+            rid, arrived, started, first = live.pop(stream)
+            by_id.pop(rid, None)
+            out.append((rid, None, {"queue_s": started - arrived,
+                                    "ttfp_s": None if first is None else first - started}))
+    return out
 
 
 def frame(kind: str, payload: bytes | dict) -> bytes:
@@ -88,12 +99,15 @@ class Front:
     """The parent's ASGI app: POST (any path) streams a design request's audio as frames; GET answers
     200 once the engine is ready (bench.serve.wait_ready's /voxcpm/health)."""
 
-    def __init__(self, checkpoint: str, device: str | None, rows: int):
+    def __init__(self, checkpoint: str, device: str | None, rows: int, thread: bool = False):
         context = multiprocessing.get_context("spawn")  # a fresh interpreter: CUDA is not forked
         self.requests, child_requests = context.Pipe(duplex=False)[::-1]
         child_results, self.results = context.Pipe(duplex=False)[::-1]
-        self.child = context.Process(target=engine_process, daemon=True,
-                                     args=(checkpoint, device, rows, child_requests, child_results))
+        args = (checkpoint, device, rows, child_requests, child_results)
+        if thread:  # the same loop, sharing this process's interpreter with the event loop
+            self.child = threading.Thread(target=engine_process, args=args, daemon=True)
+        else:
+            self.child = context.Process(target=engine_process, args=args, daemon=True)
         self.child.start()
         self.ready, self.ids, self.waiting = False, itertools.count(), {}
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -176,11 +190,12 @@ def main(argv=None):
     ap.add_argument("--port", type=int, default=7870)
     ap.add_argument("--device", default=None, help="default: CUDA when present")
     ap.add_argument("--max-streams", type=int, default=128)
+    ap.add_argument("--thread", action="store_true", help="the engine on a thread of this process, not apart")
     args = ap.parse_args(argv)
     import uvicorn
 
-    uvicorn.run(Front(args.checkpoint, args.device, args.max_streams), host="127.0.0.1", port=args.port,
-                log_level="warning")
+    uvicorn.run(Front(args.checkpoint, args.device, args.max_streams, args.thread), host="127.0.0.1",
+                port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

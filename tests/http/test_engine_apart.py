@@ -1,6 +1,7 @@
 """bench/lab/engine_apart.py, the engine in a process of its own behind a bare stream route (what a
-split of the serving layer could give at best, measured by `bench.serve --apart`): it speaks what
-the engine in process speaks, frame by frame, and tells a request it could not start why."""
+split of the serving layer could give at best, measured by `bench.serve --apart`), and the same on a
+thread of the front's process: each speaks what the engine in process speaks, frame by frame, tells
+a request it could not start why, and frees the row of a client that leaves."""
 from __future__ import annotations
 
 import json
@@ -17,11 +18,13 @@ from inference import SynthesisRequest
 from tests.support.app_helpers import reference_engine, tiny_checkpoint
 
 
-@pytest.fixture(scope="module")
-def apart():
+@pytest.fixture(scope="module", params=["process", "thread"])
+def apart(request):
+    """The engine in a process of its own, and (--thread) on a thread of the front's process."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "bench.lab.engine_apart", "--checkpoint", tiny_checkpoint(),
-                             "--device", "cpu", "--port", str(port), "--max-streams", "4"], cwd=ROOT)
+                             "--device", "cpu", "--port", str(port), "--max-streams", "4",
+                             *(["--thread"] if request.param == "thread" else [])], cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, proc, timeout_s=120)
@@ -65,9 +68,9 @@ def test_a_request_the_engine_refuses_gets_a_failed_status_with_why_and_the_next
     assert [k for k, _ in after] == ["M", "A", "S"]
 
 
-def test_clients_that_leave_free_their_rows_for_the_next_requests(apart):
-    long = {"text": "A long one that nobody hears to the end.", "min_len": 400, "max_len": 400,
-            "inference_timesteps": 2}
+def test_clients_that_leave_free_their_rows_for_the_requests_waiting_in_line(apart):
+    words = " ".join(["Every row is taken by a long text that nobody hears to the end."] * 6)
+    long = {"text": words, "min_len": 480, "max_len": 480, "inference_timesteps": 2}
     for seed in range(4):  # every row of the four, each left after its first audio frame
         counter = FrameCounter()
         with httpx.stream("POST", f"{apart}/voxcpm/stream", json={**long, "seed": seed}, timeout=60) as response:
@@ -76,3 +79,5 @@ def test_clients_that_leave_free_their_rows_for_the_next_requests(apart):
                     break
     after = frames_of(apart, {"text": "Still room.", "seed": 9, "min_len": 1, "max_len": 1, "inference_timesteps": 2})
     assert [k for k, _ in after] == ["M", "A", "S"], after[-1]
+    # It waited for a row no longer than a cancel takes (a step), not for a long text to end.
+    assert json.loads(after[-1][1])["queue_s"] < 1.0
