@@ -18,13 +18,10 @@ from inference import SynthesisRequest
 from tests.support.app_helpers import reference_engine, tiny_checkpoint
 
 
-@pytest.fixture(scope="module", params=["process", "thread"])
-def apart(request):
-    """The engine in a process of its own, and (--thread) on a thread of the front's process."""
+def serve(*extra: str):
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "bench.lab.engine_apart", "--checkpoint", tiny_checkpoint(),
-                             "--device", "cpu", "--port", str(port), "--max-streams", "4",
-                             *(["--thread"] if request.param == "thread" else [])], cwd=ROOT)
+                             "--device", "cpu", "--port", str(port), "--max-streams", "4", *extra], cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, proc, timeout_s=120)
@@ -32,6 +29,18 @@ def apart(request):
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def apart():
+    """The engine in a process of its own."""
+    yield from serve()
+
+
+@pytest.fixture(scope="module")
+def on_a_thread():
+    """The same engine loop on a thread of the front's process (--thread)."""
+    yield from serve("--thread")
 
 
 def frames_of(url: str, body: dict) -> list[tuple[str, bytes]]:
@@ -43,10 +52,12 @@ def frames_of(url: str, body: dict) -> list[tuple[str, bytes]]:
     return frames
 
 
-def test_the_engine_apart_streams_what_the_engine_in_process_makes(apart):
+@pytest.mark.parametrize("where", ["apart", "on_a_thread"])
+def test_the_engine_apart_or_on_a_thread_streams_what_the_engine_in_process_makes(where, request):
+    url = request.getfixturevalue(where)
     body = {"mode": "design", "text": "Hello from the other process.", "control": "calm", "seed": 11,
             "min_len": 3, "max_len": 3, "inference_timesteps": 2, "cfg_value": 2.0}
-    frames = frames_of(apart, body)
+    frames = frames_of(url, body)
     assert [k for k, _ in frames] == ["M", "A"] * 3 + ["S"]
     audio = np.frombuffer(b"".join(p for k, p in frames if k == "A"), "<i2")
     metas = [json.loads(p) for k, p in frames if k == "M"]
