@@ -152,8 +152,8 @@ def _mount_page(app: FastAPI, ctx: AppContext) -> gr.Blocks:
     demo = build_blocks(ctx.clips, sample_rate=ctx.worker.sample_rate, prebuffer_ms=settings.page.prebuffer_ms,
                         notice=settings.page.notice, max_text_chars=ctx.limits.max_text_chars,
                         served=served_line(settings.build.model_id, settings.build.lora), api=ctx)
-    demo.queue(max_size=settings.page.gradio_queue, default_concurrency_limit=4)
-    _pace_queue(demo, settings.page.gradio_poll_ms / 1000.0)
+    demo.queue(max_size=settings.page.gradio_queue, default_concurrency_limit=4,
+               poll_s=settings.page.gradio_poll_ms / 1000.0)
     gr.mount_gradio_app(
         app, demo, path="/", css_paths=[STATIC / "app.css"], head=_head(),
         allowed_paths=[str(ASSETS)], max_file_size=f"{settings.http.max_upload_mb}mb", show_error=False, ssr_mode=False,
@@ -167,14 +167,6 @@ def _mount_page(app: FastAPI, ctx: AppContext) -> gr.Blocks:
     # for every fn_index. Gradio's own hot reload marks a swapped-in Blocks the same way.
     demo.has_launched = True
     return demo
-
-
-def _pace_queue(demo: gr.Blocks, poll_s: float):
-    """Gradio's queue looks for work every `poll_s` while it has none (PageSettings.gradio_poll_ms),
-    and sends progress no more often than ten times that. Gradio has no option for either: these are
-    the attributes its queue's loops read (tests/unit/test_every_setting_takes_effect.py checks that
-    they still do)."""
-    demo._queue.sleep_when_free, demo._queue.progress_update_sleep_when_free = poll_s, 10 * poll_s
 
 
 def _guard(app: FastAPI, settings: Settings, demo: gr.Blocks):

@@ -20,9 +20,8 @@ MAX_FILE_LINES = 500
 MAX_FUNCTION_LINES = 60
 BASES_OF_OWN = ("self", "cls", "torch", "sys", "os")  # torch._dynamo, sys._getframe...: module APIs
 # Private names of other packages we call on purpose: the official voxcpm has no public streaming
-# call that takes a prompt cache, and the peer benchmark measures exactly that path; Gradio has no
-# option for how often its queue polls (ui/server._pace_queue; a test checks its loops still read it).
-OUTSIDE_PRIVATE = {"bench/official_side.py": {"_generate_with_prompt_cache"}, "ui/server.py": {"_queue"}}
+# call that takes a prompt cache, and the peer benchmark measures exactly that path.
+OUTSIDE_PRIVATE = {"bench/official_side.py": {"_generate_with_prompt_cache"}}
 
 
 def python_files(*tops: str) -> list[Path]:

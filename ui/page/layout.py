@@ -63,14 +63,29 @@ def served_line(model: str, lora: str | None) -> str | None:
             "merged into its weights</div>")
 
 
+class Page(gr.Blocks):
+    """The page's Blocks, whose queue can be paced: `queue(poll_s=...)`."""
+
+    def queue(self, *args, poll_s: float | None = None, **kwargs):
+        """Gradio's queue, which looks for work every `poll_s` while it has none and sends progress
+        no more often than ten times that (PageSettings.gradio_poll_ms; Gradio's own 1 ms woke the
+        event loop a thousand times a second). Gradio has no option for either: these are the
+        attributes its queue's loops read (tests/unit/test_every_setting_takes_effect.py checks that
+        they still do)."""
+        super().queue(*args, **kwargs)
+        if poll_s is not None:
+            self._queue.sleep_when_free, self._queue.progress_update_sleep_when_free = poll_s, 10 * poll_s
+        return self
+
+
 def build_blocks(clips: UploadStore, *, sample_rate: int, prebuffer_ms: float, max_text_chars: int,
                  notice: str | None = None, served: str | None = None,
-                 api: AppContext | None = None) -> gr.Blocks:
+                 api: AppContext | None = None) -> Page:
     """The page; with `api` (the app it is served by), Gradio's named endpoints on that app's intake
     (ui/page/api.py). A page built alone (the page contract's test) has none."""
     # Clips uploaded or recorded through the page are copied into the engine's own store at once;
     # Gradio's files of them are swept hourly instead of piling up in its temp folder.
-    with gr.Blocks(title="VoxCPM2 streaming demo", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
+    with Page(title="VoxCPM2 streaming demo", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         gr.Markdown(INTRO)
         if served:
             gr.HTML(served, js_on_load=None, elem_id="vox-served-box")
