@@ -65,13 +65,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def launch(cmd: list[str], log: Path, root: Path = ROOT) -> subprocess.Popen:
+    """A server process run from `root`, with `root` first on its path, its output to `log`."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
+    return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=root, env=env)
+
+
 def start_app(checkpoint: str, port: int, extra: list[str], log: Path, root: Path = ROOT) -> subprocess.Popen:
     """app.py of `root` (default this checkout; another, to measure an earlier version beside it)."""
     cmd = [sys.executable, str(root / "app.py"), "--model", checkpoint, "--host", "127.0.0.1",
            "--port", str(port), *extra]
     print("starting:", " ".join(cmd), flush=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
-    return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=root, env=env)
+    return launch(cmd, log, root)
 
 
 def start_apart(checkpoint: str, port: int, log: Path, thread: bool = False,
@@ -81,8 +86,7 @@ def start_apart(checkpoint: str, port: int, log: Path, thread: bool = False,
     cmd = [sys.executable, "-m", "bench.lab.engine_apart", "--checkpoint", checkpoint, "--port", str(port),
            *(["--thread"] if thread else []), *(["--max-streams", rows] if rows else [])]
     print("starting the engine apart:", " ".join(cmd), flush=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+    return launch(cmd, log)
 
 
 def start_floor(port: int, extra: list[str], log: Path) -> subprocess.Popen:
@@ -92,8 +96,7 @@ def start_floor(port: int, extra: list[str], log: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "uvicorn", "bench.floor:app", "--host", "127.0.0.1", "--port", str(port),
            "--log-level", "warning", "--loop", options.get("--loop", "auto"), "--http", options.get("--http", "auto")]
     print("starting the floor:", " ".join(cmd), flush=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+    return launch(cmd, log)
 
 
 def wait_ready(url: str, app: subprocess.Popen | None, timeout_s: float = 900.0):

@@ -42,8 +42,10 @@ def engine_process(checkpoint: str, device: str | None, rows: int, requests, res
     import torch
 
     from inference import Engine, SynthesisRequest
+    from inference.serving import gc_pauses
 
     engine = Engine.from_pretrained(checkpoint, device=device, max_streams=rows)
+    gc_pauses.settle()  # as app.py does once its engine is warm: no full collection mid-stream
     results.send("ready")
     line: collections.OrderedDict = collections.OrderedDict()  # id -> (body, arrival): waiting for a row
     live: dict = {}  # stream -> [id, arrived, started, first chunk's time]
@@ -80,6 +82,8 @@ def step(engine, live: dict, by_id: dict) -> list:
         mine = live[stream]
         for chunk in chunks:
             mine[3] = mine[3] or time.perf_counter()
+            # The wire's int16, rounded as the app's ui/services/audio.to_pcm rounds it (bench/ does
+            # not import the app; tests/http/test_engine_apart.py holds the two to the same samples).
             pcm = np.clip(np.rint(chunk.audio * 32767.0), -32768, 32767).astype("<i2").tobytes()
             out.append((mine[0], pcm, None))
         if stream.done:
