@@ -92,3 +92,33 @@ def test_one_function_reads_a_jobs_audio_for_every_door():
     assert readers == {"ui/http/listen.py:heard", "ui/http/listen.py:next_event", "ui/http/common.py:first_audio"}, readers
     stretched = {str(p.relative_to(ROOT)) for p in (ROOT / "ui").rglob("*.py") if "job.listener.output(" in p.read_text()}
     assert stretched == {"ui/http/listen.py"}, "a job's audio is made heard in one place"
+
+
+def test_the_streaming_doors_skip_fastapis_router(traced, monkeypatch):
+    """ui/server.DoorLane: POST /voxcpm/stream and POST /v1/audio/speech reach their handlers from
+    the guards without passing a Starlette/FastAPI router (the per-request cost it removes), their
+    errors still answered by the doors themselves; every other route, and the doors' paths under
+    another method, still go through FastAPI. The guards outside the lane are held to refusing the
+    doors' requests by test_access_token.py and test_foreign_hosts_and_origins_are_refused.py."""
+    from starlette.routing import Router
+
+    running, _ = traced
+    routed = []
+    through = Router.__call__
+
+    async def recording(self, scope, receive, send):
+        routed.append((scope.get("method"), scope["path"]))
+        await through(self, scope, receive, send)
+    monkeypatch.setattr(Router, "__call__", recording)
+    with httpx.Client(base_url=running.url, timeout=120) as client:
+        for route, body in (("/voxcpm/stream", {"text": TEXT, "seed": 1, "max_len": 4}),
+                            ("/v1/audio/speech", {"model": "tts-1", "input": TEXT, "voice": "design",
+                                                  "response_format": "pcm", "seed": 1, "max_len": 4})):
+            answer = client.post(route, json=body)
+            assert answer.status_code == 200 and len(answer.content) > 0, answer.text
+            assert client.post(route, content=b"{not json", headers={"content-type": "application/json"}).status_code == 400
+        assert routed == [], routed
+        assert client.get("/voxcpm/health").status_code == 200
+        # another method goes on to FastAPI, whose router hands it to the page mounted at / (its 404)
+        assert client.get("/voxcpm/stream").status_code == 404
+        assert ("GET", "/voxcpm/health") in routed and ("GET", "/voxcpm/stream") in routed
