@@ -145,8 +145,9 @@ class Job:
 
     @property
     def position(self) -> int:
-        """1 for the next job to run, 0 once running or finished."""
-        return self._line.position(self)
+        """1 for the next job to run, 0 once running or finished (the line, and its lock, asked
+        only while the job is in it: a finished stream's status frame is built on the event loop)."""
+        return self._line.position(self) if self._state in ("preparing", "queued") else 0
 
     @property
     def cancelled(self) -> bool:

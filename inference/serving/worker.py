@@ -94,9 +94,12 @@ class EngineWorker:
         """Admits a request (QueueFullError when every row and the line are full, or closing;
         InputError for an id in use) and lists its job, preparing; `request` (or the function
         that builds it) is then prepared on an intake thread, never the caller's or the engine's."""
+        # Made before the lock: the event loop calls this, and uuid4 reads the OS's randomness, which
+        # may hand the GIL away; every thread that waits for this lock (the intake, the engine's
+        # thread) would wait for the loop to get the GIL back.
+        job = Job(job_id or uuid.uuid4().hex, self.sample_rate, self)
         with self._lock:
             self._admit(job_id)
-            job = Job(job_id or uuid.uuid4().hex, self.sample_rate, self)
             self._jobs[job.id] = self._unfinished[job.id] = job
             self._forget_old()
             self._waiting.append(job)  # its place in the line is its arrival; it starts once prepared

@@ -300,3 +300,48 @@ def test_finished_jobs_kept_for_their_status_leave_room_in_the_line_and_cancelle
     finally:
         engine.gate.set()
         worker.close()
+
+
+def test_a_jobs_id_is_drawn_outside_the_lines_lock(stand_in, monkeypatch):
+    """uuid4 reads the OS's randomness, which may hand the GIL away: drawn while the line's lock is
+    held, every thread that waits for that lock (the intake's, the engine's) waits for the event
+    loop to get the GIL back. While the id is drawn, another thread can read the line at once."""
+    import uuid
+
+    from inference.serving import worker as worker_module
+
+    worker = EngineWorker(stand_in, max_queue=4)
+    seen = []
+
+    def drawn_while_another_thread_reads_the_line():
+        reader = threading.Thread(target=lambda: seen.append(worker.waiting))
+        reader.start()
+        reader.join(timeout=2.0)  # blocks the whole 2 s if this thread holds the lock
+        seen.append(reader.is_alive())
+        return uuid.UUID(int=len(seen))
+    monkeypatch.setattr(worker_module.uuid, "uuid4", drawn_while_another_thread_reads_the_line)
+    job = worker.submit(short())
+    assert seen[-1] is False and len(seen) == 2, seen  # the reader got its answer while the id was drawn
+    assert len(np.concatenate(list(job))) > 0
+    worker.close()
+
+
+def test_a_finished_jobs_status_does_not_ask_the_line(monkeypatch):
+    """A stream's final status frame is built on the event loop: a job out of the line answers its
+    position (0) itself, without the line's lock; one waiting in it still asks."""
+    stand_in = StandInEngine(rows=1)  # one row: the second job waits in line
+    worker = EngineWorker(stand_in, max_queue=4)
+    asked = []
+    real = worker.position
+    monkeypatch.setattr(worker, "position", lambda job: asked.append(job.id) or real(job))
+    job = worker.submit(short())
+    assert len(np.concatenate(list(job))) > 0 and job.state == "done"
+    asked.clear()
+    assert job.status()["position"] == 0 and asked == []
+    stand_in.gate.clear()  # the next job holds the loop in step() and the row: the one after waits in line
+    first, second = worker.submit(short()), worker.submit(short(seed=3))
+    wait_until(lambda: second.state == "queued")
+    assert second.status()["position"] == 1 and asked == [second.id]
+    stand_in.gate.set()
+    assert len(np.concatenate(list(first))) > 0 and len(np.concatenate(list(second))) > 0
+    worker.close()
