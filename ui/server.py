@@ -204,7 +204,7 @@ class DoorLane:
         if scope["type"] == "http":
             for route in self.routes:
                 match, child = route.matches(scope)
-                if match is Match.FULL:  # a PARTIAL match (another method) gets FastAPI's 405
+                if match is Match.FULL:  # a PARTIAL one (another method) goes on to FastAPI, as before
                     scope.update(child)
                     return await route.handle(scope, receive, send)
         await self.app(scope, receive, send)

@@ -285,7 +285,7 @@ class EngineWorker:
                 if self._closed:
                     self._calls.refuse(QueueFullError(SHUTTING_DOWN))
                     return
-                if self.burst_gather_s and not self._running:
+                if self.burst_gather_s and not self._running and self._ready():
                     self._gather()
                 joining = self._take_waiting()
                 calls = self._calls.take(self.engine.slack(), self._first_audio_waiting(joining))
