@@ -9,20 +9,13 @@ before any server work: the part of the served figures that no change to the app
 """
 from __future__ import annotations
 
-import json
-
-from bench.http_load import HEADER  # the benchmark's one reading of the format (bench/ imports no app code)
+from bench.http_load import frame  # the benchmark's one writing of the format (bench/ imports no app code)
 
 SAMPLES = 7680  # one patch at 48 kHz
 
 
-def _frame(kind: str, payload: bytes | dict) -> bytes:
-    data = json.dumps(payload, separators=(",", ":")).encode() if isinstance(payload, dict) else payload
-    return HEADER.pack(ord(kind), len(data)) + data
-
-
-BODY = (_frame("M", {"index": 0, "offset": 0, "samples": SAMPLES, "server_ms": 0.0, "sent_ms": 0.0})
-        + _frame("A", bytes(2 * SAMPLES)) + _frame("S", {"state": "done", "outcome": "ok"}))
+BODY = (frame("M", {"index": 0, "offset": 0, "samples": SAMPLES, "server_ms": 0.0, "sent_ms": 0.0})
+        + frame("A", bytes(2 * SAMPLES)) + frame("S", {"state": "done", "outcome": "ok"}))
 
 
 async def app(scope, receive, send):

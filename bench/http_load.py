@@ -29,6 +29,12 @@ import httpx
 HEADER = struct.Struct("<B3xI")  # type, 3 zero bytes, payload length (uint32 LE)
 
 
+def frame(kind: str, payload: bytes | dict) -> bytes:
+    """One frame as the app writes it (ui/http/frames.py), for the benchmark's stand-in servers."""
+    data = json.dumps(payload, separators=(",", ":")).encode() if isinstance(payload, dict) else payload
+    return HEADER.pack(ord(kind), len(data)) + data
+
+
 @dataclass
 class Result:
     sent: float  # perf_counter when the request's head went out (its coroutine's start until then)

@@ -29,9 +29,7 @@ import time
 
 import numpy as np
 
-from bench.http_load import HEADER
-
-PATCH_S = 0.16
+from bench.http_load import frame
 
 
 def engine_process(checkpoint: str, device: str | None, rows: int, requests, results):
@@ -92,11 +90,6 @@ def step(engine, live: dict, by_id: dict) -> list:
             out.append((rid, None, {"queue_s": started - arrived,
                                     "ttfp_s": None if first is None else first - started}))
     return out
-
-
-def frame(kind: str, payload: bytes | dict) -> bytes:
-    data = json.dumps(payload, separators=(",", ":")).encode() if isinstance(payload, dict) else payload
-    return HEADER.pack(ord(kind), len(data)) + data
 
 
 class Front:

@@ -23,7 +23,8 @@ from ..request.continuation import Report
 from ..request.listener import Listener
 from ..request.request import AudioChunk, SynthesisRequest
 
-LIVE = ("preparing", "queued", "running")  # states before the end; then done, cut, cancelled, failed or refused
+IN_LINE = ("preparing", "queued")  # states before a row: the line (the worker) knows its place
+LIVE = IN_LINE + ("running",)  # states before the end; then done, cut, cancelled, failed or refused
 
 
 @dataclass
@@ -147,7 +148,7 @@ class Job:
     def position(self) -> int:
         """1 for the next job to run, 0 once running or finished (the line, and its lock, asked
         only while the job is in it: a finished stream's status frame is built on the event loop)."""
-        return self._line.position(self) if self._state in ("preparing", "queued") else 0
+        return self._line.position(self) if self._state in IN_LINE else 0
 
     @property
     def cancelled(self) -> bool:
