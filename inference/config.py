@@ -23,9 +23,6 @@ class Limits:
     # Requests prepared at once (text, tokens, clips), per GPU: as many as anyio's threads took before
     # (a limit of 4 served a burst of 64 no faster on an H100: docs/benchmarks.md).
     prepare_threads: int = 40
-    # With no stream running, how long the first request ready may wait for those still being prepared,
-    # so that a burst starts in one step (0: off, pending its measurement on a GPU: docs/serving.md).
-    burst_gather_ms: float = 0.0
     max_backlog_s: float = 120.0  # how far one stream's client may fall behind playing it before it is stopped
     max_unread_s: float = 240.0  # unread audio all streams together may hold (serving/delivery.py)
     keep_finished: int = 256  # finished requests whose status can still be asked for
@@ -44,7 +41,7 @@ class Limits:
         return dict(max_queue=self.max_queue, prepare_threads=self.prepare_threads,
                     keep_finished=self.keep_finished, max_backlog_s=self.max_backlog_s,
                     max_unread_s=self.max_unread_s, max_output_s=self.max_output_seconds,
-                    max_call_wait_s=self.max_call_wait_s, burst_gather_s=self.burst_gather_ms / 1000)
+                    max_call_wait_s=self.max_call_wait_s)
 
 
 LIMITS = Limits()

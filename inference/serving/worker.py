@@ -56,7 +56,7 @@ class EngineWorker:
                  keep_finished: int = LIMITS.keep_finished, warm_up: bool = False,
                  max_backlog_s: float = LIMITS.max_backlog_s, max_unread_s: float = LIMITS.max_unread_s,
                  max_output_s: float = LIMITS.max_output_seconds, latents: LatentStore | None = None,
-                 max_call_wait_s: float = LIMITS.max_call_wait_s, burst_gather_s: float = LIMITS.burst_gather_ms / 1000):
+                 max_call_wait_s: float = LIMITS.max_call_wait_s):
         """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs are
         captured by the thread that replays them. max_queue: jobs allowed to wait once every row is
         taken. max_backlog_s: how far a job's consumer may fall behind its listener's clock before
@@ -65,14 +65,11 @@ class EngineWorker:
         max_output_s: the most audio one job may deliver, as its listener hears it (the rest is cut). latents:
         where finished jobs' latents are kept for their offline render (none kept without it).
         max_call_wait_s: the longest a call (EngineCalls) waits for the listeners to have room for it.
-        prepare_threads: the intake threads that prepare requests at once. burst_gather_s: with no job
-        running, how long the first job ready may wait for the jobs of the line still being prepared,
-        so that a burst starts in one step (0: it starts at once)."""
+        prepare_threads: the intake threads that prepare requests at once."""
         self.engine = engine
         self.device, self.rows = str(engine.device), int(engine.rows)
         self.sample_rate, self.patch_samples = int(engine.sample_rate), int(engine.patch_samples)
         self.max_queue = max_queue
-        self.burst_gather_s = burst_gather_s
         self.latents = latents
         self.unread = UnreadBudget(self.sample_rate, max_backlog_s, max_unread_s, self._unread_samples)
         self.output = OutputBound(self.sample_rate, max_output_s)
@@ -285,8 +282,6 @@ class EngineWorker:
                 if self._closed:
                     self._calls.refuse(QueueFullError(SHUTTING_DOWN))
                     return
-                if self.burst_gather_s and not self._running and self._ready():
-                    self._gather()
                 joining = self._take_waiting()
                 calls = self._calls.take(self.engine.slack(), self._first_audio_waiting(joining))
             run_calls(calls, self.engine, self._calls)
@@ -304,18 +299,6 @@ class EngineWorker:
                         self._wait_for_text()
             except Exception as exc:  # a bug in the loop itself: fail what it held, keep serving
                 self._fail_held(joining, exc)
-
-    def _gather(self):
-        """The engine idle and a job ready (the lock held): while jobs that arrived with it are still
-        being prepared, wait for them, up to burst_gather_s from now. A burst's first arrival would
-        otherwise start alone, and the rest wait for its step before they start. Each job prepared
-        wakes the wait (_prepare_job notifies); a lone job finds nothing to wait for."""
-        deadline = time.monotonic() + self.burst_gather_s
-        while any(job.state == "preparing" for job in self._waiting) and not self._closed:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            self._lock.wait(left)
 
     def _wait_for_text(self):
         with self._lock:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -345,48 +344,4 @@ def test_a_finished_jobs_status_does_not_ask_the_line(monkeypatch):
     assert second.status()["position"] == 1 and asked == [second.id]
     stand_in.gate.set()
     assert len(np.concatenate(list(first))) > 0 and len(np.concatenate(list(second))) > 0
-    worker.close()
-
-
-class StepSizes(StandInEngine):
-    """The stand-in, recording how many streams each step ran."""
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.sizes: list[int] = []
-
-    def step(self) -> list:
-        self.sizes.append(len(self.live))
-        return super().step()
-
-
-def slow_to_build(req: SynthesisRequest, seconds: float):
-    """A request whose preparation takes `seconds` on its intake thread (a clip decoded, a long text)."""
-    def build():
-        time.sleep(seconds)
-        return req
-    return build
-
-
-@pytest.mark.parametrize("gather_s, first_step", [(0.0, 1), (2.0, 3)], ids=["off", "on"])
-def test_an_idle_engine_gathers_a_burst_still_being_prepared_into_one_step(gather_s, first_step):
-    """burst_gather_s: with the engine idle, the first job ready waits (up to it) for the jobs of
-    the line still being prepared, so a burst starts in one step rather than its first arrival alone
-    and the rest a step later. Off (0), the first ready starts at once."""
-    engine = StepSizes(rows=8)
-    worker = EngineWorker(engine, burst_gather_s=gather_s)
-    # The first is ready once the others are in the line (submitted), and they 0.15 s after it.
-    jobs = [worker.submit(slow_to_build(short(seed=s), seconds)) for s, seconds in ((1, 0.05), (2, 0.2), (3, 0.2))]
-    assert all(len(np.concatenate(list(job))) > 0 for job in jobs)
-    assert engine.sizes[0] == first_step, engine.sizes
-    worker.close()
-
-
-def test_a_lone_request_waits_for_no_gathering():
-    """Nothing else in the line: the first job starts at once, however long the gathering may be."""
-    engine = StepSizes(rows=8)
-    worker = EngineWorker(engine, burst_gather_s=30.0)
-    started = time.perf_counter()
-    assert len(np.concatenate(list(worker.submit(short())))) > 0
-    assert time.perf_counter() - started < 5.0 and engine.sizes[0] == 1
     worker.close()
