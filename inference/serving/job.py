@@ -14,8 +14,10 @@ it was given) for its position or to be withdrawn when it cancels."""
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -25,6 +27,29 @@ from ..request.request import AudioChunk, SynthesisRequest
 
 IN_LINE = ("preparing", "queued")  # states before a row: the line (the worker) knows its place
 LIVE = IN_LINE + ("running",)  # states before the end; then done, cut, cancelled, failed or refused
+
+
+class JobIds:
+    """Job ids: UUID4s of the OS's randomness (an id is what cancels its job, so it must not be
+    guessable), read BATCH at a time. The event loop draws one per request, and every read of that
+    randomness is a system call that lets another thread take the GIL, which the loop then waits to
+    get back while a burst is still coming in."""
+
+    BATCH = 256
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._ids: list[str] = []
+
+    def __call__(self) -> str:
+        with self._lock:
+            if not self._ids:
+                raw = os.urandom(16 * self.BATCH)
+                self._ids = [uuid.UUID(bytes=raw[i:i + 16], version=4).hex for i in range(0, len(raw), 16)]
+            return self._ids.pop()
+
+
+new_job_id = JobIds()
 
 
 @dataclass

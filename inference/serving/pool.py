@@ -16,13 +16,12 @@ import concurrent.futures
 import logging
 import threading
 import time
-import uuid
 
 from ..config import LIMITS
 from ..errors import InputError
 from ..errors import QueueFullError
 from .interfaces import BatchEngine
-from .job import Job
+from .job import Job, new_job_id
 from .worker import EngineWorker
 
 log = logging.getLogger("voxcpm.pool")
@@ -111,8 +110,8 @@ class WorkerPool:
     # -- the API of one worker --------------------------------------------------------------------
     def submit(self, request, job_id: str | None = None) -> Job:
         """The least loaded serving GPU's worker admits it (EngineWorker.submit: prepared there, once)."""
+        job_id = job_id or new_job_id()  # before the lock, as EngineWorker.submit draws its own
         with self._lock:
-            job_id = job_id or uuid.uuid4().hex
             if any(m.worker.get(job_id) is not None for m in self._members):
                 raise InputError(f"request id {job_id!r} is already in use")
             for member in self._choices():

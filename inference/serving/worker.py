@@ -25,7 +25,6 @@ import itertools
 import logging
 import threading
 import time
-import uuid
 from typing import Any, Callable
 
 import torch
@@ -36,7 +35,7 @@ from ..request.request import SynthesisRequest
 from .delivery import (SHUTTING_DOWN, FellBehind, OutputBound, OutputCut, UnreadBudget, classify, hand_over,
                        log_failure, outcome_line, release_memory)
 from .interfaces import BatchEngine
-from .job import Job
+from .job import Job, new_job_id
 from .latent_store import LatentStore
 
 log = logging.getLogger("voxcpm.worker")
@@ -47,6 +46,18 @@ IDLE_WAIT_S = 0.01  # how long the loop sleeps when a call is held back and noth
 PARKED_WAIT_S = 0.1
 
 __all__ = ["EngineCalls", "EngineWorker", "QueueFullError", "run_calls"]
+
+
+def running_pool(threads: int, prefix: str) -> concurrent.futures.ThreadPoolExecutor:
+    """A thread pool whose threads all run from now on. ThreadPoolExecutor starts them on demand,
+    inside submit(), and each start waits for the new thread to run: the event loop, which submits
+    every request, would pay that a thread at a time in the first bursts after the app starts."""
+    pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix=prefix)
+    everyone = threading.Barrier(threads + 1, timeout=60.0)
+    for _ in range(threads):
+        pool.submit(everyone.wait)  # none is idle until all of them wait: each submit starts one more
+    everyone.wait()
+    return pool
 
 
 class EngineWorker:
@@ -83,7 +94,7 @@ class EngineWorker:
         self._closed = False
         self._served = itertools.count(1)
         self._warm_up = warm_up
-        self._intake = concurrent.futures.ThreadPoolExecutor(prepare_threads, thread_name_prefix="prepare")
+        self._intake = running_pool(prepare_threads, "prepare")
         self.warmup_error: BaseException | None = None  # set when warm-up failed; the app then stops
         self.ready = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="engine-worker", daemon=True)
@@ -94,10 +105,10 @@ class EngineWorker:
         """Admits a request (QueueFullError when every row and the line are full, or closing;
         InputError for an id in use) and lists its job, preparing; `request` (or the function
         that builds it) is then prepared on an intake thread, never the caller's or the engine's."""
-        # Made before the lock: the event loop calls this, and uuid4 reads the OS's randomness, which
-        # may hand the GIL away; every thread that waits for this lock (the intake, the engine's
+        # Made before the lock: the event loop calls this, and an id may read the OS's randomness,
+        # which hands the GIL away; every thread that waits for this lock (the intake, the engine's
         # thread) would wait for the loop to get the GIL back.
-        job = Job(job_id or uuid.uuid4().hex, self.sample_rate, self)
+        job = Job(job_id or new_job_id(), self.sample_rate, self)
         with self._lock:
             self._admit(job_id)
             self._jobs[job.id] = self._unfinished[job.id] = job

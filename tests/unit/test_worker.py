@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import uuid
 
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ from inference import InputError, SynthesisRequest
 from inference.errors import QueueFullError
 from inference.serving.delivery import INTERNAL_ERROR
 from inference.serving.interfaces import BatchEngine, EngineStream, Serving
-from inference.serving.job import JobFailed
+from inference.serving.job import JobFailed, JobIds
 from inference.serving.worker import EngineWorker
 
 from ..support.app_helpers import load_engine, reference_engine, wait_until
@@ -303,11 +305,9 @@ def test_finished_jobs_kept_for_their_status_leave_room_in_the_line_and_cancelle
 
 
 def test_a_jobs_id_is_drawn_outside_the_lines_lock(stand_in, monkeypatch):
-    """uuid4 reads the OS's randomness, which may hand the GIL away: drawn while the line's lock is
+    """Reading the OS's randomness for an id may hand the GIL away: drawn while the line's lock is
     held, every thread that waits for that lock (the intake's, the engine's) waits for the event
     loop to get the GIL back. While the id is drawn, another thread can read the line at once."""
-    import uuid
-
     from inference.serving import worker as worker_module
 
     worker = EngineWorker(stand_in, max_queue=4)
@@ -318,11 +318,40 @@ def test_a_jobs_id_is_drawn_outside_the_lines_lock(stand_in, monkeypatch):
         reader.start()
         reader.join(timeout=2.0)  # blocks the whole 2 s if this thread holds the lock
         seen.append(reader.is_alive())
-        return uuid.UUID(int=len(seen))
-    monkeypatch.setattr(worker_module.uuid, "uuid4", drawn_while_another_thread_reads_the_line)
+        return f"id-{len(seen)}"
+    monkeypatch.setattr(worker_module, "new_job_id", drawn_while_another_thread_reads_the_line)
     job = worker.submit(short())
     assert seen[-1] is False and len(seen) == 2, seen  # the reader got its answer while the id was drawn
     assert len(np.concatenate(list(job))) > 0
+    worker.close()
+
+
+def test_job_ids_are_unguessable_and_the_os_is_asked_once_per_batch(monkeypatch):
+    """A job's id is what cancels it (POST /voxcpm/jobs/{id}/cancel), so each is a UUID4 of the OS's
+    randomness; the event loop draws one per request, and each read of that randomness is a system
+    call that hands the GIL to another thread, so they are read BATCH at a time."""
+    reads = []
+    real = os.urandom
+    monkeypatch.setattr(os, "urandom", lambda n: reads.append(n) or real(n))
+    ids = JobIds()
+    drawn = [ids() for _ in range(JobIds.BATCH)]
+    assert len(set(drawn)) == JobIds.BATCH and len(reads) == 1
+    assert all(len(i) == 32 and uuid.UUID(hex=i).version == 4 for i in drawn)
+    ids()
+    assert len(reads) == 2
+
+
+def test_a_burst_after_start_starts_no_thread_on_the_callers_thread(stand_in, monkeypatch):
+    """The intake threads all run before the first request: a pool that grew on demand would start
+    them inside submit(), on the event loop, where each start waits for the new thread to run."""
+    worker = EngineWorker(stand_in, max_queue=16, prepare_threads=6)
+    assert worker.ready.wait(10)
+    started = []
+    real = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda t: started.append(t.name) or real(t))
+    jobs = [worker.submit(short(seed=s)) for s in range(12)]
+    assert started == []
+    assert all(len(np.concatenate(list(job))) > 0 for job in jobs)
     worker.close()
 
 
