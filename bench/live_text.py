@@ -4,6 +4,7 @@ gets it: the whole app over loopback, sessions sending a paragraph token by toke
 
     python -m bench.live_text --checkpoint DIR --out DIR       # starts app.py on the checkpoint
     python -m bench.live_text --url http://127.0.0.1:7860 ...  # an app already running
+    python -m bench.live_text --checkpoint DIR --against-root /tmp/before   # and another checkout's app, in turns
 
 For each rate (--rates, tokens per second) and load (--sessions, started together, sent from
 --clients processes): the time from the piece that completes the first clause (the one that brings
@@ -179,34 +180,46 @@ def main(argv=None):
     p.add_argument("--patches", type=int, default=12, help="patches per clause (random weights never stop)")
     p.add_argument("--prebuffer-ms", type=float, default=80.0)
     p.add_argument("--out", default="/tmp/voxcpm-live-text")
+    p.add_argument("--against-root", default=None, metavar="DIR",
+                   help="also start app.py of another checkout (B) on the same GPU, and run every load on A, B, B, A")
     args = p.parse_args(argv)
+    if args.against_root and args.url:
+        p.error("--against-root starts both apps: leave out --url")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    app = None
-    url = args.url
-    if url is None:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        app = start_app(args.checkpoint, port, args.app_args.split(), out / "app.log")
+    urls, apps = {}, {}  # by letter: the app's address, and its process when this script started it
+    roots = {"A": ROOT, **({"B": Path(args.against_root).resolve()} if args.against_root else {})}
     try:
-        wait_ready(url, app)
-        live_load(url, 1, 60, args.patches, 1)  # warm: the first session pays for nothing measured
+        for name, root in roots.items():
+            port = free_port()
+            urls[name] = args.url or f"http://127.0.0.1:{port}"
+            if not args.url:
+                apps[name] = start_app(args.checkpoint, port, args.app_args.split(), out / f"app-{name}.log", root)
+        for name, url in urls.items():
+            wait_ready(url, apps.get(name))
+            live_load(url, 1, 60, args.patches, 1)  # warm: the first session pays for nothing measured
         rows = []
-        for sessions in args.sessions:
-            for rate in args.rates:
-                results, wall = live_load(url, sessions, rate, args.patches, min(args.clients, sessions))
-                row = {"rate_tps": rate, **summarize(results, wall, args.prebuffer_ms / 1e3)}
-                print(json.dumps(row), flush=True)
-                rows.append(row)
-            whole = {"rate_tps": "whole", "sessions": sessions,
-                     **whole_load(url, sessions, args.patches, min(args.clients, sessions))}
-            print(json.dumps(whole), flush=True)
-            rows.append(whole)
+        for name in ("A", "B", "B", "A") if len(urls) > 1 else ("A",):
+            rows += loads(urls[name], args, {"app": name} if len(urls) > 1 else {})
         (out / "live_text.json").write_text(json.dumps(rows, indent=1))
     finally:
-        if app is not None:
+        for app in apps.values():
             app.terminate()
             app.wait(30)
+
+
+def loads(url: str, args, label: dict) -> list[dict]:
+    """Every load of the command line on one app, each row printed as it is measured."""
+    rows = []
+    for sessions in args.sessions:
+        for rate in args.rates:
+            results, wall = live_load(url, sessions, rate, args.patches, min(args.clients, sessions))
+            rows.append({**label, "rate_tps": rate, **summarize(results, wall, args.prebuffer_ms / 1e3)})
+            print(json.dumps(rows[-1]), flush=True)
+        rows.append({**label, "rate_tps": "whole", "sessions": sessions,
+                     **whole_load(url, sessions, args.patches, min(args.clients, sessions))})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
 
 
 if __name__ == "__main__":
