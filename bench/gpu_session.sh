@@ -18,6 +18,7 @@
 #   bash bench/gpu_session.sh floor:4                 # the same loads against a server that answers at once (bench/floor.py)
 #   AGAINST="--prepare-threads 2" bash bench/gpu_session.sh ab:4   # the app as shipped and with AGAINST, in turns (ABBA)
 #   bash bench/gpu_session.sh live                    # text spoken as it arrives, over the WebSocket (bench/live_text.py)
+#   AGAINST_ROOT=$PWD/.ab/before bash bench/gpu_session.sh live-ab   # the same, this app and another checkout's in turns
 #   LIVE_ARGS="--sessions 128 --rates 60" bash bench/gpu_session.sh live-steps   # the same, its steps second by second
 #   SPY=40 bash bench/gpu_session.sh serve-steps:4    # serve:4 against the app traced, its steps (and 40 s of who holds the GIL)
 #   bash bench/gpu_session.sh beside                  # 64 live streams while another client scores and transcribes
@@ -84,6 +85,8 @@ for phase in "$@"; do
     hopper) python3 -m bench.lab.hopper_kernels ${HOPPER_ARGS:-} 2>&1 | tee "$OUT/hopper.txt" | tail -80 ;;
     dit) python3 -m bench.lab.dit_rate ${DIT_ARGS:-} 2>&1 | tee "$OUT/dit.txt" | tail -60 ;;
     live) python3 -m bench.live_text --checkpoint "$CKPT" --out "$OUT/live" ${LIVE_ARGS:-} 2>&1 | tee "$OUT/live.txt" | tail -20 ;;
+    live-ab) python3 -m bench.live_text --checkpoint "$CKPT" --out "$OUT/live-ab" --against-root "$AGAINST_ROOT" \
+               ${LIVE_ARGS:-} 2>&1 | tee "$OUT/live-ab.txt" | grep -v "^starting" | tail -40 ;;
     live-steps) port=7861  # the app traced by bench.lab.step_trace, the live loads sent to it, its steps summed up
              python3 -m bench.lab.step_trace --log "$OUT/steps.jsonl" -- app.py --model "$CKPT" --host 127.0.0.1 \
                --port $port ${APP_ARGS:-} > "$OUT/steps-app.log" 2>&1 &
