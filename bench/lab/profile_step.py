@@ -218,9 +218,10 @@ def prefill_rates(engine, keys):
               f"({times['plain'] / times['compiled']:.2f}x), {tflops:.0f} TFLOP/s in the products")
 
 
-def profile_bucket(engine, b: int, span: int, top: int):
-    """Kernels and replay times of each part of a patch at bucket b, and the DiT's FLOP rate.
-    The step's own methods enter its compile scope (fns.scope), which is not re-entrant."""
+def profile_bucket(engine, b: int, span: int, top: int, whole: bool = True):
+    """Kernels and replay times of each part of a patch at bucket b, and the DiT's FLOP rate (and,
+    `whole`, the engine's own graphs and one whole patch). The step's own methods enter its compile
+    scope (fns.scope), which is not re-entrant."""
     r, step = engine.runner, engine.runner.step
     frames = torch.zeros(b, 64, 4, device="cuda", dtype=step.vae_dtype)
     parts = {"prologue": lambda: step.prologue(b), "euler": lambda: step.euler(b),
@@ -230,6 +231,8 @@ def profile_bucket(engine, b: int, span: int, top: int):
     for name, fn in parts.items():
         graph = capture(fn)
         print(f"b={b} {name}: {kernels(fn, top=top)} kernels, as a graph {replay_ms(graph.replay, 20):.3f} ms")
+    if not whole:
+        return
     times = {name: replay_ms(lambda g=g: g(*key), 20) for name, g, key in
              (("prologue", r.prologue, (b,)), ("euler", r.euler, (b,)), ("finish", r.finish, (b, span)))}
     patch = replay_ms(lambda: r.launch(b, span - 1, 9) or r.collect(), 20)
@@ -248,15 +251,20 @@ def main():
     ap.add_argument("--admission", type=int, nargs="*", default=[], help="time batches of K arrivals (admission ahead off and on)")
     ap.add_argument("--prefill", action="store_true", help="with --admission: also each prefill key, plain and compiled")
     ap.add_argument("--no-hopper", action="store_true", help="the DiT on cuBLAS only, even where the Hopper kernels run")
+    ap.add_argument("--parts-only", action="store_true",
+                    help="only each bucket's parts, each captured alone (any batch size, not only the engine's "
+                         "buckets): no attention variants, and no capture of the engine's own graphs")
     args = ap.parse_args()
     if args.buckets is None:
         args.buckets = [] if args.admission else [1, 8, 32, 64]
-    attention_variants()
+    if not args.parts_only:
+        attention_variants()
     engine = random_engine(torch.float32, max_streams=max(args.buckets + args.admission), hopper=not args.no_hopper)
     r = engine.runner
     t = time.perf_counter()
-    r.capture()
-    print(f"capture {time.perf_counter() - t:.1f} s, {r.graphs} graphs")
+    if not args.parts_only:
+        r.capture()
+        print(f"capture {time.perf_counter() - t:.1f} s, {r.graphs} graphs")
     for b, times in sorted(r.dit_choice.items()):  # the warm-up's choice of the DiT's kernels per bucket
         print(f"b={b} DiT kernels: " + ", ".join(f"{name} {ms:.3f} ms" for name, ms in times.items())
               + f" (9 Euler steps) -> {r.dit_chosen[b]}")
@@ -271,7 +279,7 @@ def main():
     engine.step()  # admits every stream into its row
     span = r.span(max(s.position for s in streams))
     for b in args.buckets:
-        profile_bucket(engine, b, span, args.top)
+        profile_bucket(engine, b, span, args.top, whole=not args.parts_only)
 
 
 if __name__ == "__main__":
