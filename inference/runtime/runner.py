@@ -34,13 +34,20 @@ def span_buckets(capacity: int, smallest: int = 256) -> list[int]:
     return spans + [capacity]
 
 
-def batch_buckets(rows: int) -> list[int]:
-    """Batch sizes with a graph each: powers of two below `rows`, then `rows`."""
-    buckets, size = [], 1
-    while size < rows:
-        buckets.append(size)
+def powers_of_two(limit: int) -> list[int]:
+    """Powers of two below `limit`, then `limit`: the sizes of batched prefills and LocEnc calls."""
+    sizes, size = [], 1
+    while size < limit:
+        sizes.append(size)
         size *= 2
-    return buckets + [rows]
+    return sizes + [limit]
+
+
+def batch_buckets(rows: int, step: int = 16) -> list[int]:
+    """Batch sizes with a patch's graphs each: 1, 2, 4, 8, then every multiple of `step` (as
+    nano-vllm's), then `rows`. A patch costs what its bucket holds, and from 64 rows on that grows
+    about linearly (docs/benchmarks.md): by powers of two, 65 streams ran at 128's pace."""
+    return sorted({*(b for b in (1, 2, 4, 8) if b < rows), *range(step, rows, step), rows})
 
 
 # Prompt positions one prefill graph may hold (batch x padded length): bounds its activations.
@@ -50,12 +57,12 @@ PREFILL_TOKENS = 8192
 # prompt pads to 96, not 128. Smaller batches are launch-bound: one graph per power of two.
 FINE_PROMPTS = 16
 # Prompt patches one LocEnc graph may embed (an admission's audio positions: clips, tails); more
-# are embedded in turns of this many. Its buckets are the batch buckets from EMBED_SMALLEST on.
+# are embedded in turns of this many. Its buckets are the powers of two from EMBED_SMALLEST on.
 EMBED_PATCHES, EMBED_SMALLEST = 2048, 16
 
 
 def prefill_keys(buckets: list[int], capacity: int, smallest: int = 32) -> list[tuple[int, int]]:
-    """(prompts, padded length) pairs with a prefill graph: every batch bucket, lengths in powers
+    """(prompts, padded length) pairs with a prefill graph: every bucket of prompts, lengths in powers
     of two from `smallest` up to half the cache (and 1.5 x those from FINE_PROMPTS prompts on),
     within PREFILL_TOKENS."""
     keys = []
@@ -101,12 +108,12 @@ class BatchRunner:
         self.step = DecodeStep(model, vae, rows + 1, model.cfg.max_length, fns)
         self.rows, self.capacity, self.scratch_row = rows, model.cfg.max_length, rows
         self.buckets, self.spans = batch_buckets(rows), span_buckets(self.capacity)
-        self.prefill_keys = prefill_keys(self.buckets, self.capacity)
+        self.prefill_keys = prefill_keys(powers_of_two(rows), self.capacity)
         self.prologue = CUDAGraphed(self.step.prologue)
         self.euler = CUDAGraphed(self.step.euler)
         self.finish = CUDAGraphed(self.step.finish)
         self.padded_prefill = CUDAGraphed(self._padded_prefill)
-        self.embed_buckets = [n for n in batch_buckets(EMBED_PATCHES) if n >= EMBED_SMALLEST]
+        self.embed_buckets = [n for n in powers_of_two(EMBED_PATCHES) if n >= EMBED_SMALLEST]
         self.embed = CUDAGraphed(self._embed)
         self._allocate_padded_prompt()
         self._allocate_host()
