@@ -187,13 +187,13 @@ def main(argv=None):
         p.error("--against-root starts both apps: leave out --url")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    urls, apps = {}, {}  # by letter: the app's address, and its process when this script started it
     roots = {"A": ROOT, **({"B": Path(args.against_root).resolve()} if args.against_root else {})}
+    urls = {"A": args.url} if args.url else {name: f"http://127.0.0.1:{free_port()}" for name in roots}
+    apps = {}  # by letter: the processes this script started
     try:
-        for name, root in roots.items():
-            port = free_port()
-            urls[name] = args.url or f"http://127.0.0.1:{port}"
-            if not args.url:
+        if not args.url:
+            for name, root in roots.items():
+                port = int(urls[name].rsplit(":", 1)[1])
                 apps[name] = start_app(args.checkpoint, port, args.app_args.split(), out / f"app-{name}.log", root)
         for name, url in urls.items():
             wait_ready(url, apps.get(name))
