@@ -43,11 +43,15 @@ def powers_of_two(limit: int) -> list[int]:
     return sizes + [limit]
 
 
-def batch_buckets(rows: int, step: int = 16) -> list[int]:
-    """Batch sizes with a patch's graphs each: 1, 2, 4, 8, then every multiple of `step` (as
-    nano-vllm's), then `rows`. A patch costs what its bucket holds, and from 64 rows on that grows
-    about linearly (docs/benchmarks.md): by powers of two, 65 streams ran at 128's pace."""
-    return sorted({*(b for b in (1, 2, 4, 8) if b < rows), *range(step, rows, step), rows})
+# Rows between two batch buckets from 16 on (as nano-vllm's): a patch costs what its bucket holds,
+# and from 64 rows on that grows about linearly (docs/benchmarks.md), so by powers of two 65 streams
+# ran at 128's pace.
+BUCKET_STEP = 16
+
+
+def batch_buckets(rows: int) -> list[int]:
+    """Batch sizes with a patch's graphs each: 1, 2, 4, 8, then every BUCKET_STEP rows, then `rows`."""
+    return sorted({*(b for b in (1, 2, 4, 8) if b < rows), *range(BUCKET_STEP, rows, BUCKET_STEP), rows})
 
 
 # Prompt positions one prefill graph may hold (batch x padded length): bounds its activations.
