@@ -19,13 +19,14 @@ prefilled and when held audio goes out:
   then newcomers in arrival order. A prefill delays the patches of every running stream, so one
   step admits only as many as fit, with the step itself, in the shortest slack of a playing
   stream (pacing.StepCosts learns a step's and a prefill's time on the clock); always at least
-  one, and all of them while no stream plays. A joining stream that plays and runs dry before
-  the step could end (or before that shortest slack) is admitted whatever it costs: holding it
-  back spares nobody's buffer that is not its own. Without that rule, once buffers had run dry
-  (a stall, a load's start), the streams admitted after it had no slack, so a step could admit
-  one stream at a seam while the rest ran dry waiting, and so on: 128 live sessions made 50 s of
-  audio a second with every seam heard (docs/benchmarks.md). A newcomer's first patch is launched
-  in the step that admits it and collected in the next one.
+  one, and all of them while no stream plays. A newcomer's first patch is launched in the step
+  that admits it and collected in the next one, so a joining stream that plays and has less than
+  URGENT_STEPS steps of audio left (or less than that shortest slack) runs dry if it is held back
+  one more step: it is admitted whatever it costs, since holding it back spares nobody's buffer
+  that is not its own. Without that rule, once buffers had run dry (a stall, a load's start), the
+  streams admitted after it had no slack, so a step could admit one stream at a seam while the
+  rest ran dry waiting, and so on: 128 live sessions made 50 s of audio a second with every seam
+  heard; with a horizon of one step, each such stream came in a step too late (docs/benchmarks.md).
 - Admission ahead: while no stream plays and no patch is in flight, a burst's newcomers are
   prefilled in groups of ADMIT_AHEAD as they are started, before the step that launches their
   first patch, so the device works through the prefills while the host prepares the rest.
@@ -58,6 +59,8 @@ from .stream import Stream
 
 # (stream, index of the patch, the stream's generation when it was launched)
 Launched = list[tuple[Stream, int, int]]
+# Steps from a joining stream's admission to its first chunk (two), and the one it would be held back
+URGENT_STEPS = 3
 
 
 # One JSON line per step at DEBUG, for bench/lab/step_trace.py: what each step did and took, and
@@ -204,12 +207,13 @@ class Scheduler:
     def admissible(self, now: float) -> int:
         """How many joining streams this step may prefill (the module's docstring says why): as
         many as fit in the shortest slack of a playing stream, and at least every joining stream
-        that already plays and runs dry before this step can end (or before that stream does)."""
+        that already plays and would run dry if held back to the next step (or before that stream
+        does)."""
         slack = self.least_slack(now)
         if slack is None:
             return len(self.joining)
         fits = self.costs.joiners_within(slack, len(self.joining))
-        soon = max(slack, self.costs.step_s or 0.0)
+        soon = max(slack, URGENT_STEPS * (self.costs.step_s or 0.0))
         urgent = sum(1 for s in self.joining if s.listener.playing and s.listener.slack(now) <= soon)
         return max(fits, urgent)
 

@@ -150,3 +150,25 @@ def test_streams_that_run_dry_at_their_seams_are_all_admitted_at_the_next_step(e
         engine.step()
         held_back += [s.row for s in dry if s in scheduler.joining]
     assert not held_back, f"rows left joining, their listeners dry, after a step: {held_back}"
+
+
+def test_a_stream_at_its_seam_with_under_three_steps_of_slack_is_admitted_before_it_runs_dry(engine):
+    """A joining stream's first chunk comes at the end of the step after the one that prefills it;
+    held back one more step, a stream with less than three steps of audio left runs dry whatever
+    else happens, so it is admitted now, even while a running listener is about to run dry. (Held
+    back until one step was left, seams came a step late under 128 live sessions: benchmarks.md.)"""
+    engine.clock.join_s = 0.005  # a prefill costs little next to a step, as a batched one does on a GPU
+    timeline = Timeline(engine)
+    running = [timeline.start(seed) for seed in range(4)]
+    while not all(timeline.got[s] for s in running):
+        timeline.step()
+    engine.clock.now += engine.scheduler.least_slack() - 0.04  # a stall: the running listeners hold 40 ms
+    started = engine.clock()
+    seam = [timeline.start(400 + i, patches=3) for i in range(6)]
+    for stream in seam:  # each still plays its sentence before: 2.75 steps of it left
+        stream.listener.release(0.22, started)
+    while not all(timeline.got[s] for s in seam):
+        timeline.step()
+    late = {s.row: round(timeline.got[s][0][1] - (started + 0.22), 3) for s in seam
+            if timeline.got[s][0][1] > started + 0.22}
+    assert not late, f"seconds each stream's listener waited in silence for its next sentence, by row: {late}"
