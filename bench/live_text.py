@@ -9,8 +9,10 @@ gets it: the whole app over loopback, sessions sending a paragraph token by toke
 For each rate (--rates, tokens per second) and load (--sessions, started together, sent from
 --clients processes): the time from the piece that completes the first clause (the one that brings
 the space after its punctuation) to its first audio, p50/p95; the listener's gaps, played as the
-page plays (--prebuffer-ms before it starts, then in real time): how many, how long, and how many
-fall at a seam between clauses; and the audio seconds delivered per wall second. Beside each load,
+page plays (--prebuffer-ms before it starts, then in real time): how many, how long, how many fall
+at a seam between clauses, and how many of those came while the clause's text was still being sent
+(a clause of random weights may stop after min_len's 2 patches, shorter than the next one takes to
+arrive at 20 pieces a second); and the audio seconds delivered per wall second. Beside each load,
 the same paragraph sent whole to POST /voxcpm/stream from as many clients: its first audio and gaps.
 Random weights never stop by themselves, so each clause (and each segment of the whole text) runs
 --patches patches.
@@ -62,12 +64,25 @@ class Session:
         commit = next((t for t, chars in self.sent if chars >= needed), self.sent[-1][0])
         return self.arrivals[0][0] - commit
 
-    def gaps(self, prebuffer_s: float) -> tuple[list[float], list[float]]:
+    def clauses_sent(self) -> list[float]:
+        """When the piece that completed each clause (the space after it; the last one, the last
+        piece) was sent, clause by clause as the server cut them (audio.start's sentence_text)."""
+        out, at = [], 0
+        for _, text in self.starts:
+            found = PARAGRAPH.find(text.strip(), at)
+            at = found + len(text.strip()) if found >= 0 else at + len(text)
+            out.append(next((t for t, chars in self.sent if chars > at), self.sent[-1][0] if self.sent else 0.0))
+        return out
+
+    def gaps(self, prebuffer_s: float) -> tuple[list[float], list[float], list[float]]:
         """The listener's silences (seconds) as the page plays them (it starts once it holds
-        `prebuffer_s`, then plays in real time): all of them, and those that end with a clause's
-        first audio (a seam)."""
-        seams = {next((k for k, (t, _) in enumerate(self.arrivals) if t >= start), None) for start, _ in self.starts[1:]}
-        gaps, at_seam, held, ends = [], [], 0.0, None
+        `prebuffer_s`, then plays in real time): all of them; those that end with a clause's first
+        audio (a seam); and of those, the ones whose clause was not all sent when the silence began
+        (the text came slower than the clause before it was spoken: no server could have filled it)."""
+        sent = self.clauses_sent()
+        seams = {next((k for k, (t, _) in enumerate(self.arrivals) if t >= start), None): j
+                 for j, (start, _) in enumerate(self.starts) if j}
+        gaps, at_seam, text_late, held, ends = [], [], [], 0.0, None
         for k, (t, size) in enumerate(self.arrivals):
             seconds = size / 2 / PCM_RATE
             if ends is None:  # still filling the prebuffer
@@ -79,9 +94,11 @@ class Session:
                 gaps.append(t - ends)
                 if k in seams:
                     at_seam.append(t - ends)
+                    if sent[seams[k]] > ends:
+                        text_late.append(t - ends)
                 ends = t
             ends += seconds
-        return gaps, at_seam
+        return gaps, at_seam, text_late
 
 
 async def live_session(ws_url: str, seed: int, rate: float, patches: int, start_at: float) -> Session:
@@ -146,7 +163,7 @@ def summarize(results: list[Session], wall: float, prebuffer_s: float) -> dict:
     ok = [s for s in results if s.arrivals and s.error is None]
     first = [s.first_clause_to_audio() for s in ok]
     gaps = [s.gaps(prebuffer_s) for s in ok]
-    all_gaps, seam_gaps = [g for a, _ in gaps for g in a], [g for _, b in gaps for g in b]
+    all_gaps, seam_gaps = [g for a, _, _ in gaps for g in a], [g for _, b, _ in gaps for g in b]
     audio_s = sum(size for s in ok for _, size in s.arrivals) / 2 / PCM_RATE
     ms = lambda v: None if v is None else round(v * 1e3, 1)  # noqa: E731
     return {"sessions": len(results), "completed": sum(s.done and s.error is None for s in results),
@@ -154,7 +171,7 @@ def summarize(results: list[Session], wall: float, prebuffer_s: float) -> dict:
             "clause_to_audio_p50_ms": ms(percentile([f for f in first if f is not None], 50)),
             "clause_to_audio_p95_ms": ms(percentile([f for f in first if f is not None], 95)),
             "underruns": len(all_gaps), "underrun_max_ms": ms(max(all_gaps, default=None)),
-            "at_seams": len(seam_gaps), "audio_s_per_s": round(audio_s / wall, 1) if wall else None,
+            "at_seams": len(seam_gaps), "at_seams_text_late": sum(len(c) for _, _, c in gaps), "audio_s_per_s": round(audio_s / wall, 1) if wall else None,
             "clauses_per_session": round(sum(len(s.starts) for s in ok) / max(1, len(ok)), 1)}
 
 
