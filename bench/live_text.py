@@ -171,7 +171,8 @@ def summarize(results: list[Session], wall: float, prebuffer_s: float) -> dict:
             "clause_to_audio_p50_ms": ms(percentile([f for f in first if f is not None], 50)),
             "clause_to_audio_p95_ms": ms(percentile([f for f in first if f is not None], 95)),
             "underruns": len(all_gaps), "underrun_max_ms": ms(max(all_gaps, default=None)),
-            "at_seams": len(seam_gaps), "at_seams_text_late": sum(len(c) for _, _, c in gaps), "audio_s_per_s": round(audio_s / wall, 1) if wall else None,
+            "at_seams": len(seam_gaps), "at_seams_text_late": sum(len(late) for _, _, late in gaps),
+            "audio_s_per_s": round(audio_s / wall, 1) if wall else None,
             "clauses_per_session": round(sum(len(s.starts) for s in ok) / max(1, len(ok)), 1)}
 
 

@@ -17,11 +17,11 @@ prefilled and when held audio goes out:
 
 - Admission: joining streams that already play (a next segment, a retry) go first, by deadline,
   then newcomers in arrival order. A prefill delays the patches of every running stream, so one
-  step admits only as many as fit, with the step itself, in the shortest slack of a playing
-  stream (pacing.StepCosts learns a step's and a prefill's time on the clock). On a GPU a prefill
-  runs behind the patch in flight, so it delays the step after, and that slack counts the chunk
-  of the patch in flight, which reaches its listener first (counted without it, a listener about
-  to get its chunk held 128 live sessions at one prefill a step: docs/benchmarks.md); always at least
+  step admits only as many as fit, with the step itself, in the shortest slack of a playing stream
+  (pacing.StepCosts learns a step's and a prefill's time on the clock). On a GPU a prefill runs
+  behind the patch in flight, so it delays the step after, and that slack counts the chunk of the
+  patch in flight, which reaches its listener first (counted without it, a listener about to get
+  its chunk held 128 live sessions at one prefill a step: docs/benchmarks.md); always at least
   one, and all of them while no stream plays. A newcomer's first patch is launched in the step
   that admits it and collected in the next one, so a joining stream that plays and has less than
   URGENT_STEPS steps of audio left (or less than that shortest slack) runs dry if it is held back
@@ -29,7 +29,8 @@ prefilled and when held audio goes out:
   that is not its own. Without that rule, once buffers had run dry (a stall, a load's start), the
   streams admitted after it had no slack, so a step could admit one stream at a seam while the
   rest ran dry waiting, and so on: 128 live sessions made 50 s of audio a second with every seam
-  heard; with a horizon of one step, each such stream came in a step too late (docs/benchmarks.md).
+  heard; with a horizon of one step, each such stream came in a step too late
+  (docs/benchmarks.md).
 - Admission ahead: while no stream plays and no patch is in flight, a burst's newcomers are
   prefilled in groups of ADMIT_AHEAD as they are started, before the step that launches their
   first patch, so the device works through the prefills while the host prepares the rest.
@@ -62,7 +63,8 @@ from .stream import Stream
 
 # (stream, index of the patch, the stream's generation when it was launched)
 Launched = list[tuple[Stream, int, int]]
-# Steps from a joining stream's admission to its first chunk (two), and the one it would be held back
+# A playing joiner with less audio left than this many steps is admitted at once: its first chunk
+# comes at the end of the step after the one that admits it, three steps away if it is held back one
 URGENT_STEPS = 3
 
 
