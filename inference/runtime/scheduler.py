@@ -87,15 +87,17 @@ class EngineFull(RuntimeError):
 
 class Scheduler:
     def __init__(self, runner: BatchRunner, rows: int, clock: Callable[[], float] = time.monotonic,
-                 admit_ahead: int = ADMIT_AHEAD):
+                 admit_ahead: int = ADMIT_AHEAD, lag: int | None = None):
         """clock: seconds, for the listeners' deadlines and the steps' costs (tests give a fake).
-        admit_ahead: the group size of admission ahead (0: off, every prefill waits for a step)."""
+        admit_ahead: the group size of admission ahead (0: off, every prefill waits for a step).
+        lag: steps from the one that queues a prefill to the one that waits for it (default the
+        device's; a test's fake device time may queue them as a GPU does)."""
         self.runner, self.rows, self.clock, self.admit_ahead = runner, rows, clock, admit_ahead
         step = runner.step
         self.rate = step.vae.cfg.out_sample_rate
         self.patch_s = step.patch_samples / self.rate  # audio seconds in one patch
         # On a GPU a prefill is queued behind the patch in flight: the next step waits for it.
-        self.costs = StepCosts(lag=1 if step.device.type == "cuda" else 0)
+        self.costs = StepCosts(lag=(1 if step.device.type == "cuda" else 0) if lag is None else lag)
         self.free = list(range(rows))  # a heap: the lowest free row first keeps buckets small
         self.joining: list[Stream] = []
         self.live: list[Stream] = []

@@ -262,12 +262,10 @@ def on_fake_device_time(engine: Engine, monkeypatch, step_s: float, join_s: floa
                         lag: int = 0) -> FakeDeviceTime:
     """Gives the engine a scheduler that reads a FakeDeviceTime, and times its runner's prefills and
     launches on it; lag 1 times them as a GPU's stream does (and the scheduler learns them so)."""
-    from inference.runtime.pacing import StepCosts
     from inference.runtime.scheduler import Scheduler
 
     clock, runner = FakeDeviceTime(step_s, join_s, lag=lag), engine.runner
-    engine.scheduler = Scheduler(runner, engine.rows, clock)
-    engine.scheduler.costs = StepCosts(lag=lag)  # the scheduler takes its lag from the device: this one is fake
+    engine.scheduler = Scheduler(runner, engine.rows, clock, lag=lag)
     admit, launch = runner.admit, runner.launch
 
     def timed_admit(joins):
