@@ -18,7 +18,6 @@ def _average(old: float | None, sample: float) -> float:
 
 class StepCosts:
     def __init__(self, lag: int):
-        self.lag = lag  # steps from the one that queues a prefill to the one that waits for it
         self.step_s: float | None = None  # a step that waited for no prefill
         self.join_s: float | None = None  # one prefill's extra time, per joining stream
         self.recent: collections.deque[int] = collections.deque(maxlen=lag + 1)  # streams admitted, by step
@@ -38,13 +37,12 @@ class StepCosts:
 
     def joiners_within(self, seconds: float, waiting: int) -> int:
         """How many of `waiting` joining streams may be prefilled in one step so that the step
-        that waits for their prefills still ends within `seconds` (the shortest slack of a playing
-        stream, with the patches collected before then counted in): the patch collected after the
-        prefills then comes before that listener's buffer runs dry. At least one, so that nobody
-        waits for ever; all while nothing is known yet."""
+        with their prefills still ends within `seconds` (the shortest slack of a playing stream):
+        the patch collected after the prefills then comes before that listener's buffer runs dry.
+        At least one, so that nobody waits for ever; all while nothing is known yet."""
         if self.step_s is None:
             return waiting
         per_join = self.join_s if self.join_s is not None else self.step_s  # until measured: a step each
-        room = seconds - (self.lag + 1) * self.step_s
+        room = seconds - self.step_s
         fits = waiting if per_join <= 0 else int(max(0.0, room) // per_join)
         return max(1, min(waiting, fits))

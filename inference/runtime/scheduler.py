@@ -17,11 +17,8 @@ prefilled and when held audio goes out:
 
 - Admission: joining streams that already play (a next segment, a retry) go first, by deadline,
   then newcomers in arrival order. A prefill delays the patches of every running stream, so one
-  step admits only as many as fit, with the step itself, in the shortest slack of a playing stream
-  (pacing.StepCosts learns a step's and a prefill's time on the clock). On a GPU a prefill runs
-  behind the patch in flight, so it delays the step after, and that slack counts the chunk of the
-  patch in flight, which reaches its listener first (counted without it, a listener about to get
-  its chunk held 128 live sessions at one prefill a step: docs/benchmarks.md); always at least
+  step admits only as many as fit, with the step itself, in the shortest slack of a playing
+  stream (pacing.StepCosts learns a step's and a prefill's time on the clock); always at least
   one, and all of them while no stream plays. A newcomer's first patch is launched in the step
   that admits it and collected in the next one, so a joining stream that plays and has less than
   URGENT_STEPS steps of audio left (or less than that shortest slack) runs dry if it is held back
@@ -87,17 +84,15 @@ class EngineFull(RuntimeError):
 
 class Scheduler:
     def __init__(self, runner: BatchRunner, rows: int, clock: Callable[[], float] = time.monotonic,
-                 admit_ahead: int = ADMIT_AHEAD, lag: int | None = None):
+                 admit_ahead: int = ADMIT_AHEAD):
         """clock: seconds, for the listeners' deadlines and the steps' costs (tests give a fake).
-        admit_ahead: the group size of admission ahead (0: off, every prefill waits for a step).
-        lag: steps from the one that queues a prefill to the one that waits for it (default the
-        device's; a test's fake device time may queue them as a GPU does)."""
+        admit_ahead: the group size of admission ahead (0: off, every prefill waits for a step)."""
         self.runner, self.rows, self.clock, self.admit_ahead = runner, rows, clock, admit_ahead
         step = runner.step
         self.rate = step.vae.cfg.out_sample_rate
         self.patch_s = step.patch_samples / self.rate  # audio seconds in one patch
         # On a GPU a prefill is queued behind the patch in flight: the next step waits for it.
-        self.costs = StepCosts(lag=(1 if step.device.type == "cuda" else 0) if lag is None else lag)
+        self.costs = StepCosts(lag=1 if step.device.type == "cuda" else 0)
         self.free = list(range(rows))  # a heap: the lowest free row first keeps buckets small
         self.joining: list[Stream] = []
         self.live: list[Stream] = []
@@ -219,7 +214,7 @@ class Scheduler:
         slack = self.least_slack(now)
         if slack is None:
             return len(self.joining)
-        fits = self.costs.joiners_within(self.slack_past_flight(now), len(self.joining))
+        fits = self.costs.joiners_within(slack, len(self.joining))
         soon = max(slack, URGENT_STEPS * (self.costs.step_s or 0.0))
         urgent = sum(1 for s in self.joining if s.listener.playing and s.listener.slack(now) <= soon)
         return max(fits, urgent)
@@ -228,15 +223,6 @@ class Scheduler:
         """The shortest slack of a playing stream (None: none plays)."""
         now = self.clock() if now is None else now
         return min((s.listener.slack(now) for s in self.live if s.listener.playing), default=None)
-
-    def slack_past_flight(self, now: float) -> float:
-        """The shortest slack of a playing stream once the patch in flight has been collected, for
-        a prefill queued now: on a GPU it runs behind that patch, whose chunks reach their listeners
-        first (a stream that holds its segment's audio may release none of it)."""
-        flying = self.launched[0] if self.costs.lag and self.launched else []
-        coming = {s for s, _, generation in flying if generation == s.generation and not s.plan.holding}
-        return min(s.listener.slack(now) + (self.patch_s if s in coming else 0.0)
-                   for s in self.live if s.listener.playing)
 
     def admit(self, count: int | None = None) -> int:
         """Prefills the first `count` joining streams (all by default): those already playing by

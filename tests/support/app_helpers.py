@@ -246,39 +246,32 @@ def run_to_end(engine: Engine, req: SynthesisRequest):
 class FakeDeviceTime:
     """The scheduler's clock for an engine on the CPU, moved by its work alone: each launched patch
     takes `step_s` (settable as a test goes), each prefill `join_s` per joining stream. `prefilled`
-    lists each prefill's rows, in order. lag 1: as on a GPU, a prefill runs behind the patch in
-    flight, so its time is felt by the step after the one that queued it."""
+    lists each prefill's rows, in order."""
 
-    def __init__(self, step_s: float, join_s: float = 0.0, now: float = 100.0, lag: int = 0):
-        self.step_s, self.join_s, self.now, self.lag = step_s, join_s, now, lag
+    def __init__(self, step_s: float, join_s: float = 0.0, now: float = 100.0):
+        self.step_s, self.join_s, self.now = step_s, join_s, now
         self.prefilled: list[list[int]] = []
-        self.queued = self.landing = 0.0  # lag 1: prefill time queued by this step, felt by the next
 
     def __call__(self) -> float:
         return self.now
 
 
-def on_fake_device_time(engine: Engine, monkeypatch, step_s: float, join_s: float = 0.0,
-                        lag: int = 0) -> FakeDeviceTime:
+def on_fake_device_time(engine: Engine, monkeypatch, step_s: float, join_s: float = 0.0) -> FakeDeviceTime:
     """Gives the engine a scheduler that reads a FakeDeviceTime, and times its runner's prefills and
-    launches on it; lag 1 times them as a GPU's stream does (and the scheduler learns them so)."""
+    launches on it."""
     from inference.runtime.scheduler import Scheduler
 
-    clock, runner = FakeDeviceTime(step_s, join_s, lag=lag), engine.runner
-    engine.scheduler = Scheduler(runner, engine.rows, clock, lag=lag)
+    clock, runner = FakeDeviceTime(step_s, join_s), engine.runner
+    engine.scheduler = Scheduler(runner, engine.rows, clock)
     admit, launch = runner.admit, runner.launch
 
     def timed_admit(joins):
-        if clock.lag:
-            clock.queued += clock.join_s * len(joins)
-        else:
-            clock.now += clock.join_s * len(joins)
+        clock.now += clock.join_s * len(joins)
         clock.prefilled.append([j.row for j in joins])
         admit(joins)
 
     def timed_launch(*args):
-        clock.now += clock.step_s + clock.landing
-        clock.landing, clock.queued = clock.queued, 0.0
+        clock.now += clock.step_s
         launch(*args)
     monkeypatch.setattr(runner, "admit", timed_admit)
     monkeypatch.setattr(runner, "launch", timed_launch)

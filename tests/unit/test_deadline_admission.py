@@ -172,27 +172,3 @@ def test_a_stream_at_its_seam_with_under_three_steps_of_slack_is_admitted_before
     late = {s.row: round(timeline.got[s][0][1] - (started + 0.22), 3) for s in seam
             if timeline.got[s][0][1] > started + 0.22}
     assert not late, f"seconds each stream's listener waited in silence for its next sentence, by row: {late}"
-
-
-def test_on_a_gpu_a_running_listener_hears_the_patch_in_flight_before_a_prefill_can_delay_it(monkeypatch):
-    """On a GPU a prefill is queued behind the patch in flight, so every running listener gets that
-    patch's chunk before the prefill can delay anyone; a group of newcomers fits beside a listener
-    about to run dry, where counting only its own slack would admit one a step."""
-    engine = Engine.from_pretrained(tiny_checkpoint(), device="cpu", dtype="float32", warmup=False, max_streams=48)
-    engine.clock = on_fake_device_time(engine, monkeypatch, STEP_S, join_s=0.005, lag=1)
-    engine.prefilled = engine.clock.prefilled
-    timeline = Timeline(engine)
-    running = [timeline.start(seed) for seed in range(4)]
-    while not all(timeline.got[s] for s in running):
-        timeline.step()
-    timeline.step()  # the running streams' own prefills have taught the scheduler a prefill's cost
-    engine.clock.now += engine.scheduler.least_slack() - 0.05  # a stall: 50 ms left, less than a step
-    stalled_at, prefills = timeline.steps, len(engine.prefilled)
-    newcomers = [timeline.start(500 + i, patches=3) for i in range(8)]
-    while not all(timeline.got[s] for s in newcomers):
-        timeline.step()
-    assert engine.prefilled[prefills:] == [[s.row for s in newcomers]], "the newcomers were prefilled apart"
-    assert all(timeline.got[s][0][0] == stalled_at + 2 for s in newcomers)
-    for i, stream in enumerate(running):  # the stall's own chunk came late; none after it
-        after = [(step, t) for step, t in timeline.got[stream] if step > stalled_at]
-        assert_never_dry(after, engine.scheduler.patch_s, f"running stream {i}")
