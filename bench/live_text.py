@@ -10,9 +10,10 @@ For each rate (--rates, tokens per second) and load (--sessions, started togethe
 --clients processes): the time from the piece that completes the first clause (the one that brings
 the space after its punctuation) to its first audio, p50/p95; the listener's gaps, played as the
 page plays (--prebuffer-ms before it starts, then in real time): how many, how long, how many fall
-at a seam between clauses, and how many of those came while the clause's text was still being sent
-(a clause of random weights may stop after min_len's 2 patches, shorter than the next one takes to
-arrive at 20 pieces a second); and the audio seconds delivered per wall second. Beside each load,
+at a seam between clauses, how many of those came while the clause's text was still being sent (a
+clause of random weights may stop after min_len's 2 patches, shorter than the next one takes to
+arrive at 20 pieces a second), and their median lead from the clause's last piece to the silence;
+and the audio seconds delivered per wall second. Beside each load,
 the same paragraph sent whole to POST /voxcpm/stream from as many clients: its first audio and gaps.
 Random weights never stop by themselves, so each clause (and each segment of the whole text) runs
 --patches patches.
@@ -77,12 +78,13 @@ class Session:
     def gaps(self, prebuffer_s: float) -> tuple[list[float], list[float], list[float]]:
         """The listener's silences (seconds) as the page plays them (it starts once it holds
         `prebuffer_s`, then plays in real time): all of them; those that end with a clause's first
-        audio (a seam); and of those, the ones whose clause was not all sent when the silence began
-        (the text came slower than the clause before it was spoken: no server could have filled it)."""
+        audio (a seam); and for each of those, its clause's lead: from the clause's last piece to
+        the silence's start (negative: the clause was not all sent when the silence began, the
+        text came slower than the clause before it was spoken, and no server could have filled it)."""
         sent = self.clauses_sent()
         seams = {next((k for k, (t, _) in enumerate(self.arrivals) if t >= start), None): j
                  for j, (start, _) in enumerate(self.starts) if j}
-        gaps, at_seam, text_late, held, ends = [], [], [], 0.0, None
+        gaps, at_seam, leads, held, ends = [], [], [], 0.0, None
         for k, (t, size) in enumerate(self.arrivals):
             seconds = size / 2 / PCM_RATE
             if ends is None:  # still filling the prebuffer
@@ -94,11 +96,10 @@ class Session:
                 gaps.append(t - ends)
                 if k in seams:
                     at_seam.append(t - ends)
-                    if sent[seams[k]] > ends:
-                        text_late.append(t - ends)
+                    leads.append(ends - sent[seams[k]])
                 ends = t
             ends += seconds
-        return gaps, at_seam, text_late
+        return gaps, at_seam, leads
 
 
 async def live_session(ws_url: str, seed: int, rate: float, patches: int, start_at: float) -> Session:
@@ -164,6 +165,7 @@ def summarize(results: list[Session], wall: float, prebuffer_s: float) -> dict:
     first = [s.first_clause_to_audio() for s in ok]
     gaps = [s.gaps(prebuffer_s) for s in ok]
     all_gaps, seam_gaps = [g for a, _, _ in gaps for g in a], [g for _, b, _ in gaps for g in b]
+    leads = [lead for _, _, c in gaps for lead in c]
     audio_s = sum(size for s in ok for _, size in s.arrivals) / 2 / PCM_RATE
     ms = lambda v: None if v is None else round(v * 1e3, 1)  # noqa: E731
     return {"sessions": len(results), "completed": sum(s.done and s.error is None for s in results),
@@ -171,7 +173,8 @@ def summarize(results: list[Session], wall: float, prebuffer_s: float) -> dict:
             "clause_to_audio_p50_ms": ms(percentile([f for f in first if f is not None], 50)),
             "clause_to_audio_p95_ms": ms(percentile([f for f in first if f is not None], 95)),
             "underruns": len(all_gaps), "underrun_max_ms": ms(max(all_gaps, default=None)),
-            "at_seams": len(seam_gaps), "at_seams_text_late": sum(len(late) for _, _, late in gaps),
+            "at_seams": len(seam_gaps), "at_seams_text_late": sum(lead < 0 for lead in leads),
+            "at_seams_lead_p50_ms": ms(percentile(leads, 50)) if leads else None,
             "audio_s_per_s": round(audio_s / wall, 1) if wall else None,
             "clauses_per_session": round(sum(len(s.starts) for s in ok) / max(1, len(ok)), 1)}
 

@@ -1,5 +1,5 @@
 """bench/live_text.py's listener: the silences a page would play, and which seams came while the
-next clause's text was still being sent (a clause of random weights can be shorter than the time
+next clause's text was still being sent, and by how much (a clause of random weights can be shorter than the time
 the next one takes to arrive, and no server fills that)."""
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ def test_a_seam_whose_text_came_after_the_silence_began_is_told_apart_from_one_w
     session.starts = [(0.5, first), (0.9, " " + second), (2.6, " " + third)]
     session.arrivals = [(0.5, patch_bytes(0.16)), (0.5, patch_bytes(0.16)),
                         (0.9, patch_bytes(0.8)), (0.9, patch_bytes(0.8)), (2.6, patch_bytes(0.5))]
-    gaps, at_seams, text_late = session.gaps(prebuffer_s=0.08)
+    gaps, at_seams, leads = session.gaps(prebuffer_s=0.08)
     assert [round(g, 2) for g in gaps] == [0.08, 0.1]
     assert [round(g, 2) for g in at_seams] == [0.08, 0.1]
-    assert [round(g, 2) for g in text_late] == [0.08], "only the first seam's text came after its silence began"
+    # clause 2 was all sent 0.06 s after its silence began; clause 3, 1.29 s before its own
+    assert [round(lead, 2) for lead in leads] == [-0.06, 1.29], "only the first seam's text came after its silence began"
