@@ -26,6 +26,8 @@ WHEELS=(
   # it imports librosa (only to load clips: voice design never calls it, so numba and scipy can stay
   # behind: librosa's top level imports nothing else) and einops
   voxcpm==2.0.3 librosa==0.11.0 lazy-loader==0.6 einops==0.8.2
+  # who holds the GIL while a load runs (bench/gpu_session.sh serve-steps with SPY)
+  py-spy==0.4.3
 )
 mkdir -p .whl
 for spec in "${WHEELS[@]}"; do

@@ -32,8 +32,8 @@ def loop_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15
 
 
-def ms_per_request(url: str, pid: int, requests: int, bursts: int) -> float:
-    body = lambda i: request_body(i, patches=1, timesteps=2, text="Hello there.")  # noqa: E731
+def ms_per_request(url: str, pid: int, requests: int, bursts: int, patches: int = 1) -> float:
+    body = lambda i: request_body(i, patches=patches, timesteps=2, text="Hello there.")  # noqa: E731
     before = loop_cpu_s(pid)
     for _ in range(bursts):
         results, _ = asyncio.run(burst(url, requests, body, stay))
@@ -47,6 +47,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=64, help="requests per burst")
     ap.add_argument("--bursts", type=int, default=6, help="bursts per turn")
+    ap.add_argument("--patches", type=int, default=1,
+                    help="patches per request (more: the loop's time per streamed chunk counts in)")
     ap.add_argument("--against-root", default=None, metavar="DIR", help="a second checkout's app, in turns")
     ap.add_argument("--order", default="ABBAAB", help="the turns of A and B (default: ABBAAB)")
     args = ap.parse_args()
@@ -67,7 +69,7 @@ def main():
             figures: dict[str, list[float]] = {name: [] for name in apps}
             for name in turns:
                 url, process = apps[name]
-                figures[name].append(ms_per_request(url, process.pid, args.requests, args.bursts))
+                figures[name].append(ms_per_request(url, process.pid, args.requests, args.bursts, args.patches))
                 print(f"{name}: {figures[name][-1]:.2f} ms of the event loop's CPU per request", flush=True)
             for name, root in roots.items():
                 values = ", ".join(f"{v:.2f}" for v in figures[name])

@@ -157,8 +157,11 @@ class Output:
 
     @property
     def works(self) -> bool:
-        """Whether feeding it costs more than a copy (a few ms per patch at low speeds)."""
-        return self.stretches or self._soxr is not None
+        """Whether feeding it costs more than handing it to a thread: the stretch does (a few ms per
+        patch at low speeds); resampling a patch alone takes soxr 20-55 us, where a hand-off to a
+        thread and back costs the caller's event loop about 100 (this 2-core machine, 48 kHz to
+        8-44.1 kHz)."""
+        return self.stretches
 
     def feed(self, audio: np.ndarray, pause: bool = False) -> np.ndarray:
         if not self.stretches:

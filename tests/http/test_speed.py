@@ -77,6 +77,12 @@ def test_speed_one_is_untouched():
     assert stretch.feed(audio) is audio and stretch.finish().size == 0 and not stretch.works
 
 
+def test_only_a_stretch_is_handed_to_a_thread_a_resample_alone_runs_where_it_is_asked():
+    # A patch's resample costs soxr tens of microseconds, less than a thread's hand-off costs the loop.
+    assert not Output(1.0, SAMPLE_RATE, 24000).works and not Output(1.0, SAMPLE_RATE, 8000).works
+    assert Output(0.8, SAMPLE_RATE, SAMPLE_RATE).works and Output(1.5, SAMPLE_RATE, 24000).works
+
+
 @pytest.mark.parametrize("speed", [0.25, 0.5, 0.8, 1.5, 2.5, 3.0, 4.0])
 def test_no_gap_no_click_and_the_pitch_kept_at_every_speed(speed):
     audio = voiced()

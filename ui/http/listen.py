@@ -6,9 +6,10 @@ live-text WebSocket and Gradio's /generate and /generate_stream all take a job's
 body -> request (ui/http/common.admit) and its bytes -> wire.
 
 What a listener hears: the engine's chunks stretched to the request's pace and resampled to the
-rate asked (inference/request/listener.Output, off the event loop when that costs more than a
-copy), then the stretch's tail once the job has ended; each piece with its place in the audio sent,
-the one count of what went out, from which frames, words and a live session's sentences are placed.
+rate asked (inference/request/listener.Output; the stretch off the event loop, the resampling on
+it, where it costs less than a hand-off to a thread), then the stretch's tail once the job has
+ended; each piece with its place in the audio sent, the one count of what went out, from which
+frames, words and a live session's sentences are placed.
 
 No thread waits for a job: the worker's thread wakes the waiting coroutine through the loop's
 doorbell after each event it puts (Job.watch), so any number of streams wait without taking a
@@ -17,6 +18,7 @@ thread from anyio's limiter.
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass
 from typing import AsyncIterator
 
@@ -56,7 +58,7 @@ async def heard(job: Job, first: Delivery, rate: int | None = None, words: WordT
 
     async def through(fn, *args) -> np.ndarray:
         return await anyio.to_thread.run_sync(fn, *args) if output.works else fn(*args)
-    sent, delivery = 0, first
+    sent, delivery, waiting = 0, first, Waiting(job, watch)
     try:
         while delivery is not None:
             chunk = delivery.chunk
@@ -65,7 +67,7 @@ async def heard(job: Job, first: Delivery, rate: int | None = None, words: WordT
                 words.add(chunk.segment, audio, chunk.pause, sent)
             yield Heard(audio, sent, delivery)
             sent += len(audio)
-            event = await next_event(job, watch)
+            event = await waiting.next()
             if event is None:  # the client has gone: nobody hears the rest, nor the tail
                 return
             delivery = event[1] if event[0] == "chunk" else None
@@ -74,6 +76,7 @@ async def heard(job: Job, first: Delivery, rate: int | None = None, words: WordT
             words.finish(tail)
         yield Heard(tail, sent, None)
     finally:
+        waiting.close()
         job.discard()
 
 
@@ -81,27 +84,40 @@ async def next_event(job: Job, watch: ClientWatch | None = None):
     """The job's next event, or None once the client has gone (the job is then cancelled).
     `watch`: the HTTP client's (ClientWatch), whose going ends the wait at once; None where the
     caller's task is cancelled when its client goes (a Gradio call, a socket's task)."""
-    bell, arrived = doorbell(asyncio.get_running_loop()), asyncio.Event()
-
-    def wake():  # on the worker's thread
-        bell.ring(arrived)
-    job.watch(wake)
-    if watch is not None:
-        watch.wakes.add(arrived.set)
+    waiting = Waiting(job, watch)
     try:
+        return await waiting.next()
+    finally:
+        waiting.close()
+
+
+class Waiting:
+    """One coroutine's wait for a job's events, set up once for all of them (heard() takes a
+    chunk a patch): the worker's thread rings the loop's doorbell after each event it puts."""
+
+    def __init__(self, job: Job, watch: ClientWatch | None):
+        self.job, self.watch, self.arrived = job, watch, asyncio.Event()
+        self.wake = functools.partial(doorbell(asyncio.get_running_loop()).ring, self.arrived)  # on the worker's thread
+        job.watch(self.wake)
+        if watch is not None:
+            watch.wakes.add(self.arrived.set)
+
+    async def next(self):
+        """next_event(), for this job and watch."""
         while True:
-            arrived.clear()  # before the looks, so an event put after them still wakes the wait below
-            if watch is not None and watch.gone:  # nobody hears what follows: not even the event ready
-                job.cancel()
+            self.arrived.clear()  # before the looks, so an event put after them still wakes the wait below
+            if self.watch is not None and self.watch.gone:  # nobody hears what follows: not even the event ready
+                self.job.cancel()
                 return None
-            event = job.poll()
+            event = self.job.poll()
             if event is not None:
                 return event
-            await arrived.wait()
-    finally:
-        job.unwatch(wake)
-        if watch is not None:
-            watch.wakes.discard(arrived.set)
+            await self.arrived.wait()
+
+    def close(self):
+        self.job.unwatch(self.wake)
+        if self.watch is not None:
+            self.watch.wakes.discard(self.arrived.set)
 
 
 class ClientWatch:

@@ -58,8 +58,8 @@ class Metrics:
         r.register(_GcCollector(gc_pauses.watch()))
 
     def job_ended(self, job: Job):
-        status = job.status()
-        outcome = "client_left" if job.live else (status["outcome"] or "unknown")
+        status = job.timings()  # not job.status(): its text and listener marks are not counted here
+        outcome = "client_left" if job.live else (job.outcome or "unknown")
         self.requests.labels(job.mode, outcome).inc()
         if status["ttfp_s"] is not None:
             self.ttfp.labels(job.mode).observe(status["ttfp_s"])
