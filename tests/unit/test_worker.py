@@ -374,3 +374,48 @@ def test_a_finished_jobs_status_does_not_ask_the_line(monkeypatch):
     stand_in.gate.set()
     assert len(np.concatenate(list(first))) > 0 and len(np.concatenate(list(second))) > 0
     worker.close()
+
+
+class SlowIntake(StandInEngine):
+    """A stand-in whose prepare() takes `prepare_s` per request (the intake's text and tokens), and
+    which records how many streams each step ran."""
+
+    def __init__(self, prepare_s: float, rows: int = 32):
+        super().__init__(rows=rows)
+        self.prepare_s, self.stepped = prepare_s, []
+
+    def prepare(self, req):
+        threading.Event().wait(self.prepare_s)
+        return super().prepare(req)
+
+    def step(self):
+        self.stepped.append(len(self.live))
+        return super().step()
+
+
+def test_an_idle_engines_first_step_waits_for_a_burst_still_being_prepared_when_asked():
+    """gather_s: a burst that reaches an idle engine while most of it is still being prepared
+    starts whole in its first step, instead of its first request stepping alone while the rest
+    wait for that step to end (off by default: it is measured against that on a GPU)."""
+    for gather_s, first_step in ((0.0, None), (30.0, 8)):
+        engine = SlowIntake(prepare_s=0.02)
+        worker = EngineWorker(engine, max_queue=4, prepare_threads=1, gather_s=gather_s)  # one at a time: a trickle
+        jobs, refused = burst(worker, 8)
+        assert refused == 0 and all(len(np.concatenate(list(job))) == 3 * engine.patch_samples for job in jobs)
+        if first_step is None:
+            assert engine.stepped[0] < 8, engine.stepped  # the first request stepped before the rest were ready
+        else:
+            assert engine.stepped[0] == first_step, engine.stepped
+        worker.close()
+
+
+def test_a_lone_request_does_not_wait_for_the_gathering_window():
+    """Nothing else is being prepared: its first step is at once, however long the window."""
+    engine = SlowIntake(prepare_s=0.0)
+    worker = EngineWorker(engine, max_queue=4, gather_s=30.0)
+    done = threading.Event()
+    job = worker.submit(short())
+    threading.Thread(target=lambda: (list(job), done.set()), daemon=True).start()
+    assert done.wait(10), "a lone request waited for the gathering window"
+    assert job.outcome == "ok" and engine.stepped[0] == 1
+    worker.close()
