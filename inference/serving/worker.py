@@ -323,7 +323,8 @@ class EngineWorker:
             return False
         with self._lock:
             left = self._gather_until - time.monotonic()
-            if left > 0 and any(job.state == "preparing" for job in self._waiting) and not (self._calls or self._closed):
+            if left > 0 and self.engine.free_rows and not (self._calls or self._closed) \
+                    and any(job.state == "preparing" for job in self._waiting):
                 if not self._ready():
                     self._lock.wait(left)  # the intake notifies as each one is prepared
                 return True

@@ -419,3 +419,17 @@ def test_a_lone_request_does_not_wait_for_the_gathering_window():
     assert done.wait(10), "a lone request waited for the gathering window"
     assert job.outcome == "ok" and engine.stepped[0] == 1
     worker.close()
+
+
+def test_a_burst_larger_than_the_rows_steps_once_the_rows_are_full():
+    """The gathering stops when no row is left for what is still being prepared: the first step
+    comes while the rest of the burst is still in the line, not once all of it is ready."""
+    engine = SlowIntake(prepare_s=0.1, rows=2)
+    worker = EngineWorker(engine, max_queue=8, prepare_threads=1, gather_s=30.0)
+    jobs, preparing = [], []
+    step = engine.step
+    engine.step = lambda: preparing.append(sum(job.state == "preparing" for job in jobs)) or step()
+    jobs += burst(worker, 8)[0]
+    assert all(len(np.concatenate(list(job))) == 3 * engine.patch_samples for job in jobs)
+    assert engine.stepped[0] == 2 and preparing[0] >= 4, preparing  # most of the other 6 not yet prepared
+    worker.close()
