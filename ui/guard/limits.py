@@ -11,9 +11,9 @@ A plain ASGI middleware: it only counts what passes through receive(), so nothin
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 
+import anyio
 from python_multipart import MultipartParser
 from python_multipart.multipart import parse_options_header
 
@@ -84,7 +84,7 @@ class _Body:
 
     def __init__(self, limits: RequestLimits, scope, headers: dict, receive):
         self.limits, self._receive, self.path = limits, receive, scope["path"]
-        self.deadline = asyncio.get_running_loop().time() + limits.body_timeout_s
+        self.deadline = anyio.current_time() + limits.body_timeout_s
         self.bytes = self.files = 0
         self.complete, self.started, self.cut = False, False, None
         self.parts = _part_counter(self, scope, headers)
@@ -94,8 +94,8 @@ class _Body:
             return {"type": "http.disconnect"}
         if self.complete:  # the body is in: what remains is waiting for a disconnect, unbounded
             return await self._receive()
-        try:  # asyncio's own timeout: anyio's cancel scope cost the loop twice as much per request
-            async with asyncio.timeout_at(self.deadline):
+        try:
+            with anyio.fail_after(max(0.0, self.deadline - anyio.current_time())):
                 message = await self._receive()
         except TimeoutError:
             return self._stop(Cut(408, f"the request body did not arrive within {self.limits.body_timeout_s:g} s"))

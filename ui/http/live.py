@@ -117,8 +117,8 @@ class Session:
         async with self.send_lock:
             if self.ws.application_state != WebSocketState.CONNECTED:
                 raise Stalled()
-            try:  # asyncio's own timeout: anyio's cancel scope cost the loop twice as much per message
-                async with asyncio.timeout(self.stall_s):
+            try:
+                with anyio.fail_after(self.stall_s):
                     await send(payload)
             except TimeoutError:
                 self.stall(f"closed a live-text session: it read none of its audio for {self.stall_s:g} s")
