@@ -121,6 +121,11 @@ class Listener:
         return {"speed": self.speed, "output_samples": self.sent_samples(), "output_rate": self.rate}
 
 
+# The longest chunk resampled where it is asked for (half a second at 48 kHz, at most about 0.15 ms
+# of soxr's time): a longer one, a pause's silence, goes to a thread (Output.works).
+RESAMPLE_HERE = 24000
+
+
 class Output:
     """feed(float32 chunk at the model's rate, pause) -> the audio ready to send at `rate`;
     finish() -> the rest. Speech is time-stretched to the speed; a pause's silence is not (the
@@ -155,13 +160,13 @@ class Output:
     def stretches(self) -> bool:
         return self.speed != 1.0
 
-    @property
-    def works(self) -> bool:
-        """Whether feeding it costs more than handing it to a thread: the stretch does (a few ms per
-        patch at low speeds); resampling a patch alone takes soxr 20-55 us, where a hand-off to a
-        thread and back costs the caller's event loop about 100 (this 2-core machine, 48 kHz to
-        8-44.1 kHz)."""
-        return self.stretches
+    def works(self, samples: int = 0) -> bool:
+        """Whether feeding it `samples` (finishing it, for 0) costs more than handing it to a
+        thread: the stretch does (a few ms per patch at low speeds); resampling a patch alone
+        takes soxr 20-55 us, where a hand-off to a thread and back costs the caller's event loop
+        about 100, but a pause's silence of up to 10 s takes it 1-3 ms (this 2-core machine, 48 kHz
+        to 8-44.1 kHz)."""
+        return self.stretches or (self._soxr is not None and samples > RESAMPLE_HERE)
 
     def feed(self, audio: np.ndarray, pause: bool = False) -> np.ndarray:
         if not self.stretches:

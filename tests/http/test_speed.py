@@ -74,13 +74,17 @@ def test_the_stretch_is_the_same_whatever_the_chunks(speed):
 def test_speed_one_is_untouched():
     audio = np.linspace(-1, 1, 1000, dtype=np.float32)
     stretch = Stretcher(1.0)
-    assert stretch.feed(audio) is audio and stretch.finish().size == 0 and not stretch.works
+    assert stretch.feed(audio) is audio and stretch.finish().size == 0 and not stretch.works(audio.size)
 
 
-def test_only_a_stretch_is_handed_to_a_thread_a_resample_alone_runs_where_it_is_asked():
-    # A patch's resample costs soxr tens of microseconds, less than a thread's hand-off costs the loop.
-    assert not Output(1.0, SAMPLE_RATE, 24000).works and not Output(1.0, SAMPLE_RATE, 8000).works
-    assert Output(0.8, SAMPLE_RATE, SAMPLE_RATE).works and Output(1.5, SAMPLE_RATE, 24000).works
+def test_a_stretch_and_a_long_pause_are_handed_to_a_thread_a_patchs_resample_runs_where_it_is_asked():
+    # A patch's resample costs soxr tens of microseconds, less than a thread's hand-off costs the
+    # loop; a pause's 10 s of silence costs it milliseconds.
+    patch, pause = 7680, 10 * SAMPLE_RATE
+    assert not Output(1.0, SAMPLE_RATE, 24000).works(patch) and not Output(1.0, SAMPLE_RATE, 8000).works(patch)
+    assert not Output(1.0, SAMPLE_RATE, 24000).works() and not Output(1.0, SAMPLE_RATE, SAMPLE_RATE).works(pause)
+    assert Output(1.0, SAMPLE_RATE, 44100).works(pause)
+    assert Output(0.8, SAMPLE_RATE, SAMPLE_RATE).works(patch) and Output(1.5, SAMPLE_RATE, 24000).works()
 
 
 @pytest.mark.parametrize("speed", [0.25, 0.5, 0.8, 1.5, 2.5, 3.0, 4.0])

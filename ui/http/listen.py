@@ -6,8 +6,8 @@ live-text WebSocket and Gradio's /generate and /generate_stream all take a job's
 body -> request (ui/http/common.admit) and its bytes -> wire.
 
 What a listener hears: the engine's chunks stretched to the request's pace and resampled to the
-rate asked (inference/request/listener.Output; the stretch off the event loop, the resampling on
-it, where it costs less than a hand-off to a thread), then the stretch's tail once the job has
+rate asked (inference/request/listener.Output; the stretch and a long pause's resampling off the
+event loop, a patch's resampling on it, where it costs less than a hand-off to a thread), then the stretch's tail once the job has
 ended; each piece with its place in the audio sent, the one count of what went out, from which
 frames, words and a live session's sentences are placed.
 
@@ -56,13 +56,13 @@ async def heard(job: Job, first: Delivery, rate: int | None = None, words: WordT
     drops audio a finished one still holds."""
     output = job.listener.output(rate)
 
-    async def through(fn, *args) -> np.ndarray:
-        return await anyio.to_thread.run_sync(fn, *args) if output.works else fn(*args)
+    async def through(off_loop: bool, fn, *args) -> np.ndarray:
+        return await anyio.to_thread.run_sync(fn, *args) if off_loop else fn(*args)
     sent, delivery, waiting = 0, first, Waiting(job, watch)
     try:
         while delivery is not None:
             chunk = delivery.chunk
-            audio = await through(output.feed, chunk.audio, chunk.pause)
+            audio = await through(output.works(len(chunk.audio)), output.feed, chunk.audio, chunk.pause)
             if words is not None:
                 words.add(chunk.segment, audio, chunk.pause, sent)
             yield Heard(audio, sent, delivery)
@@ -71,7 +71,7 @@ async def heard(job: Job, first: Delivery, rate: int | None = None, words: WordT
             if event is None:  # the client has gone: nobody hears the rest, nor the tail
                 return
             delivery = event[1] if event[0] == "chunk" else None
-        tail = await through(output.finish)
+        tail = await through(output.works(), output.finish)
         if words is not None:
             words.finish(tail)
         yield Heard(tail, sent, None)
