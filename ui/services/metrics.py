@@ -58,14 +58,14 @@ class Metrics:
         r.register(_GcCollector(gc_pauses.watch()))
 
     def job_ended(self, job: Job):
-        status = job.timings()  # not job.status(): its text and listener marks are not counted here
+        timings = job.timings()  # not job.status(): its text and listener marks are not counted here
         outcome = "client_left" if job.live else (job.outcome or "unknown")
         self.requests.labels(job.mode, outcome).inc()
-        if status["ttfp_s"] is not None:
-            self.ttfp.labels(job.mode).observe(status["ttfp_s"])
-        if status["rtf"] is not None and outcome == "ok":
-            self.rtf.labels(job.mode).observe(status["rtf"])
-        self.audio.labels(job.mode).inc(status["audio_s"])
+        if timings["ttfp_s"] is not None:
+            self.ttfp.labels(job.mode).observe(timings["ttfp_s"])
+        if timings["rtf"] is not None and outcome == "ok":
+            self.rtf.labels(job.mode).observe(timings["rtf"])
+        self.audio.labels(job.mode).inc(timings["audio_s"])
 
     def refused(self, status: int, outcome: str):
         self.refusals.labels(outcome, str(status)).inc()
