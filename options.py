@@ -92,9 +92,6 @@ def _limit_options(p: argparse.ArgumentParser):
     p.add_argument("--prepare-threads", type=int, default=LIMITS.prepare_threads,
                    help="requests prepared at once (text, tokens, clips) on each GPU's intake threads "
                         "(default: %(default)s)")
-    p.add_argument("--burst-gather-ms", type=float, default=LIMITS.burst_gather_s * 1000,
-                   help="how long an idle GPU's first step may wait for a burst's requests still being "
-                        "prepared, so that they start together; 0: it steps at once (default: %(default)g)")
     p.add_argument("--max-text-chars", type=int, default=LIMITS.max_text_chars,
                    help="longest text, description or transcript (default: %(default)s)")
     p.add_argument("--max-audio-seconds", type=float, default=LIMITS.max_audio_seconds,

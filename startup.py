@@ -42,9 +42,6 @@ def check_limits(args) -> None:
     for flag, value in positive.items():
         if not (math.isfinite(value) and value > 0):
             raise StartupError(f"{flag} is {value:g}; it must be a number above 0.\n{_fix_limit(flag)}")
-    if not (math.isfinite(args.burst_gather_ms) and 0 <= args.burst_gather_ms <= 1000):
-        raise StartupError(f"--burst-gather-ms is {args.burst_gather_ms:g}; it must be between 0 and 1000.\n"
-                           f"{_fix_limit('--burst-gather-ms')}")
     if not (math.isfinite(args.prebuffer_ms) and 0 <= args.prebuffer_ms <= 10_000):
         raise StartupError(f"--prebuffer-ms is {args.prebuffer_ms:g}; it must be between 0 and 10000.\n"
                            f"{_fix_limit('--prebuffer-ms')}, which suits most connections")

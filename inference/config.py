@@ -28,9 +28,6 @@ class Limits:
     keep_finished: int = 256  # finished requests whose status can still be asked for
     failing_gpu_pause_s: float = 30.0  # a GPU whose last jobs all failed gets none (while another can) for this long
     max_call_wait_s: float = 2.0  # engine work besides streams waits at most this for the listeners to have room
-    # How long an idle engine's first step may wait for a burst's requests still being prepared, so
-    # that they start in it together (serving/worker.py); 0: it steps at once. Off until measured.
-    burst_gather_s: float = 0.0
     latents_mb: int = 64  # finished requests' latents kept for their offline render (serving/latent_store.py)
     latents_ttl_s: float = 1800.0  # ... and for how long
 
@@ -44,7 +41,7 @@ class Limits:
         return dict(max_queue=self.max_queue, prepare_threads=self.prepare_threads,
                     keep_finished=self.keep_finished, max_backlog_s=self.max_backlog_s,
                     max_unread_s=self.max_unread_s, max_output_s=self.max_output_seconds,
-                    max_call_wait_s=self.max_call_wait_s, gather_s=self.burst_gather_s)
+                    max_call_wait_s=self.max_call_wait_s)
 
 
 LIMITS = Limits()

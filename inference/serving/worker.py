@@ -67,7 +67,7 @@ class EngineWorker:
                  keep_finished: int = LIMITS.keep_finished, warm_up: bool = False,
                  max_backlog_s: float = LIMITS.max_backlog_s, max_unread_s: float = LIMITS.max_unread_s,
                  max_output_s: float = LIMITS.max_output_seconds, latents: LatentStore | None = None,
-                 max_call_wait_s: float = LIMITS.max_call_wait_s, gather_s: float = LIMITS.burst_gather_s):
+                 max_call_wait_s: float = LIMITS.max_call_wait_s):
         """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs are
         captured by the thread that replays them. max_queue: jobs allowed to wait once every row is
         taken. max_backlog_s: how far a job's consumer may fall behind its listener's clock before
@@ -76,8 +76,7 @@ class EngineWorker:
         max_output_s: the most audio one job may deliver, as its listener hears it (the rest is cut). latents:
         where finished jobs' latents are kept for their offline render (none kept without it).
         max_call_wait_s: the longest a call (EngineCalls) waits for the listeners to have room for it.
-        prepare_threads: the intake threads that prepare requests at once. gather_s: how long an idle
-        engine's first step may wait for a burst's requests still being prepared (0: not at all)."""
+        prepare_threads: the intake threads that prepare requests at once."""
         self.engine = engine
         self.device, self.rows = str(engine.device), int(engine.rows)
         self.sample_rate, self.patch_samples = int(engine.sample_rate), int(engine.patch_samples)
@@ -95,7 +94,6 @@ class EngineWorker:
         self._closed = False
         self._served = itertools.count(1)
         self._warm_up = warm_up
-        self.gather_s, self._gather_until = gather_s, None  # the latter: while a burst gathers, until when
         self._intake = running_pool(prepare_threads, "prepare")
         self.warmup_error: BaseException | None = None  # set when warm-up failed; the app then stops
         self.ready = threading.Event()
@@ -302,34 +300,16 @@ class EngineWorker:
                 with self._lock:
                     self._lock.wait(IDLE_WAIT_S)
                 continue
-            if joining and not self._running and self.gather_s > 0:  # the first of a burst, maybe
-                self._gather_until = time.monotonic() + self.gather_s
             try:
                 self.engine.encode_ahead([job.prepared for job in joining])  # their clips in one encoder call
                 for job in joining:
                     self._start(job)
-                if self._running and not self._gathering():
+                if self._running:
                     self._deliver(self.engine.step())
                     if not self.engine.working:  # every stream waits for text: until some comes
                         self._wait_for_text()
             except Exception as exc:  # a bug in the loop itself: fail what it held, keep serving
                 self._fail_held(joining, exc)
-
-    def _gathering(self) -> bool:
-        """Whether an idle engine's first step waits (until one more is ready) for a burst still being
-        prepared, within gather_s of its first start: else that request steps alone, a long first
-        step, and the rest start only once it has ended."""
-        if self._gather_until is None:
-            return False
-        with self._lock:
-            left = self._gather_until - time.monotonic()
-            if left > 0 and self.engine.free_rows and not (self._calls or self._closed) \
-                    and any(job.state == "preparing" for job in self._waiting):
-                if not self._ready():
-                    self._lock.wait(left)  # the intake notifies as each one is prepared
-                return True
-        self._gather_until = None
-        return False
 
     def _wait_for_text(self):
         with self._lock:

@@ -39,7 +39,7 @@ def changed_values(data_dir: str) -> dict:
     """A value of its own for every field but SHARED's, none equal to its default."""
     return dict(
         max_streams=3, max_text_chars=321, max_audio_seconds=17.0, max_output_seconds=91.0, max_queue=5,
-        prepare_threads=3, max_backlog_s=33.0, max_unread_s=77.0, keep_finished=19, max_call_wait_s=0.9, burst_gather_s=0.012,
+        prepare_threads=3, max_backlog_s=33.0, max_unread_s=77.0, keep_finished=19, max_call_wait_s=0.9,
         latents_mb=9, latents_ttl_s=99.0,
         recognizer="changed/recognizer", speaker="changed/speaker", device="cuda:7", max_pending=3,
         max_pending_words=11, max_batch=3, load_wait_s=4.5, retry_after_s=13.0, recognizer_loader="changed:loader",
@@ -109,7 +109,6 @@ OBSERVED = {
     "max_unread_s": lambda b: b.worker.unread.total_s,
     "keep_finished": lambda b: b.worker._keep_finished,
     "max_call_wait_s": lambda b: b.worker._calls.max_wait_s,
-    "burst_gather_s": lambda b: b.worker.gather_s,
     "latents_mb": lambda b: _many(b.ctx.latents.max_bytes // 2**20, b.worker.latents.max_bytes // 2**20),
     "latents_ttl_s": lambda b: b.ctx.latents.ttl_s,
     "warm_up": lambda b: b.worker._warm_up,
