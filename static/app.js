@@ -36,7 +36,7 @@ keepForm();
 voices.onPick = (mode, voice) => mode === 'ultimate' && transcripts.voicePicked(voice);
 guardDrops();
 player.start(config());
-liveText.start(player);
+liveText.start(player, pickedVoice);
 workbench.start();
 voices.start();
 transcripts.start();

@@ -8,7 +8,6 @@
 // audio, and the underruns at a seam between clauses.
 
 import { drawn, openLiveText, readForm } from '../page/gradio.js';
-import { pickedVoice } from '../voices/voices.js';
 import { firstCommitMs, statusFigures } from './liverecord.js';
 import { Run } from './run.js';
 import { requestBody, route, spec } from './server.js';
@@ -34,9 +33,10 @@ export function recorded(take) {
   });
 }
 
-// The session's settings (session.config) from the form, or the sentence that says why there are none.
+// The session's settings (session.config) from the form (with the voice picked for its tab), or the
+// sentence that says why there are none.
 export function sessionConfig(form, modes, seed) {
-  const body = requestBody({ ...form, voice: pickedVoice(form.mode) }, modes, null);
+  const body = requestBody(form, modes, null);
   const config = { type: 'session.config', seed, normalize: body.normalize, sample_rate: modes.sample_rate,
     stream_audio: true, response_format: 'pcm', split_granularity: 'clause' };
   for (const setting of Object.values(modes.settings)) {
@@ -56,6 +56,7 @@ const ON_ITS_WAY = ['sending', 'streaming', 'received']; // the player's states 
 class LiveText {
   constructor() {
     this.player = null;
+    this.pickedVoice = null; // (mode) => the saved voice picked for the tab, from the voice library
     this.ws = null;
     this.run = null;
     this.typed = ''; // what was sent of the box's text while typing
@@ -68,8 +69,10 @@ class LiveText {
     return document.querySelector(`#vox-live [data-live="${name}"]`);
   }
 
-  start(player) {
-    this.player = player;
+  // The voice library's pick is handed in (static/app.js), not imported: the library imports the
+  // player and the workbench, which import this module.
+  start(player, pickedVoice) {
+    Object.assign(this, { player, pickedVoice });
     document.addEventListener('click', (event) => {
       const button = event.target instanceof Element && event.target.closest('#vox-live button[data-live]');
       if (!button) return;
@@ -93,7 +96,8 @@ class LiveText {
   async open(mode, source = mode === 'typing' ? 'typed' : mode) {
     this.close();
     const modes = await spec();
-    const form = await readForm();
+    const read = await readForm();
+    const form = { ...read, voice: this.pickedVoice(read.mode) };
     const seed = form.random_seed || form.seed == null || form.seed === ''
       ? Math.floor(Math.random() * modes.page_seed_limit) : Math.round(Number(form.seed));
     const config = sessionConfig(form, modes, seed);
@@ -102,7 +106,7 @@ class LiveText {
     run.seed = String(seed);
     // Live text's socket sends no words (issue 47 covers the stream route): the box is not asked of it.
     // The body's seed stays as the form asked (null: drawn at random), which the take records.
-    run.body = { ...requestBody({ ...form, voice: pickedVoice(form.mode), word_timestamps: false }, modes, run.id), text: '', live: true };
+    run.body = { ...requestBody({ ...form, word_timestamps: false }, modes, run.id), text: '', live: true };
     run.liveLog = { source, rate: null, sends: [], starts: [], finishedAt: null, patchSamples: modes.patch_samples, requestId: null };
     run.onStop = () => this.interrupt(run);
     run.onKept = () => this.kept(run);

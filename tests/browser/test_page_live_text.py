@@ -104,6 +104,25 @@ def test_a_cloning_tab_speaks_live_text_in_its_uploaded_clip_with_its_style(page
     page.get_by_role("tab", name="Voice design").click()
 
 
+def test_a_saved_voice_picked_in_the_cloning_tab_speaks_live_text(page):
+    """The voice library's pick reaches the live session (static/app.js hands it to live.js)."""
+    replayed(page, "A voice to keep.", 60)  # a take to save as the voice
+    if not page.locator("#vox-voices .vox-voice-name").is_visible():
+        page.get_by_text("Voice library").click()
+    page.fill("#vox-voices .vox-voice-name", "Kept live")
+    page.click("#vox-voices .vox-save-take")
+    page.locator("#vox-voices .vox-voices-status").filter(has_text="Saved").wait_for(timeout=60_000)
+    page.get_by_role("tab", name="Controllable cloning").click()
+    page.select_option(".vox-voice-pick[data-mode='cloning'] select", "Kept live")
+    take = replayed(page, "Spoken in the saved voice, as it arrives.", 60)
+    run = page.evaluate("window.player.snapshot()")
+    assert run["body"]["voice"] == "Kept live" and run["body"]["live"] is True
+    assert take["settings"]["mode"] == "cloning" and take["figures"]["samples"] > 0
+    assert "The server said" not in page.locator(STATUS).inner_text()
+    page.select_option(".vox-voice-pick[data-mode='cloning'] select", "")
+    page.get_by_role("tab", name="Voice design").click()
+
+
 def test_stop_interrupts_live_text_and_keeps_what_was_heard(page):
     open_box(page)
     page.fill("#vox-live [data-live=text]", TEXT * 3)

@@ -1,8 +1,10 @@
-"""The code's shape, checked: folders are layers whose imports only go down, no object reaches
-into another's private attributes, files and functions stay small enough to read."""
+"""The code's shape, checked: folders are layers whose imports only go down, no import comes back
+round to the file it started from (Python or the page's scripts), no object reaches into
+another's private attributes, files and functions stay small enough to read."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -103,6 +105,67 @@ def test_inference_never_imports_the_app_or_the_tests():
     bad = [f"{p.relative_to(ROOT)} imports {n}" for p in python_files("inference", "bench")
            for n in imported_modules(p, "inference") if n.split(".")[0] in ("ui", "tests", "app")]
     assert bad == []
+
+
+# A page script's static imports of its own files (`import { a } from './b.js'`); vendored code and
+# dynamic import() are left out.
+JS_IMPORT = re.compile(r"""^\s*import\s[^;]*?from\s+['"](\.[^'"]+)['"]""", re.M | re.S)
+
+
+def module_file(dotted: str) -> Path | None:
+    path = ROOT.joinpath(*dotted.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def python_imports(path: Path) -> set[Path]:
+    """The product's files that `path` imports, anywhere in it (a function's late import too):
+    `from a import b` names a/b.py when that is a module, else a.py or a/__init__.py."""
+    here = path.relative_to(ROOT).with_suffix("").parts
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = ".".join(list(here[:-node.level]) + ([node.module] if node.module else [])) \
+                if node.level else node.module
+            out |= {module_file(f"{base}.{a.name}") or module_file(base) for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {module_file(a.name) for a in node.names}
+    return out - {None, path}
+
+
+def import_graph() -> dict[Path, set[Path]]:
+    graph = {path: python_imports(path) for path in python_files(*PRODUCT)}
+    for path in sorted((ROOT / "static").rglob("*.js")):
+        if "vendor" not in path.parts:
+            graph[path] = {(path.parent / name).resolve() for name in JS_IMPORT.findall(path.read_text(encoding="utf-8"))}
+    return graph
+
+
+def circles(graph: dict) -> list[list]:
+    """The groups of files whose imports lead from each to each (each group sorted)."""
+    reach = {}
+    for start in graph:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            node = todo.pop()
+            if node not in seen and node in graph:
+                seen.add(node)
+                todo += graph[node]
+        reach[start] = seen
+    groups = {frozenset(n for n in reach[v] if v in reach[n]) for v in graph if v in reach[v]}
+    return sorted(sorted(group) for group in groups)
+
+
+def test_the_circle_check_finds_one():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_comes_back_round_to_the_file_it_started_from():
+    found = [[str(p.relative_to(ROOT)) for p in group] for group in circles(import_graph())]
+    assert found == []
 
 
 def source_files() -> list[Path]:
