@@ -17,7 +17,9 @@ WHEELS=(
   # our own requirements.txt beyond what the machine has (soundfile loads libsndfile through cffi)
   soundfile==0.14.0 cffi pycparser soxr==1.1.0 wetext==0.1.8 kaldifst==1.8.3 contractions textsearch anyascii
   pyahocorasick inflect==7.6.0 jaraco.functools more-itertools typeguard sentencex==1.0.32
-  silero-vad==6.2.3 audiotsm==0.1.2
+  audiotsm==0.1.2
+  # (not silero-vad: only the off-by-default silence trim imports it, no phase asks for it, and its
+  # 11 MB would not fit the device tool's 64 MiB carry beside the code)
   # WS /v1/audio/speech/stream: uvicorn serves WebSockets through it, and bench/live_text.py is its client
   websockets==17.4
   # the analysis process's scores (the take evaluation's WER): jiwer and the edit distance it uses
