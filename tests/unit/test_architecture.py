@@ -71,20 +71,24 @@ def layer_of(package: str, dotted: str) -> int | None:
     return names.index(parts[1]) if parts[1] in names else None
 
 
-def imported_modules(path: Path, package: str) -> list[str]:
-    """Absolute dotted names of what `path` imports (relative imports resolved)."""
+def imports(path: Path) -> list[tuple[str, list[str]]]:
+    """What `path` imports, anywhere in it (a function's late import too): each module's absolute
+    dotted name (relative imports resolved) with the names taken from it (none for `import a`)."""
     here = path.relative_to(ROOT).with_suffix("").parts
     out = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = list(here[:-node.level]) if here[-1] != "__init__" else list(here[:-node.level])
-                out.append(".".join(base + ([node.module] if node.module else [])))
-            elif node.module:
-                out.append(node.module)
+        if isinstance(node, ast.ImportFrom) and (node.level or node.module):
+            module = ".".join(list(here[:-node.level]) + ([node.module] if node.module else [])) \
+                if node.level else node.module
+            out.append((module, [alias.name for alias in node.names]))
         elif isinstance(node, ast.Import):
-            out += [alias.name for alias in node.names]
+            out += [(alias.name, []) for alias in node.names]
     return out
+
+
+def imported_modules(path: Path) -> list[str]:
+    """Absolute dotted names of the modules `path` imports."""
+    return [module for module, _ in imports(path)]
 
 
 @pytest.mark.parametrize("package", sorted(LAYERS))
@@ -94,7 +98,7 @@ def test_imports_only_go_down_the_layers(package):
         own = layer_of(package, ".".join(path.relative_to(ROOT).with_suffix("").parts))
         if own is None:
             continue
-        for name in imported_modules(path, package):
+        for name in imported_modules(path):
             other = layer_of(package, name)
             if other is not None and other > own:
                 upward.append(f"{path.relative_to(ROOT)} imports {name}")
@@ -103,7 +107,7 @@ def test_imports_only_go_down_the_layers(package):
 
 def test_inference_never_imports_the_app_or_the_tests():
     bad = [f"{p.relative_to(ROOT)} imports {n}" for p in python_files("inference", "bench")
-           for n in imported_modules(p, "inference") if n.split(".")[0] in ("ui", "tests", "app")]
+           for n in imported_modules(p) if n.split(".")[0] in ("ui", "tests", "app")]
     assert bad == []
 
 
@@ -121,17 +125,11 @@ def module_file(dotted: str) -> Path | None:
 
 
 def python_imports(path: Path) -> set[Path]:
-    """The product's files that `path` imports, anywhere in it (a function's late import too):
-    `from a import b` names a/b.py when that is a module, else a.py or a/__init__.py."""
-    here = path.relative_to(ROOT).with_suffix("").parts
+    """The product's files that `path` imports: `from a import b` names a/b.py when that is a
+    module, else a.py or a/__init__.py."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            base = ".".join(list(here[:-node.level]) + ([node.module] if node.module else [])) \
-                if node.level else node.module
-            out |= {module_file(f"{base}.{a.name}") or module_file(base) for a in node.names}
-        elif isinstance(node, ast.Import):
-            out |= {module_file(a.name) for a in node.names}
+    for module, names in imports(path):
+        out |= {module_file(f"{module}.{name}") or module_file(module) for name in names} or {module_file(module)}
     return out - {None, path}
 
 
