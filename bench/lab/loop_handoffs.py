@@ -19,28 +19,30 @@ import argparse
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 
 LONG_S = 0.0005  # a C call longer than this counts as one that waited
 HOOK = """import os, sys
 sys.path.insert(0, {root!r})
 from bench.lab.loop_handoffs import install
-install({out!r}, {go!r}, {busy!r})
+install({out!r}, {go!r}, {done!r}, {busy!r})
 """
 
 
-def install(out: str, go: str, busy: bool):
-    """In the app's process (its sitecustomize): times every C call of the main thread; once the
-    file `go` exists, starts over and (with `busy`) runs Python on a thread of its own; at exit
-    writes each call's count, long calls and seconds to `out`."""
+def install(out: str, go: str, done: str, busy: bool):
+    """In the app's process (its sitecustomize): times every C call of the main thread from when
+    the file `go` exists until `done` does (the app's start and its shutdown left out), with
+    (`busy`) a thread of its own running Python meanwhile; at exit writes each call's count, long
+    calls and seconds to `out`."""
     import atexit
     import collections
     import sys
     import threading
-    import time
 
     stats: dict[str, list] = collections.defaultdict(lambda: [0, 0, 0.0, 0.0])  # calls, long, s, long s
     began: list[float] = []
+    counting = [False]
 
     def name(fn) -> str:
         owner = getattr(fn, "__module__", None) or type(getattr(fn, "__self__", None)).__module__
@@ -50,7 +52,10 @@ def install(out: str, go: str, busy: bool):
         if event == "c_call":
             began.append(time.perf_counter())
         elif event in ("c_return", "c_exception") and began:
-            spent, row = time.perf_counter() - began.pop(), stats[name(arg)]
+            spent = time.perf_counter() - began.pop()
+            if not counting[0]:
+                return
+            row = stats[name(arg)]
             row[0] += 1
             row[2] += spent
             if spent > LONG_S:
@@ -60,9 +65,13 @@ def install(out: str, go: str, busy: bool):
     def beside():
         while not os.path.exists(go):
             time.sleep(0.1)
-        stats.clear()
-        while busy:
-            pass
+        counting[0] = True
+        while not os.path.exists(done):
+            if not busy:
+                time.sleep(0.1)
+            for _ in range(10_000_000):  # Python only, a few tenths of a second between looks for `done`
+                pass
+        counting[0] = False
 
     def write():
         sys.setprofile(None)
@@ -88,9 +97,9 @@ def main():
     ap.add_argument("--top", type=int, default=12)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        hook, out, go = Path(tmp) / "hook", Path(tmp) / "calls.json", Path(tmp) / "go"
+        hook, out, go, done = (Path(tmp) / name for name in ("hook", "calls.json", "go", "done"))
         hook.mkdir()
-        (hook / "sitecustomize.py").write_text(HOOK.format(root=str(ROOT), out=str(out), go=str(go),
+        (hook / "sitecustomize.py").write_text(HOOK.format(root=str(ROOT), out=str(out), go=str(go), done=str(done),
                                                            busy=not args.no_busy))
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH", "")) if p)
         checkpoint = write_tiny_checkpoint(Path(tmp) / "checkpoint")
@@ -106,6 +115,8 @@ def main():
                 results, _ = asyncio.run(burst(url, args.requests, body, stay))
                 if any(r.error for r in results):
                     raise SystemExit(f"a request failed: {next(r.error for r in results if r.error)}")
+            done.touch()
+            time.sleep(2.0)  # the busy thread's next look
         finally:
             app.terminate()
             app.wait(timeout=60)
