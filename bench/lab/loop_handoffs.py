@@ -69,13 +69,14 @@ def install(out: str, go: str, done: str, busy: bool):
         while not os.path.exists(done):
             if not busy:
                 time.sleep(0.1)
+                continue
             for _ in range(10_000_000):  # Python only, a few tenths of a second between looks for `done`
                 pass
         counting[0] = False
 
     def write():
         sys.setprofile(None)
-        Path(out).write_text(json.dumps({key: row for key, row in stats.items()}))
+        Path(out).write_text(json.dumps(stats))
 
     sys.setprofile(profile)  # this thread alone: the main one, which runs the event loop
     threading.Thread(target=beside, daemon=True, name="busy-python").start()
