@@ -145,7 +145,7 @@ class Continuation:
         self.segment, self.attempt = 0, 0
         self.tail: tuple[str, torch.Tensor] | None = None
         self.latents: list[np.ndarray] = []  # this attempt's patches [D, P]
-        self.held: list[tuple[np.ndarray, np.ndarray]] = []  # this attempt's (audio, latents) not yet released
+        self.held: list[tuple[np.ndarray, np.ndarray, bytes | None]] = []  # (audio, latents, int16) not yet released
         self.out: list[AudioChunk] = []  # released by the call under way, returned by it
         self.streaming = True  # the attempt's audio goes out as it comes: the first segment's does
         self.released = 0  # chunks handed to the listener: the next chunk's index
@@ -189,10 +189,11 @@ class Continuation:
         return self.start
 
     # -- patches in --------------------------------------------------------------------------
-    def add(self, audio: np.ndarray, latents: np.ndarray,
-            ended: bool) -> tuple[list[AudioChunk], SegmentStart | None | bool]:
-        """One collected patch of the current attempt: its float32 audio and its latents [D, P].
-        `ended`: the stop head fired or the cap was reached. Returns the chunks released now, and
+    def add(self, audio: np.ndarray, latents: np.ndarray, ended: bool,
+            pcm: bytes | None = None) -> tuple[list[AudioChunk], SegmentStart | None | bool]:
+        """One collected patch of the current attempt: its float32 audio and its latents [D, P]
+        (`pcm`: the audio as int16 bytes, when the step made them). `ended`: the stop head fired or
+        the cap was reached. Returns the chunks released now, and
         None while the segment goes on, a SegmentStart when the row must be re-prefilled (a retry
         or the next segment), PARK when a live request waits for more text, or True when the
         stream is over."""
@@ -200,7 +201,7 @@ class Continuation:
             self.opened = True
             self._pause(0)
         self.latents.append(latents)
-        self.held.append((audio, latents))
+        self.held.append((audio, latents, pcm))
         if self.streaming:
             self._release()
         runaway = len(self.latents) >= BAD_CASE_RATIO * self.start.prompt.target_tokens
@@ -281,12 +282,13 @@ class Continuation:
         return self._released()
 
     def _release(self):
-        for audio, latents in self.held:
-            self._emit(audio, latents, self.segment)
+        for audio, latents, pcm in self.held:
+            self._emit(audio, latents, self.segment, pcm=pcm)
         self.held = []
 
-    def _emit(self, audio: np.ndarray, latents: np.ndarray | None, segment: int, pause: bool = False):
-        self.out.append(AudioChunk(audio, latents, self.released, segment, pause))
+    def _emit(self, audio: np.ndarray, latents: np.ndarray | None, segment: int, pause: bool = False,
+              pcm: bytes | None = None):
+        self.out.append(AudioChunk(audio, latents, self.released, segment, pause, pcm))
         self.released += 1
         self.released_samples += len(audio)
 

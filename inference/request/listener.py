@@ -160,6 +160,11 @@ class Output:
     def stretches(self) -> bool:
         return self.speed != 1.0
 
+    @property
+    def passes(self) -> bool:
+        """Whether it hands each chunk on as it is (speed 1, the model's rate)."""
+        return not self.stretches and self._soxr is None
+
     def works(self, samples: int = 0) -> bool:
         """Whether feeding it `samples` (finishing it, for 0) costs more than handing it to a
         thread: the stretch does (a few ms per patch at low speeds); resampling a patch alone

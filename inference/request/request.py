@@ -107,6 +107,9 @@ class AudioChunk:
     segment: int = 0  # which segment of the text it speaks (inference/text/segments.py), or follows
     # Silence a pause tag asked for (inference/text/pauses.py): zeros, no latents, the decoder untouched.
     pause: bool = False
+    # The audio as the int16 little-endian samples every door sends, when the step made them
+    # (inference/runtime/decode_step.int16_samples): a door at the model's rate sends these bytes.
+    pcm: bytes | None = None
 
 
 def silence(ms: float, sample_rate: int, piece: int) -> list[np.ndarray]:

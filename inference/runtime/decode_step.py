@@ -49,6 +49,12 @@ def patches_to_frames(patches: torch.Tensor) -> torch.Tensor:
     return patches.reshape(b, t * p, d).transpose(1, 2)
 
 
+def int16_samples(audio: torch.Tensor) -> torch.Tensor:
+    """float32 audio in [-1, 1] -> int16, as every door sends it (ui/services/audio.to_pcm: scaled
+    by 32767 in float32, rounded half to even, only what overflows clipped): the same bytes."""
+    return torch.round(audio * 32767.0).clamp_(-32768, 32767).to(torch.int16)
+
+
 def in_scope(method):
     """Runs a DecodeStep method inside its functions' scope (where they may compile)."""
     @functools.wraps(method)
@@ -100,6 +106,11 @@ class DecodeStep:
         self.row_ids = torch.arange(rows, device=self.device)
         # Per row: the patch's new audio, its latents [D, P] and its stop flag, read by the host.
         self.staging = z(rows, self.patch_samples + p * d + 1, dtype=torch.float32)
+        # Per row: the same audio as the int16 samples every door sends (int16_samples), made here
+        # for all rows at once so that the event loop sends a chunk at the model's rate without
+        # NumPy loops of its own: each lets go of the GIL and waits behind the engine's thread to
+        # get it back (bench/lab/loop_handoffs.py; docs/benchmarks.md).
+        self.pcm = z(rows, self.patch_samples, dtype=torch.int16)
         self.max_iterations = max_timesteps
 
     @staticmethod
@@ -109,7 +120,7 @@ class DecodeStep:
         noise = capacity * cfg.patch_size * cfg.feat_dim * itemsize
         schedule = max_timesteps * (cfg.local_dit.hidden_size + 1) * itemsize
         decoder = 3 * vae.decoder_state_numel() * next(vae.parameters()).dtype.itemsize  # live, before, at segment
-        staging = (cfg.patch_samples + cfg.patch_size * cfg.feat_dim + 1) * 4
+        staging = (cfg.patch_samples + cfg.patch_size * cfg.feat_dim + 1) * 4 + cfg.patch_samples * 2
         return model.cache_bytes_per_row(capacity) + noise + schedule + decoder + staging
 
     # -- entering a row (between steps) ----------------------------------------------------------
@@ -234,6 +245,7 @@ class DecodeStep:
             self.decoder_before[:b].copy_(self.decoder.flat[:b])
             frames = patches_to_frames(patch.unsqueeze(1).to(self.vae_dtype))
             self.staging[:b, :n].copy_(self.vae.decode_chunk(frames, self.decoder.rows(b)))
+            self.pcm[:b].copy_(int16_samples(self.staging[:b, :n]))
         nxt = self.model.advance(patch, self.position[:b], span, self.fns.ops)
         self.lm_hidden[:b].copy_(nxt.lm_hidden)
         self.residual_hidden[:b].copy_(nxt.residual_hidden)

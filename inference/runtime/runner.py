@@ -148,6 +148,7 @@ class BatchRunner:
     def _allocate_host(self):
         cuda = self.step.device.type == "cuda"
         self.host = [torch.zeros(self.step.staging.shape, pin_memory=cuda) for _ in range(2)]
+        self.host_pcm = [torch.zeros(self.step.pcm.shape, dtype=torch.int16, pin_memory=cuda) for _ in range(2)]
         self.copied = [torch.cuda.Event() if cuda else None for _ in range(2)]
 
     # -- life cycle ---------------------------------------------------------------------------------
@@ -353,19 +354,22 @@ class BatchRunner:
         self.finish(b, self.span(position))
         slot = self.launches % 2
         self.host[slot][:b].copy_(self.step.staging[:b], non_blocking=True)
+        self.host_pcm[slot][:b].copy_(self.step.pcm[:b], non_blocking=True)
         if self.copied[slot] is not None:
             self.copied[slot].record()
         self.in_flight.append((slot, b))
         self.launches += 1
 
-    def collect(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The oldest launched patch: audio [B, samples], latents [B, D, P], stop flags [B]."""
+    def collect(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The oldest launched patch: audio [B, samples], latents [B, D, P], stop flags [B], and
+        the audio as int16 [B, samples]."""
         slot, b = self.in_flight.popleft()
         if self.copied[slot] is not None:
             self.copied[slot].synchronize()  # deliberate sync: the patch's audio, latents and stop flags
         host = self.host[slot][:b].numpy().copy()  # the slot is written again by the next launch
+        pcm = self.host_pcm[slot][:b].numpy().copy()
         n, (p, _) = self.step.patch_samples, self.step.patch_shape
-        return host[:, :n], host[:, n:-1].reshape(b, -1, p), host[:, -1] == 1
+        return host[:, :n], host[:, n:-1].reshape(b, -1, p), host[:, -1] == 1, pcm
 
     def drop_in_flight(self):
         """After a failure: forget launched patches (their results are not wanted)."""

@@ -262,8 +262,9 @@ class Scheduler:
         for s in streams:
             s.launched += 1
 
-    def postprocess(self, launched: Launched, audio, latents, stop):
-        """One collected patch: audio [B, samples], latents [B, D, P] and stop flags [B] by row."""
+    def postprocess(self, launched: Launched, audio, latents, stop, pcm):
+        """One collected patch: audio [B, samples], latents [B, D, P], stop flags [B] and the audio
+        as int16 [B, samples], by row."""
         now = self.clock()
         for stream, index, generation in launched:
             # Retired since this patch was launched (its row may be someone else's), or re-prefilled
@@ -275,7 +276,7 @@ class Scheduler:
                 self.dry[index > 0] += 1
             early = plan.release_held() if plan.holding and self.running_dry(stream, now) else []
             chunks, after = plan.add(np.array(audio[row], dtype=np.float32), latents[row].copy(),
-                                     stream.stops_after(index, bool(stop[row])))
+                                     stream.stops_after(index, bool(stop[row])), pcm[row].tobytes())
             if early or chunks:
                 self.produced.setdefault(stream, []).extend(early + chunks)
                 listener = stream.listener  # a pause's silence plays too, as long as written

@@ -92,6 +92,17 @@ def test_streamed_audio_equals_whole_decode(graph_engine):
     assert streamed.shape == whole.shape and snr_db(whole, streamed) > 40
 
 
+def test_the_graphs_int16_samples_are_the_bytes_the_doors_would_make(graph_engine):
+    """The int16 samples the step's graph makes beside the audio (decode_step.int16_samples), at
+    several rows at once: to_pcm's bytes of the same audio, so a door sends them as they are."""
+    from ui.services.audio import to_pcm
+
+    requests = [SynthesisRequest(text=TEXT, seed=seed, min_len=12, max_len=12) for seed in range(6)]
+    for chunks in staggered(graph_engine, requests, joins_at=[0, 0, 0, 2, 3, 5]):
+        for c in chunks:
+            assert c.pcm == to_pcm(c.audio), f"chunk {c.index}"
+
+
 def test_requests_do_not_leak_state(ckpt, graph_engine):
     first = SynthesisRequest(text="Good morning, warm voice.", seed=7, max_len=12)
     second = SynthesisRequest(text=TEXT, seed=8, min_len=20, max_len=20)

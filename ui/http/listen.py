@@ -29,6 +29,7 @@ from fastapi.responses import StreamingResponse
 from inference.serving.job import Delivery, Job
 
 from .doorbell import doorbell
+from ..services.audio import to_pcm
 from ..services.words import WordTrack
 
 
@@ -38,11 +39,17 @@ class Heard:
     audio: np.ndarray  # float32 mono at the rate asked, at the request's pace
     offset: int  # samples of the audio sent before it, at that rate
     delivery: Delivery | None  # the engine's chunk it comes from; None for the last piece (the tail)
+    pcm: bytes | None = None  # the audio as int16 bytes, when the step made them and nothing changed it
 
     @property
     def end(self) -> int:
         """Samples of the audio sent once it is."""
         return self.offset + len(self.audio)
+
+    def int16(self) -> bytes:
+        """The audio as the int16 little-endian samples a door sends: the step's, when it made them
+        (no NumPy loop on the event loop: each lets go of the GIL, docs/benchmarks.md), else to_pcm's."""
+        return self.pcm if self.pcm is not None else to_pcm(self.audio)
 
 
 async def heard(job: Job, first: Delivery, rate: int | None = None, words: WordTrack | None = None,
@@ -65,7 +72,7 @@ async def heard(job: Job, first: Delivery, rate: int | None = None, words: WordT
             audio = await through(output.works(len(chunk.audio)), output.feed, chunk.audio, chunk.pause)
             if words is not None:
                 words.add(chunk.segment, audio, chunk.pause, sent)
-            yield Heard(audio, sent, delivery)
+            yield Heard(audio, sent, delivery, chunk.pcm if output.passes else None)
             sent += len(audio)
             event = await waiting.next()
             if event is None:  # the client has gone: nobody hears the rest, nor the tail

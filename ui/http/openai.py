@@ -118,7 +118,7 @@ async def encoded(job: Job, first, encoder: Encoder, words: WordTrack | None = N
     try:
         async with contextlib.aclosing(heard(job, first, encoder.rate, words, watch)) as audio:
             async for piece in audio:
-                if out := await run(encoder.encode, piece.audio):
+                if out := await run(encoder.encode, piece.audio, piece.pcm):
                     yield out
         if tail := await run(encoder.finish):
             yield tail

@@ -20,7 +20,6 @@ from .common import Refusal, guarded, page_asked, submit
 from .listen import ClientWatch, Heard, WatchedResponse, heard
 from ..context import app_context
 from ..library.uploads import client_key
-from ..services.audio import to_pcm
 from ..services.metrics import observe_stream
 from ..services.words import WordTrack
 
@@ -31,7 +30,7 @@ async def pcm_stream(job: Job, first, words: WordTrack | None = None, watch: Cli
     """Samples only; words asked for are in the job's status (GET /voxcpm/jobs/ID) as they come."""
     async with contextlib.aclosing(heard(job, first, words=words, watch=watch)) as audio:
         async for piece in audio:
-            yield to_pcm(piece.audio)
+            yield piece.int16()
     if words is not None:
         await words.rest()
 
@@ -47,12 +46,12 @@ async def framed_stream(job: Job, first, status: dict, words: WordTrack | None =
             ready = b"".join(frames.json_frame(frames.WORDS, w) for w in words.ready()) if words is not None else b""
             if piece.delivery is None:
                 if len(piece.audio):
-                    yield frames.frame(frames.AUDIO, to_pcm(piece.audio)) + ready
+                    yield frames.frame(frames.AUDIO, piece.int16()) + ready
                 elif ready:
                     yield ready
                 continue
             yield ready + frames.json_frame(frames.META, sent_meta(piece, job)) + \
-                frames.frame(frames.AUDIO, to_pcm(piece.audio))
+                frames.frame(frames.AUDIO, piece.int16())
     if words is not None:
         for segment in words.ready() + await words.rest():
             yield frames.json_frame(frames.WORDS, segment)

@@ -25,10 +25,10 @@ from inference.serving.job import Job
 from inference.text.clauses import SENTENCE_END, Clauses
 
 from .common import admit
-from .listen import heard
+from .listen import Heard, heard
 from .speech_body import openai_message
 from ..guard.answers import Refusal
-from ..services.audio import encode_whole, to_pcm
+from ..services.audio import encode_whole
 from ..services.words import WordTrack
 
 FRAME_BYTES = 512 * 1024  # a binary frame's most: under the 1 MiB a `websockets` client takes by default
@@ -268,7 +268,7 @@ class Utterance:
                 elif sentence is None and len(piece.audio):
                     sentence = await self.sentence_start(0, piece.offset)
                 if sentence is not None:
-                    await self.send_piece(sentence, piece.audio)
+                    await self.send_piece(sentence, piece)
         failed = job.error is not None  # failed, or cut at the bound on a request's audio
         if failed:
             spoken = sentence.index + 1 if sentence is not None else 0
@@ -289,13 +289,13 @@ class Utterance:
                                 | ({"word_timestamps": True} if v.word_timestamps else {}))
         return Sentence(index, start)
 
-    async def send_piece(self, sentence: Sentence, audio: np.ndarray):
-        v, s = self.voice, self.session
+    async def send_piece(self, sentence: Sentence, piece: Heard):
+        v, s, audio = self.voice, self.session, piece.audio
         sentence.samples += len(audio)
         if not v.stream_audio:
             sentence.held.append(audio)
             return
-        data = to_pcm(audio)
+        data = piece.int16()
         if not data:
             return
         sentence.bytes += len(data)

@@ -54,7 +54,6 @@ from ..http.schema import MissingClip, StreamBody, blank, to_request
 from ..http.listen import heard
 from ..http.stream import sent_meta, word_track
 from ..library.uploads import read_uploaded_file
-from ..services.audio import to_pcm
 from ..services.metrics import observe_stream
 
 FILE_HINT = "a file: gradio_client's handle_file(path)"
@@ -139,7 +138,7 @@ async def whole_take(ctx: AppContext, fields: dict) -> tuple[FileData, dict]:
         with sf.SoundFile(path, "w", ctx.worker.sample_rate, 1, "PCM_16", format="WAV") as wav:
             async with contextlib.aclosing(observe_stream(ctx.metrics, job, heard(job, first, words=words))) as audio:
                 async for piece in audio:
-                    wav.write(np.frombuffer(to_pcm(piece.audio), "<i2"))  # the stream's rounding, sample for sample
+                    wav.write(np.frombuffer(piece.int16(), "<i2"))  # the stream's rounding, sample for sample
         if words is not None:  # the figures then hold every word (or say why some are missing)
             await words.rest()
         if job.state == "failed":  # after its first audio: the framed stream's final status would say so
@@ -157,7 +156,7 @@ async def streamed_take(ctx: AppContext, fields: dict):
     rate = ctx.worker.sample_rate
     async with contextlib.aclosing(observe_stream(ctx.metrics, job, heard(job, first, words=words))) as audio:
         async for piece in audio:
-            item = {"pcm": base64.b64encode(to_pcm(piece.audio)).decode("ascii"), "sample_rate": rate}
+            item = {"pcm": base64.b64encode(piece.int16()).decode("ascii"), "sample_rate": rate}
             if words is not None:  # each segment's words as the framed stream's W frames carry them
                 item["words"] = words.ready()
             if piece.delivery is None:  # the end: the stretch's tail, every word still to come, how the take went

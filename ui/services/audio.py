@@ -131,10 +131,11 @@ class Encoder:
         """Cheap enough to run on the event loop: plain PCM."""
         return self.fmt in ("pcm", "wav")
 
-    def encode(self, audio: np.ndarray) -> bytes:
+    def encode(self, audio: np.ndarray, pcm: bytes | None = None) -> bytes:
+        """The next bytes for `audio`; `pcm`: the same audio as int16 bytes, when already made."""
         head, self._head = self._head, b""
         if self._sink is None:
-            return head + to_pcm(audio)
+            return head + (pcm if pcm is not None else to_pcm(audio))
         self._file.write(audio)
         return b"" if self.fmt == "flac" else self._sink.take()
 
