@@ -1,6 +1,7 @@
 """What one synthesis asks for, and what each streamed step gives back."""
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +111,11 @@ class AudioChunk:
     # The audio as the int16 little-endian samples every door sends, when the step made them
     # (inference/runtime/decode_step.int16_samples): a door at the model's rate sends these bytes.
     pcm: bytes | None = None
+
+    def head(self, samples: int) -> "AudioChunk":
+        """Its first `samples` samples, its int16 bytes with them."""
+        pcm = None if self.pcm is None else self.pcm[: 2 * samples]
+        return dataclasses.replace(self, audio=self.audio[:samples], pcm=pcm)
 
 
 def silence(ms: float, sample_rate: int, piece: int) -> list[np.ndarray]:

@@ -27,7 +27,6 @@ the log. An out-of-memory failure also gives back what the failed request held.
 """
 from __future__ import annotations
 
-import dataclasses
 import gc
 import logging
 import traceback
@@ -51,7 +50,7 @@ def hand_over(job: Job, chunks: list[AudioChunk], unread: UnreadBudget, bound: O
         room = bound.room(job, chunk.pause)
         if len(chunk.audio) >= room:
             if room > 0:
-                _deliver(job, dataclasses.replace(chunk, audio=chunk.audio[:room]))
+                _deliver(job, chunk.head(room))
             raise OutputCut(bound.message(job))
         _deliver(job, chunk)
     if (why := unread.check(job)) is not None:

@@ -35,6 +35,17 @@ def test_every_chunk_the_engine_streams_carries_the_bytes_the_doors_would_make()
         assert c.pcm == to_pcm(c.audio), f"chunk {c.index} of segment {c.segment}"
 
 
+def test_a_chunk_cut_short_keeps_the_bytes_of_what_it_keeps():
+    """The bound on a request's audio cuts its last chunk (inference/serving/delivery.py): the
+    int16 bytes are cut with the samples, or the wire would carry the whole patch."""
+    from inference.request.request import AudioChunk
+
+    audio = np.linspace(-0.5, 0.5, 96, dtype=np.float32)
+    cut = AudioChunk(audio, None, 0, pcm=to_pcm(audio)).head(40)
+    assert len(cut.audio) == 40 and cut.pcm == to_pcm(audio[:40])
+    assert AudioChunk(audio, None, 0).head(40).pcm is None
+
+
 def test_a_piece_sends_the_steps_bytes_or_converts_what_it_has():
     audio = np.linspace(-0.5, 0.5, 96, dtype=np.float32)
     made = Heard(audio, 0, None, pcm=b"\x01\x00" * 96)
