@@ -178,9 +178,10 @@ class DecodeStep:
         """The row's decoder state at the end of the segment just collected, kept as the next
         segment's start (and its retries'): the row runs on with every batch until it is
         re-prefilled, which may be steps later (admission paced by the listeners' slack, or a live
-        request waiting for text). overrun: the patch launched after the segment's last one has
-        already run through the decoder (the runner keeps one in flight), so the state before it
-        is the segment's end. Queued behind that patch, so it reads what the patch left."""
+        request waiting for text). overrun: a patch launched after the segment's last one has
+        already run through the row (the runner keeps one in flight: the stream's own next patch,
+        or, the stream left out of it at its cap, the garbage of a row below the batch's highest:
+        BatchRunner.ran_since), so the state before it is the segment's end. Queued behind that patch, so it reads what the patch left."""
         self.decoder_at_segment[row].copy_(self.decoder_before[row] if overrun else self.decoder.flat[row])
 
     def upload_rows(self, rows: list[int]) -> torch.Tensor:

@@ -371,6 +371,13 @@ class BatchRunner:
         n, (p, _) = self.step.patch_samples, self.step.patch_shape
         return host[:, :n], host[:, n:-1].reshape(b, -1, p), host[:, -1] == 1, pcm
 
+    def ran_since(self, row: int) -> bool:
+        """Whether the patch still in flight (one at most, once the oldest is collected) runs `row`:
+        its own next patch, or, the row's stream left out (at its segment's cap, parked), the
+        harmless garbage of a row below the batch's highest. Either way the row's decoder state has
+        moved past the patch just collected."""
+        return any(row < b for _, b in self.in_flight)
+
     def drop_in_flight(self):
         """After a failure: forget launched patches (their results are not wanted)."""
         if self.step.device.type == "cuda":

@@ -286,7 +286,7 @@ class Scheduler:
             elif after is not None:
                 self.live.remove(stream)
                 if after is PARK or after.decoder is DecoderStart.CARRY:  # a segment ended: its state kept
-                    self.runner.step.keep_end(row, overrun=stream.launched > index + 1)
+                    self.runner.step.keep_end(row, overrun=self.runner.ran_since(row))
                 if after is PARK:
                     stream.park()
                     self.parked.append(stream)

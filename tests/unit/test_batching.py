@@ -59,6 +59,24 @@ def test_every_golden_mode_equals_itself_alone_when_batched(engine):
     print(f"batched vs alone over {len(CASES)} golden requests: worst relative error {worst:.1e}")
 
 
+def test_a_segment_ended_at_its_cap_below_a_running_row_carries_its_own_decoder_state(engine):
+    """A segment cut at its cap takes no next patch, but its row runs the batch's next one as
+    harmless garbage while a higher row streams: the state kept for its next segment is the one
+    before that patch (runner.ran_since), or every later segment is garbled (it was, at the first
+    seam, until the half-rate patches' test found it)."""
+    weight, engine.preparer.segment_weight = engine.preparer.segment_weight, 4  # a segment per sentence
+    try:
+        texts = ["Hi there. So it is.", "We are here. Yes.", "Go on. Yes."]
+        requests = [SynthesisRequest(text=t, seed=s, min_len=3, max_len=5) for s, t in enumerate(texts)]
+        want = [alone(engine, r) for r in requests]
+        got = staggered(engine, requests, joins_at=[0, 2, 3])
+    finally:
+        engine.preparer.segment_weight = weight
+    assert len({c.segment for c in want[0]}) >= 3, "segments ended at their cap, below a running row"
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert_same(g, w, f"request {k}")
+
+
 def test_per_row_seed_cfg_timesteps_and_lengths(engine):
     """Rows with different Euler step counts share each patch: rows that need fewer steps keep
     their patch unchanged for the rest (dt = 0), which must not move them at all."""
