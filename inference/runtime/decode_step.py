@@ -181,7 +181,8 @@ class DecodeStep:
         request waiting for text). overrun: a patch launched after the segment's last one has
         already run through the row (the runner keeps one in flight: the stream's own next patch,
         or, the stream left out of it at its cap, the garbage of a row below the batch's highest:
-        BatchRunner.ran_since), so the state before it is the segment's end. Queued behind that patch, so it reads what the patch left."""
+        BatchRunner.ran_since), so the state before it is the segment's end. Queued behind that
+        patch, so it reads what the patch left."""
         self.decoder_at_segment[row].copy_(self.decoder_before[row] if overrun else self.decoder.flat[row])
 
     def upload_rows(self, rows: list[int]) -> torch.Tensor:

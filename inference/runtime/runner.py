@@ -362,12 +362,13 @@ class BatchRunner:
 
     def collect(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The oldest launched patch: audio [B, samples], latents [B, D, P], stop flags [B], and
-        the audio as int16 [B, samples]."""
+        the audio as int16 [B, samples] (a view of the pinned slot, valid until the next launch:
+        postprocess copies each row out as bytes, so it is not copied twice)."""
         slot, b = self.in_flight.popleft()
         if self.copied[slot] is not None:
             self.copied[slot].synchronize()  # deliberate sync: the patch's audio, latents and stop flags
         host = self.host[slot][:b].numpy().copy()  # the slot is written again by the next launch
-        pcm = self.host_pcm[slot][:b].numpy().copy()
+        pcm = self.host_pcm[slot][:b].numpy()
         n, (p, _) = self.step.patch_samples, self.step.patch_shape
         return host[:, :n], host[:, n:-1].reshape(b, -1, p), host[:, -1] == 1, pcm
 
