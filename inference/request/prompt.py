@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import torch
 
 
@@ -38,31 +39,36 @@ class Prompt:
 
 
 class _Builder:
-    """Appends segments to the four parallel sequences."""
+    """Appends segments to the four parallel sequences, on the host in plain Python and NumPy: a
+    prompt is built on the engine's thread once per segment, and each PyTorch call there lets go
+    of the GIL and waits to take it back behind a busy event loop (docs/benchmarks.md)."""
 
     def __init__(self, patch_shape: tuple[int, int]):
         self.patch_shape = patch_shape
-        self.tokens, self.text, self.audio, self.patches = [], [], [], []
+        self.tokens, self.text, self.audio = [], [], []
+        self.blocks: list[tuple[int, np.ndarray]] = []  # (first position, patches [n, P, D]) of each audio part
 
     def add_text(self, ids: list[int]):
         self.tokens += ids
         self.text += [1] * len(ids)
         self.audio += [0] * len(ids)
-        self.patches.append(torch.zeros(len(ids), *self.patch_shape))
 
     def add_audio(self, patches: torch.Tensor):
         n = patches.shape[0]
+        self.blocks.append((len(self.tokens), (patches if patches.dtype == torch.float32 else patches.float()).numpy()))
         self.tokens += [0] * n
         self.text += [0] * n
         self.audio += [1] * n
-        self.patches.append(patches.float())
 
     def build(self, target_tokens: int, warm_decoder: bool = True) -> Prompt:
-        patches = torch.cat(self.patches)
-        audio = torch.tensor(self.audio)
+        patches = np.zeros((len(self.tokens), *self.patch_shape), np.float32)  # text positions stay zero
+        for at, block in self.blocks:
+            patches[at: at + len(block)] = block
+        audio = np.array(self.audio, np.int64)
         ends_with_audio = bool(self.audio[-1]) and warm_decoder
-        context = patches[audio.nonzero().squeeze(1)][-DECODE_CONTEXT_PATCHES:] if ends_with_audio else patches[:0]
-        return Prompt(torch.tensor(self.tokens), torch.tensor(self.text), audio, patches, context, target_tokens)
+        context = patches[np.flatnonzero(audio)[-DECODE_CONTEXT_PATCHES:]] if ends_with_audio else patches[:0]
+        return Prompt(torch.from_numpy(np.array(self.tokens, np.int64)), torch.from_numpy(np.array(self.text, np.int64)),
+                      torch.from_numpy(audio), torch.from_numpy(patches), torch.from_numpy(context), target_tokens)
 
 
 @dataclass
@@ -96,8 +102,8 @@ def voice_prompt(voice: Voice, text: str, tokenize: Callable[[str], list[int]], 
         b.add_audio(voice.reference)
         b.add_text([REF_AUDIO_END])
     spoken_before = voice.prompt_text + (tail[0] if tail else "")
-    patches = [p for p in (voice.prompt_patches, tail[1] if tail else None) if p is not None]
     b.add_text(tokenize(spoken_before + text) + [AUDIO_START])
-    if patches:
-        b.add_audio(torch.cat([p.float() for p in patches]))
+    for patches in (voice.prompt_patches, tail[1] if tail else None):  # the tail's right after the clip's
+        if patches is not None:
+            b.add_audio(patches)
     return b.build(target_tokens=len(tokenize(text)), warm_decoder=tail is None)

@@ -175,9 +175,12 @@ def initial_noise(req: SynthesisRequest, cap: int, d: int, p: int) -> torch.Tens
 
 
 def seed_noise(seed: int, cap: int, d: int, p: int) -> torch.Tensor:
-    """[cap, P, D] noise drawn on the host from `seed`, the same on every device."""
+    """[cap, P, D] noise drawn on the host from `seed`, the same on every device (torch's
+    generator: it is what a seed has always meant). One PyTorch call, the draw: it runs on the
+    engine's thread for every segment, so the [cap, D, P] draw is returned as a view in [cap, P,
+    D] order, transposed by NumPy, and made contiguous with the others when a group is loaded."""
     gen = torch.Generator().manual_seed(seed)
-    return torch.randn(cap, d, p, generator=gen).transpose(1, 2).contiguous()
+    return torch.from_numpy(torch.randn(cap, d, p, generator=gen).numpy().transpose(0, 2, 1))
 
 
 def noise_array(noise) -> np.ndarray:

@@ -7,6 +7,7 @@ a function it replays from a CUDA graph counts as the one call its replay is."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import contextlib
 
 import pytest
@@ -113,3 +114,34 @@ def test_a_cloning_request_adds_only_its_clips_locenc_to_the_admission():
     alone, both = admitted(e, joins(e, [design])), admitted(e, joins(e, [design, cloned]))
     added = both.total - alone.total
     assert 0 < added <= 12, (alone.names, both.names)  # the clip's patches and places up, LocEnc's replay, one write
+
+
+def planned(e: Engine, prepared) -> Calls:
+    with torch.inference_mode(), counting() as calls:
+        e.preparer.plan(prepared)
+    return calls
+
+
+def test_starting_a_request_makes_one_torch_call_its_noise_in_every_mode():
+    """Engine.start runs on the engine's thread once per request: a burst of 64 is 64 of them
+    back to back while the event loop takes the burst in. Its prompt is built on the host
+    without PyTorch; the one call left is the seeded noise's draw (torch's generator is what a
+    seed means)."""
+    e = engine()
+    clip = prompt_clip = str(GOLDEN / "clip_16k_mono.wav")
+    requests = {
+        "design": SynthesisRequest(text="A designed voice, speaking now.", control="calm", seed=1),
+        "cloning": SynthesisRequest(text="A cloned voice.", reference_audio=clip, control="happy", seed=2),
+        "ultimate": SynthesisRequest(text="And it goes on.", prompt_audio=prompt_clip,
+                                     prompt_text="This is the clip.", seed=3),
+        "both": SynthesisRequest(text="And it goes on.", reference_audio=clip, prompt_audio=prompt_clip,
+                                 prompt_text="This is the clip.", seed=4),
+    }
+    for mode, req in requests.items():
+        prepared = e.prepare(req)
+        encoded = {side: None if host is None else dataclasses.replace(host, patches=e.preparer.encode_clip(host))
+                   for side, host in (("reference", prepared.reference), ("prompt", prepared.prompt))}
+        prepared = dataclasses.replace(prepared, **encoded)  # as a saved voice's are, or a group's together
+        calls = planned(e, prepared)
+        assert calls.total <= 1, (mode, dict(calls.names))  # was 9: the prompt's tensors built one by one
+
