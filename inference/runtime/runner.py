@@ -17,6 +17,7 @@ import torch
 
 from ..model.audio_vae import AudioVAE
 from ..model.voxcpm2 import VoxCPM2
+from ..request.modes import default
 from ..request.prompt import DECODE_CONTEXT_PATCHES
 from .compiled import PLAIN, StepFunctions
 from .cuda_graphs import CAPTURE_LOCK, CUDAGraphed
@@ -115,6 +116,11 @@ class BatchRunner:
         self.prefill_keys = prefill_keys(powers_of_two(rows), self.capacity)
         self.prologue = CUDAGraphed(self.step.prologue)
         self.euler = CUDAGraphed(self.step.euler)
+        # A patch's noise and Euler steps at the default timesteps, as one graph: each replay is a
+        # PyTorch call on the engine's thread, which lets go of the GIL and waits behind a busy event
+        # loop to take it back; other timesteps replay prologue and euler one by one.
+        self.usual_iterations = DecodeStep.iterations(default("inference_timesteps"))
+        self.denoise = CUDAGraphed(self._denoise)
         self.finish = CUDAGraphed(self.step.finish)
         self.padded_prefill = CUDAGraphed(self._padded_prefill)
         self.embed_buckets = [n for n in powers_of_two(EMBED_PATCHES) if n >= EMBED_SMALLEST]
@@ -150,6 +156,10 @@ class BatchRunner:
         self.host = [torch.zeros(self.step.staging.shape, pin_memory=cuda) for _ in range(2)]
         self.host_pcm = [torch.zeros(self.step.pcm.shape, dtype=torch.int16, pin_memory=cuda) for _ in range(2)]
         self.copied = [torch.cuda.Event() if cuda else None for _ in range(2)]
+        # Each launch's copies home as (to, from) views made once, not sliced per step.
+        self.homeward = {(slot, b): ((self.host[slot][:b], self.step.staging[:b]),
+                                     (self.host_pcm[slot][:b], self.step.pcm[:b]))
+                         for slot in range(2) for b in self.buckets}
 
     # -- life cycle ---------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -159,13 +169,12 @@ class BatchRunner:
         start = time.perf_counter()
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
-        keys = [(b, span) for b in reversed(self.buckets) for span in self.spans]
         with torch.cuda.stream(stream):  # compiles, loads kernels and cuBLAS handles outside capture
             for _ in range(2):
-                for b, span in keys:
-                    self.step.prologue(b)
-                    self.step.euler(b)
-                    self.step.finish(b, span)
+                for b in reversed(self.buckets):
+                    self._denoise(b, self.usual_iterations)
+                    for span in self.spans:
+                        self.step.finish(b, span)
                 for key in self.prefill_keys:
                     # The keys' views overlap: each one's inputs made valid before it runs. Warm-up
                     # prefills must not write into a stream's row, nor gather past a prompt's end.
@@ -181,6 +190,7 @@ class BatchRunner:
         for b in reversed(self.buckets):
             self.prologue.capture((b,), pool, stream)
             self.euler.capture((b,), pool, stream)
+            self.denoise.capture((b, self.usual_iterations), pool, stream)
             for span in self.spans:
                 self.finish.capture((b, span), pool, stream)
         for key in reversed(self.prefill_keys):
@@ -244,7 +254,8 @@ class BatchRunner:
 
     @property
     def graphs(self) -> int:
-        return sum(f.captured for f in (self.prologue, self.euler, self.finish, self.padded_prefill, self.embed))
+        return sum(f.captured for f in (self.prologue, self.euler, self.denoise, self.finish, self.padded_prefill,
+                                         self.embed))
 
     # -- streams in ---------------------------------------------------------------------------------
     @torch.inference_mode()  # the scheduler may admit from Engine.start, outside a step
@@ -338,6 +349,11 @@ class BatchRunner:
         self.step.prefill(*inputs)
 
     # -- patches ------------------------------------------------------------------------------------
+    def _denoise(self, b: int, iterations: int):
+        self.step.prologue(b)
+        for _ in range(iterations):
+            self.step.euler(b)
+
     def bucket(self, rows_used: int) -> int:
         return next(b for b in self.buckets if b >= rows_used)
 
@@ -348,13 +364,16 @@ class BatchRunner:
         """Queue one patch of rows 0..rows_used-1 (in a bucket), whose highest position is
         `position`, with `iterations` Euler steps, and the copy of its results to the host."""
         b = self.bucket(rows_used)
-        self.prologue(b)
-        for _ in range(iterations):
-            self.euler(b)
+        if iterations == self.usual_iterations:
+            self.denoise(b, iterations)
+        else:
+            self.prologue(b)
+            for _ in range(iterations):
+                self.euler(b)
         self.finish(b, self.span(position))
         slot = self.launches % 2
-        self.host[slot][:b].copy_(self.step.staging[:b], non_blocking=True)
-        self.host_pcm[slot][:b].copy_(self.step.pcm[:b], non_blocking=True)
+        for to, source in self.homeward[slot, b]:
+            to.copy_(source, non_blocking=True)
         if self.copied[slot] is not None:
             self.copied[slot].record()
         self.in_flight.append((slot, b))

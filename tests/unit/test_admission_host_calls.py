@@ -16,7 +16,7 @@ from torch.overrides import TorchFunctionMode
 
 from inference import Engine, SynthesisRequest
 from inference.runtime.cuda_graphs import CUDAGraphed
-from inference.runtime.decode_step import Join
+from inference.runtime.decode_step import DecodeStep, Join
 from tests.unit.test_golden_parity import CKPT, GOLDEN
 
 # Reads of a tensor's host data or metadata: no trip through the GIL.
@@ -145,3 +145,17 @@ def test_starting_a_request_makes_one_torch_call_its_noise_in_every_mode():
         calls = planned(e, prepared)
         assert calls.total <= 1, (mode, dict(calls.names))  # was 9: the prompt's tensors built one by one
 
+
+def test_a_patch_at_the_default_timesteps_is_two_graph_replays_and_its_copies_home():
+    """Every step launches a patch on the engine's thread, so its calls are paid once a step, by
+    every stream: at the default timesteps the noise and its Euler steps are one graph (not a
+    replay per Euler step), the stop flags, audio and LM step another, then the two copies."""
+    e = engine()
+    plan = e.preparer.plan(SynthesisRequest(text="One patch at a time.", control="calm", seed=1))
+    e.runner.admit([Join(0, plan.start.prompt, plan.start.noise, plan.req.inference_timesteps, 2.0)])
+    with torch.inference_mode(), counting() as calls:
+        e.runner.launch(1, len(plan.start.prompt), DecodeStep.iterations(plan.req.inference_timesteps))
+    assert calls.names["<graph replay>"] == 2 and calls.total <= 4, dict(calls.names)  # was 11 replays
+    with torch.inference_mode(), counting() as calls:  # other timesteps: a replay per Euler step
+        e.runner.launch(1, len(plan.start.prompt) + 1, DecodeStep.iterations(4))
+    assert calls.names["<graph replay>"] == 2 + DecodeStep.iterations(4), dict(calls.names)
