@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from .prompt import Prompt, Voice, control_prefix, voice_prompt
-from .request import AudioChunk, SynthesisRequest, initial_noise, seed_noise, silence
+from .request import AudioChunk, Half, SynthesisRequest, initial_noise, seed_noise, silence
 from ..text.spoken import SpokenText
 
 BAD_CASE_RATIO = 6  # patches per target token at which the official retry calls a case bad
@@ -105,6 +105,7 @@ class SegmentStart:
     noise: torch.Tensor  # [n, P, D]
     cap: int
     decoder: DecoderStart
+    quiet: bool = False  # silence went out just before it (a pause): the step's half-rate patches start from silence
 
 
 @dataclass
@@ -145,12 +146,13 @@ class Continuation:
         self.segment, self.attempt = 0, 0
         self.tail: tuple[str, torch.Tensor] | None = None
         self.latents: list[np.ndarray] = []  # this attempt's patches [D, P]
-        self.held: list[tuple[np.ndarray, np.ndarray, bytes | None]] = []  # (audio, latents, int16) not yet released
+        self.held: list[tuple] = []  # (audio, latents, int16, Half) not yet released
         self.out: list[AudioChunk] = []  # released by the call under way, returned by it
         self.streaming = True  # the attempt's audio goes out as it comes: the first segment's does
         self.released = 0  # chunks handed to the listener: the next chunk's index
         self.released_samples = 0  # their audio, silence included
         self.opened = False  # whether the first patch (and a leading pause before it) went out
+        self.after_pause = False  # the last chunk that went out was a pause's silence
         self.report = Report(segment_count=len(spoken), pauses=spoken.pauses)
         self.feed = req.feed  # a live request's later clauses (inference/request/feed.py); None: the text is whole
         self.start = self._first()
@@ -185,14 +187,16 @@ class Continuation:
         self.latents, self.held, self.streaming = [], [], self.attempt + 1 >= MAX_ATTEMPTS
         prompt = self.start.prompt if decoder is DecoderStart.REWIND else self._prompt(self.spoken.segment(self.segment))
         cap = self.length_cap(self.req, prompt)
-        self.start = SegmentStart(prompt, self._noise(cap), cap, decoder)
+        # A retry is held, so nothing went out since the first attempt: after_pause is still its.
+        self.start = SegmentStart(prompt, self._noise(cap), cap, decoder, self.after_pause)
         return self.start
 
     # -- patches in --------------------------------------------------------------------------
-    def add(self, audio: np.ndarray, latents: np.ndarray, ended: bool,
-            pcm: bytes | None = None) -> tuple[list[AudioChunk], SegmentStart | None | bool]:
+    def add(self, audio: np.ndarray, latents: np.ndarray, ended: bool, pcm: bytes | None = None,
+            half: Half | None = None) -> tuple[list[AudioChunk], SegmentStart | None | bool]:
         """One collected patch of the current attempt: its float32 audio and its latents [D, P]
-        (`pcm`: the audio as int16 bytes, when the step made them). `ended`: the stop head fired or
+        (`pcm`: the audio as int16 bytes, `half`: the patch at half the rate, when the step made
+        them). `ended`: the stop head fired or
         the cap was reached. Returns the chunks released now, and
         None while the segment goes on, a SegmentStart when the row must be re-prefilled (a retry
         or the next segment), PARK when a live request waits for more text, or True when the
@@ -201,7 +205,7 @@ class Continuation:
             self.opened = True
             self._pause(0)
         self.latents.append(latents)
-        self.held.append((audio, latents, pcm))
+        self.held.append((audio, latents, pcm, half))
         if self.streaming:
             self._release()
         runaway = len(self.latents) >= BAD_CASE_RATIO * self.start.prompt.target_tokens
@@ -282,13 +286,14 @@ class Continuation:
         return self._released()
 
     def _release(self):
-        for audio, latents, pcm in self.held:
-            self._emit(audio, latents, self.segment, pcm=pcm)
+        for audio, latents, pcm, half in self.held:
+            self._emit(audio, latents, self.segment, pcm=pcm, half=half)
         self.held = []
 
     def _emit(self, audio: np.ndarray, latents: np.ndarray | None, segment: int, pause: bool = False,
-              pcm: bytes | None = None):
-        self.out.append(AudioChunk(audio, latents, self.released, segment, pause, pcm))
+              pcm: bytes | None = None, half: Half | None = None):
+        self.out.append(AudioChunk(audio, latents, self.released, segment, pause, pcm, half))
+        self.after_pause = pause
         self.released += 1
         self.released_samples += len(audio)
 

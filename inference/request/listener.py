@@ -20,11 +20,15 @@ last release is what a connection that took everything at once could have given 
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 FRAME, HOP, TOLERANCE = 1024, 256, 256  # the stretch's frames, in samples at 48 kHz (Output says why)
+# How far, in the model's samples, soxr's filter for half the model's rate reaches on either side
+# of an output sample: its taps further out are below 1e-7, a 300th of an int16 step.
+HALF_REACH = 200
 
 
 class Listener:
@@ -32,6 +36,7 @@ class Listener:
         """speed: 1 plays the model's speech as made; model_rate: the rate the model makes audio at."""
         self.speed, self.model_rate = float(speed), int(model_rate)
         self.rate = self.model_rate  # the rate they are sent at (output() sets it)
+        self.halves = False  # the engine makes each patch at half the model's rate too (Engine.start sets it)
         # The clock, in the listener's seconds; written by the engine's thread.
         self.deadline: float | None = None  # when the buffer runs dry, on the scheduler's clock
         self.released_s = 0.0  # the audio released to them, as long as it lasts for them
@@ -114,7 +119,7 @@ class Listener:
         """The audio as they get it: stretched to their speed and resampled to `rate` (default:
         the model's), chunk by chunk, as the route sends it."""
         self.rate = self.model_rate if rate is None else int(rate)
-        return Output(self.speed, self.model_rate, self.rate)
+        return Output(self.speed, self.model_rate, self.rate, self.halves)
 
     def status(self) -> dict:
         """What the job's status says of them."""
@@ -145,16 +150,18 @@ class Output:
     The rate: another rate than the model's is made by soxr's streaming resampler, after the
     stretch; it holds back part of each chunk (its filter and its processing blocks: up to 36 ms at
     16 and 24 kHz, 150 ms at 8 kHz) until the next one or the end. At speed 1 and the model's rate
-    nothing runs."""
+    nothing runs; at speed 1 and half the model's rate (OpenAI's pcm, the live socket), when the
+    engine made each patch at that rate too (`halves`), the step's are put together (Halved)."""
 
-    def __init__(self, speed: float, model_rate: int, rate: int):
+    def __init__(self, speed: float, model_rate: int, rate: int, halves: bool = False):
         import soxr
 
         self.speed = float(speed)
         self._tsm = None  # the stretch of the speech run under way
         self._in = self._out = 0  # the run's samples in, and out of the stretch
-        self._soxr = None if rate == model_rate else soxr.ResampleStream(model_rate, rate, 1, dtype="float32",
-                                                                           quality="HQ")
+        self._half = Halved() if halves and self.speed == 1.0 and 2 * rate == model_rate else None
+        self._soxr = None if rate == model_rate or self._half else soxr.ResampleStream(
+            model_rate, rate, 1, dtype="float32", quality="HQ")
 
     @property
     def stretches(self) -> bool:
@@ -163,7 +170,19 @@ class Output:
     @property
     def passes(self) -> bool:
         """Whether it hands each chunk on as it is (speed 1, the model's rate)."""
-        return not self.stretches and self._soxr is None
+        return not self.stretches and self._soxr is None and self._half is None
+
+    def hear(self, chunk) -> tuple[np.ndarray, bytes | None]:
+        """An engine's AudioChunk as the listener gets it, and the same as int16 bytes when the step
+        made them (None: the door converts it)."""
+        if self._half is not None:
+            return self._half.feed(chunk)
+        audio = self.feed(chunk.audio, chunk.pause)
+        return audio, chunk.pcm if self.passes else None
+
+    def end(self) -> tuple[np.ndarray, bytes | None]:
+        """The rest, once the stream has ended (finish()), and its int16 bytes when already made."""
+        return self._half.end() if self._half is not None else (self.finish(), None)
 
     def works(self, samples: int = 0) -> bool:
         """Whether feeding it `samples` (finishing it, for 0) costs more than handing it to a
@@ -171,7 +190,7 @@ class Output:
         takes soxr 20-55 us, where a hand-off to a thread and back costs the caller's event loop
         about 100, but a pause's silence of up to 10 s takes it 1-3 ms (this 2-core machine, 48 kHz
         to 8-44.1 kHz)."""
-        return self.stretches or (self._soxr is not None and samples > RESAMPLE_HERE)
+        return self.stretches or (self._soxr is not None and samples > RESAMPLE_HERE)  # Halved: slices
 
     def feed(self, audio: np.ndarray, pause: bool = False) -> np.ndarray:
         if not self.stretches:
@@ -239,3 +258,98 @@ def hops(speed: float) -> tuple[int, int]:
     """(output hop, input hop): whole samples whose ratio is nearest the speed, input hop <= FRAME."""
     pairs = ((out, round(out * speed)) for out in range(HOP * 3 // 4, HOP + 1) if round(out * speed) <= FRAME)
     return min(pairs, key=lambda pair: (abs(pair[1] / pair[0] - speed), -pair[0]))
+
+
+@functools.cache
+def halving_taps(model_rate: int) -> np.ndarray:
+    """The filter of soxr's streaming resampler from `model_rate` to half of it (quality HQ), read
+    off its answers to two impulses, float64 [2 * HALF_REACH + 1]: half-rate sample m is the sum
+    over n of taps[HALF_REACH + 2m - n] * x[n]. Applied to a whole stream with silence on either
+    side (decode_step.halve) it gives soxr's samples to within 2e-7, its start and end included:
+    the GPU makes them for every row at once, and the resampler stays soxr's."""
+    import soxr
+
+    far = 4 * HALF_REACH + 1  # an impulse this far in, and as far from the end, sees all of the filter
+    taps = np.zeros(2 * HALF_REACH + 1)
+    for odd in (0, 1):
+        impulse = np.zeros(2 * far + 2, np.float32)
+        impulse[far + odd] = 1.0  # an even and an odd one: each gives every other tap
+        stream = soxr.ResampleStream(model_rate, model_rate // 2, 1, dtype="float32", quality="HQ")
+        out = np.concatenate([stream.resample_chunk(impulse), stream.resample_chunk(impulse[:0], last=True)])
+        for m in range(len(out)):
+            k = 2 * m - (far + odd)  # taps[HALF_REACH + k] is what sample m takes from the impulse
+            if -HALF_REACH <= k <= HALF_REACH:
+                taps[HALF_REACH + k] = out[m]
+    return taps
+
+
+class Halved:
+    """The listener's audio at half the model's rate, put together from the step's half-rate
+    patches (AudioChunk.half): what soxr's streaming resampler gives for the audio as heard, pauses
+    included, to within float rounding, with no filter run here, only slices, so the event loop
+    neither resamples nor converts (each NumPy or soxr call lets go of the GIL and waits behind the
+    engine's thread to get it back: docs/benchmarks.md).
+
+    The step carries each row's last HALF_REACH * 2 samples from patch to patch, so a patch that
+    follows speech comes complete; at a stream's start and after a pause it starts from silence
+    (Join.quiet), and its first samples add to the ring the speech before the pause left, which
+    after the shortest pause (50 ms) is silence. A chunk cut at the bound on a request's audio ends
+    with the step's samples of the patch whole, as resampled before the cut."""
+
+    def __init__(self):
+        self.fed = 0  # the model's samples heard so far, pauses included
+        self.sent = 0  # half-rate samples handed out
+        # Half-rate samples from `sent` on that audio to come may still add to, and their int16
+        # bytes (None once a sum made them: the door converts those).
+        self.ring, self.ring_pcm = np.zeros(0, np.float32), b""
+        self.joined = False  # the last chunk was speech, so the step's next patch carries on from it
+
+    def feed(self, chunk) -> tuple[np.ndarray, bytes | None]:
+        if chunk.pause:  # silence: it adds nothing, and the step starts from silence after it
+            self.joined = False
+        elif chunk.half is None:
+            raise RuntimeError("a chunk without its half-rate patch, from an engine that makes them")
+        elif self.joined:  # the step's patch carries on from the last, so it starts at `sent`, complete
+            self.ring, self.ring_pcm = chunk.half.audio, chunk.half.pcm
+        else:
+            self._add(self.fed // 2 - HALF_REACH // 2, chunk.half.audio, chunk.half.pcm)
+            self.joined = True
+        self.fed += len(chunk.audio)
+        return self._take(self.fed // 2 - HALF_REACH // 2)  # what no audio to come adds to
+
+    def end(self) -> tuple[np.ndarray, bytes | None]:
+        """The last samples: as many in all as the listener's count says (Listener.sent_samples)."""
+        return self._take(round(self.fed / 2))
+
+    def _add(self, start: int, audio: np.ndarray, pcm: bytes):
+        """Half-rate samples from `start` added to the ring (any before the stream's start dropped)."""
+        at = start - self.sent
+        if at < 0:
+            audio, pcm, at = audio[-at:], pcm[-2 * at:], 0
+        self._cover(at)
+        ring, ring_pcm = self.ring, self.ring_pcm
+        under = ring[at:]
+        if not under.any():  # onto silence: the step's samples as they are
+            rest = under[len(audio):]
+            self.ring = np.concatenate([ring[:at], audio, rest])
+            self.ring_pcm = None if ring_pcm is None else ring_pcm[: 2 * at] + pcm + b"\0" * (2 * len(rest))
+        else:
+            k = min(len(under), len(audio))
+            self.ring = np.concatenate([ring[:at], under[:k] + audio[:k], audio[k:], under[k:]])
+            self.ring_pcm = None
+
+    def _cover(self, samples: int):
+        """The ring made at least `samples` long, with silence."""
+        gap = samples - len(self.ring)
+        if gap > 0:
+            self.ring = np.concatenate([self.ring, np.zeros(gap, np.float32)])
+            self.ring_pcm = None if self.ring_pcm is None else self.ring_pcm + b"\0" * (2 * gap)
+
+    def _take(self, upto: int) -> tuple[np.ndarray, bytes | None]:
+        k = max(0, upto - self.sent)
+        self._cover(k)
+        out, self.ring = self.ring[:k], self.ring[k:]
+        out_pcm = None if self.ring_pcm is None else self.ring_pcm[: 2 * k]
+        self.ring_pcm = None if self.ring_pcm is None else self.ring_pcm[2 * k:]
+        self.sent += k
+        return out, out_pcm

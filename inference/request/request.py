@@ -99,6 +99,16 @@ class SynthesisRequest:
 
 
 @dataclass(frozen=True)
+class Half:
+    """A patch at half the model's rate, as the step made it (inference/runtime/decode_step.halve):
+    what soxr's streaming resampler would give for it (listener.halving_taps), from the half-rate
+    sample HALF_REACH / 2 before the patch's own start: its n / 2 samples, then the HALF_REACH
+    after them that the audio to come still adds to (their values were it silence)."""
+    audio: np.ndarray  # float32 [n / 2 + HALF_REACH]
+    pcm: bytes  # the same samples as int16 little-endian, rounded as every door rounds
+
+
+@dataclass(frozen=True)
 class AudioChunk:
     """One piece of a stream's audio, made once by the stream's Continuation, which alone knows
     its place (segment, index) among what the listener was given; nobody changes it afterwards."""
@@ -111,9 +121,11 @@ class AudioChunk:
     # The audio as the int16 little-endian samples every door sends, when the step made them
     # (inference/runtime/decode_step.int16_samples): a door at the model's rate sends these bytes.
     pcm: bytes | None = None
+    half: Half | None = None  # the patch at half the model's rate, when the step made it (OpenAI's pcm, the live socket)
 
     def head(self, samples: int) -> "AudioChunk":
-        """Its first `samples` samples, its int16 bytes with them."""
+        """Its first `samples` samples, its int16 bytes with them (its half-rate patch stays whole:
+        listener.Halved takes what the cut leaves of it)."""
         pcm = None if self.pcm is None else self.pcm[: 2 * samples]
         return dataclasses.replace(self, audio=self.audio[:samples], pcm=pcm)
 

@@ -19,12 +19,14 @@ import os
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from ..model.audio_vae import AudioVAE
 from ..model.locdit import euler_update, guidance_pair, zero_velocity_steps
 from ..model.transformer import LayerOps
 from ..model.voxcpm2 import VoxCPM2
 from ..request.continuation import DecoderStart
+from ..request.listener import HALF_REACH, halving_taps
 from ..request.prompt import Prompt
 from .compiled import PLAIN, StepFunctions
 
@@ -41,6 +43,7 @@ class Join:
     steps: int
     cfg_value: float
     decoder: DecoderStart = DecoderStart.FRESH
+    quiet: bool = False  # silence went out just before it: its half-rate patches start from silence (halve)
 
 
 def patches_to_frames(patches: torch.Tensor) -> torch.Tensor:
@@ -53,6 +56,16 @@ def int16_samples(audio: torch.Tensor) -> torch.Tensor:
     """float32 audio in [-1, 1] -> int16, as every door sends it (ui/services/audio.to_pcm: scaled
     by 32767 in float32, rounded half to even, only what overflows clipped): the same bytes."""
     return torch.round(audio * 32767.0).clamp_(-32768, 32767).to(torch.int16)
+
+
+def halve(history: torch.Tensor, audio: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
+    """Rows of new audio [B, n] after their last 2 * HALF_REACH samples [B, 2 * HALF_REACH] ->
+    the patch at half the rate, as AudioChunk's Half holds it [B, n / 2 + HALF_REACH]: soxr's
+    filter (`taps`, listener.halving_taps, [1, 1, 2 * HALF_REACH + 1]) over the rows, silence after
+    them. In float32 without TF32, as soxr computes (TF32's 10-bit products would miss by an int16 step)."""
+    x = F.pad(torch.cat([history, audio], 1), (0, history.shape[1]))
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        return F.conv1d(x.unsqueeze(1), taps, stride=2).squeeze(1)
 
 
 def in_scope(method):
@@ -84,6 +97,11 @@ class DecodeStep:
         self.decoder_before = torch.zeros_like(self.decoder.flat)
         # Each row's decoder state at the start of its current segment, for a runaway's retry.
         self.decoder_at_segment = torch.zeros_like(self.decoder.flat)
+        # The same three for each row's last samples, which the patch at half the rate starts from.
+        history = torch.zeros(rows, 2 * HALF_REACH, device=self.device)
+        self.half_history, self.half_before, self.half_at_segment = history, history.clone(), history.clone()
+        taps = halving_taps(cfg.vae.out_sample_rate)[::-1].copy()  # conv1d correlates: the filter reversed
+        self.half_taps = torch.tensor(taps, dtype=torch.float32, device=self.device).view(1, 1, -1)
         # The VAE decode depends only on the new patch: on CUDA it runs on a second stream, beside
         # the LM step.
         self.side_stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
@@ -111,6 +129,10 @@ class DecodeStep:
         # NumPy loops of its own: each lets go of the GIL and waits behind the engine's thread to
         # get it back (bench/lab/loop_handoffs.py; docs/benchmarks.md).
         self.pcm = z(rows, self.patch_samples, dtype=torch.int16)
+        # Per row: the patch at half the model's rate (halve), and the same as int16: the rate of
+        # OpenAI's pcm and the live socket, made here for every row for the same reason.
+        self.half = z(rows, self.patch_samples // 2 + HALF_REACH, dtype=torch.float32)
+        self.half_pcm = z(rows, self.patch_samples // 2 + HALF_REACH, dtype=torch.int16)
         self.max_iterations = max_timesteps
 
     @staticmethod
@@ -120,7 +142,9 @@ class DecodeStep:
         noise = capacity * cfg.patch_size * cfg.feat_dim * itemsize
         schedule = max_timesteps * (cfg.local_dit.hidden_size + 1) * itemsize
         decoder = 3 * vae.decoder_state_numel() * next(vae.parameters()).dtype.itemsize  # live, before, at segment
-        staging = (cfg.patch_samples + cfg.patch_size * cfg.feat_dim + 1) * 4 + cfg.patch_samples * 2
+        decoder += 3 * 2 * HALF_REACH * 4  # the same for the half-rate patches' history
+        half = cfg.patch_samples // 2 + HALF_REACH
+        staging = (cfg.patch_samples + cfg.patch_size * cfg.feat_dim + 1) * 4 + cfg.patch_samples * 2 + half * 6
         return model.cache_bytes_per_row(capacity) + noise + schedule + decoder + staging
 
     # -- entering a row (between steps) ----------------------------------------------------------
@@ -154,10 +178,16 @@ class DecodeStep:
         self.cfg_value.index_copy_(0, rows, cfg)
         fresh = [j.row for j in joins if j.decoder is DecoderStart.FRESH]
         if fresh:
-            self.decoder.reset(rows if len(fresh) == len(joins) else self.upload_rows(fresh))
+            fresh_rows = rows if len(fresh) == len(joins) else self.upload_rows(fresh)
+            self.decoder.reset(fresh_rows)
+            self.half_history.index_fill_(0, fresh_rows, 0.0)
         for j in joins:
             if j.decoder is not DecoderStart.FRESH:
                 self.decoder.flat[j.row].copy_(self.decoder_at_segment[j.row])
+                if j.quiet:
+                    self.half_history[j.row].zero_()
+                else:
+                    self.half_history[j.row].copy_(self.half_at_segment[j.row])
             elif len(j.prompt.decode_context):
                 context = self.upload(j.prompt.decode_context).to(self.device, non_blocking=True)
                 self._decode_context(j.row, context.to(self.dtype).to(self.vae_dtype))
@@ -184,6 +214,7 @@ class DecodeStep:
         BatchRunner.ran_since), so the state before it is the segment's end. Queued behind that
         patch, so it reads what the patch left."""
         self.decoder_at_segment[row].copy_(self.decoder_before[row] if overrun else self.decoder.flat[row])
+        self.half_at_segment[row].copy_(self.half_before[row] if overrun else self.half_history[row])
 
     def upload_rows(self, rows: list[int]) -> torch.Tensor:
         """Row indices on the device (a list indexing a CUDA tensor would copy from pageable memory,
@@ -246,8 +277,14 @@ class DecodeStep:
         with self.on_side_stream():
             self.decoder_before[:b].copy_(self.decoder.flat[:b])
             frames = patches_to_frames(patch.unsqueeze(1).to(self.vae_dtype))
-            self.staging[:b, :n].copy_(self.vae.decode_chunk(frames, self.decoder.rows(b)))
-            self.pcm[:b].copy_(int16_samples(self.staging[:b, :n]))
+            audio = self.staging[:b, :n]
+            audio.copy_(self.vae.decode_chunk(frames, self.decoder.rows(b)))
+            self.pcm[:b].copy_(int16_samples(audio))
+            self.half_before[:b].copy_(self.half_history[:b])
+            half = halve(self.half_history[:b], audio, self.half_taps)
+            self.half[:b].copy_(half)
+            self.half_pcm[:b].copy_(int16_samples(half))
+            self.half_history[:b].copy_(torch.cat([self.half_history[:b], audio], 1)[:, -2 * HALF_REACH:])
         nxt = self.model.advance(patch, self.position[:b], span, self.fns.ops)
         self.lm_hidden[:b].copy_(nxt.lm_hidden)
         self.residual_hidden[:b].copy_(nxt.residual_hidden)

@@ -187,6 +187,7 @@ class Engine:
         prepared = req if isinstance(req, Prepared) else self.prepare(req)
         r = prepared.request
         listener = listener or r.listener(self.sample_rate)
+        listener.halves = self.patch_samples % 2 == 0  # the step makes each patch at half the rate (Half)
         stream = Stream(0, r.min_len, 1, DecodeStep.iterations(r.inference_timesteps), listener)
         self.scheduler.add(stream, self.preparer.plan(prepared))
         return stream

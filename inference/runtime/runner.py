@@ -102,6 +102,16 @@ def staged(ints, floats, k: int, length: int, patch_shape: tuple[int, int]) -> S
                   floats[2 * m:2 * m + k * p * d].reshape(k, p, d), floats[2 * m + k * p * d:2 * m + k * (p * d + 1)])
 
 
+class Collected(NamedTuple):
+    """One collected patch, by row (the host's copies: the next launch writes the slot again)."""
+    audio: np.ndarray  # [B, samples] float32
+    latents: np.ndarray  # [B, D, P]
+    stop: np.ndarray  # [B] the stop head fired
+    pcm: np.ndarray  # [B, samples] the audio as int16
+    half: np.ndarray  # [B, samples / 2 + HALF_REACH] the patch at half the rate (decode_step.halve)
+    half_pcm: np.ndarray  # the same as int16
+
+
 class BatchRunner:
     """The constructor allocates every static buffer; `capture()` (run by Engine.warmup on CUDA)
     compiles, warms up every key and captures its graph; `admit`, `launch` and `collect` then
@@ -155,10 +165,14 @@ class BatchRunner:
         cuda = self.step.device.type == "cuda"
         self.host = [torch.zeros(self.step.staging.shape, pin_memory=cuda) for _ in range(2)]
         self.host_pcm = [torch.zeros(self.step.pcm.shape, dtype=torch.int16, pin_memory=cuda) for _ in range(2)]
+        self.host_half = [torch.zeros(self.step.half.shape, pin_memory=cuda) for _ in range(2)]
+        self.host_half_pcm = [torch.zeros(self.step.half_pcm.shape, dtype=torch.int16, pin_memory=cuda) for _ in range(2)]
         self.copied = [torch.cuda.Event() if cuda else None for _ in range(2)]
         # Each launch's copies home as (to, from) views made once, not sliced per step.
         self.homeward = {(slot, b): ((self.host[slot][:b], self.step.staging[:b]),
-                                     (self.host_pcm[slot][:b], self.step.pcm[:b]))
+                                     (self.host_pcm[slot][:b], self.step.pcm[:b]),
+                                     (self.host_half[slot][:b], self.step.half[:b]),
+                                     (self.host_half_pcm[slot][:b], self.step.half_pcm[:b]))
                          for slot in range(2) for b in self.buckets}
 
     # -- life cycle ---------------------------------------------------------------------------------
@@ -379,17 +393,17 @@ class BatchRunner:
         self.in_flight.append((slot, b))
         self.launches += 1
 
-    def collect(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The oldest launched patch: audio [B, samples], latents [B, D, P], stop flags [B], and
-        the audio as int16 [B, samples] (a view of the pinned slot, valid until the next launch:
-        postprocess copies each row out as bytes, so it is not copied twice)."""
+    def collect(self) -> Collected:
+        """The oldest launched patch, by row (the int16 samples at the model's rate are a view of
+        the pinned slot, valid until the next launch: postprocess copies each row out as bytes)."""
         slot, b = self.in_flight.popleft()
         if self.copied[slot] is not None:
             self.copied[slot].synchronize()  # deliberate sync: the patch's audio, latents and stop flags
         host = self.host[slot][:b].numpy().copy()  # the slot is written again by the next launch
         pcm = self.host_pcm[slot][:b].numpy()
+        half, half_pcm = self.host_half[slot][:b].numpy().copy(), self.host_half_pcm[slot][:b].numpy().copy()
         n, (p, _) = self.step.patch_samples, self.step.patch_shape
-        return host[:, :n], host[:, n:-1].reshape(b, -1, p), host[:, -1] == 1, pcm
+        return Collected(host[:, :n], host[:, n:-1].reshape(b, -1, p), host[:, -1] == 1, pcm, half, half_pcm)
 
     def ran_since(self, row: int) -> bool:
         """Whether the patch still in flight (one at most, once the oldest is collected) runs `row`:

@@ -52,10 +52,10 @@ from typing import Callable
 import numpy as np
 
 from ..request.continuation import PARK, Continuation, DecoderStart, SegmentStart
-from ..request.request import AudioChunk
+from ..request.request import AudioChunk, Half
 from .pacing import StepCosts
 from .decode_step import Join
-from .runner import BatchRunner
+from .runner import BatchRunner, Collected
 from .stream import Stream
 
 # (stream, index of the patch, the stream's generation when it was launched)
@@ -137,7 +137,7 @@ class Scheduler:
         stream.restart(len(start.prompt), start.cap)
         req = stream.plan.req
         stream.join = Join(stream.row, start.prompt, start.noise, req.inference_timesteps, float(req.cfg_value),
-                           start.decoder)
+                           start.decoder, start.quiet)
         self.joining.append(stream)
 
     def resume_parked(self):
@@ -176,8 +176,7 @@ class Scheduler:
             if batch:
                 self.launch(batch)
             if len(self.launched) > 1 or (self.launched and not batch):
-                results = self.runner.collect()
-                self.postprocess(self.launched.popleft(), *results)
+                self.postprocess(self.launched.popleft(), self.runner.collect())
         except Exception as exc:  # the patch of every live stream is lost: they all fail
             self.runner.drop_in_flight()
             self.launched.clear()
@@ -262,9 +261,8 @@ class Scheduler:
         for s in streams:
             s.launched += 1
 
-    def postprocess(self, launched: Launched, audio, latents, stop, pcm):
-        """One collected patch: audio [B, samples], latents [B, D, P], stop flags [B] and the audio
-        as int16 [B, samples], by row."""
+    def postprocess(self, launched: Launched, got: Collected):
+        """One collected patch, by row (runner.Collected)."""
         now = self.clock()
         for stream, index, generation in launched:
             # Retired since this patch was launched (its row may be someone else's), or re-prefilled
@@ -275,8 +273,9 @@ class Scheduler:
             if self.dry is not None and stream.listener.playing and stream.listener.slack(now) < 0:
                 self.dry[index > 0] += 1
             early = plan.release_held() if plan.holding and self.running_dry(stream, now) else []
-            chunks, after = plan.add(np.array(audio[row], dtype=np.float32), latents[row].copy(),
-                                     stream.stops_after(index, bool(stop[row])), pcm[row].tobytes())
+            chunks, after = plan.add(np.array(got.audio[row], dtype=np.float32), got.latents[row].copy(),
+                                     stream.stops_after(index, bool(got.stop[row])), got.pcm[row].tobytes(),
+                                     Half(got.half[row], got.half_pcm[row].tobytes()))
             if early or chunks:
                 self.produced.setdefault(stream, []).extend(early + chunks)
                 listener = stream.listener  # a pause's silence plays too, as long as written

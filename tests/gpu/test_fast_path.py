@@ -103,6 +103,24 @@ def test_the_graphs_int16_samples_are_the_bytes_the_doors_would_make(graph_engin
             assert c.pcm == to_pcm(c.audio), f"chunk {c.index}"
 
 
+def test_the_graphs_half_rate_patches_are_soxrs_resample_of_what_is_heard(graph_engine):
+    """The patches at half the rate the step's graph makes (decode_step.halve, every row at once,
+    pauses and segments among them), put together as a listener at 24 kHz gets them
+    (listener.Halved): soxr's streaming resampler's samples of the 48 kHz stream, to float rounding."""
+    from inference.request.listener import Output
+    from ui.services.audio import to_pcm
+
+    text = "[pause 100ms] " + TEXT + " [pause 200ms] So it is."
+    requests = [SynthesisRequest(text=text, seed=seed, min_len=6, max_len=8) for seed in range(6)]
+    for chunks in staggered(graph_engine, requests, joins_at=[0, 0, 0, 2, 3, 5]):
+        ours, theirs = Output(1.0, 48000, 24000, True), Output(1.0, 48000, 24000)
+        a = [ours.hear(c) for c in chunks] + [ours.end()]
+        b = np.concatenate([theirs.hear(c)[0] for c in chunks] + [theirs.end()[0]])
+        assert all(p == to_pcm(x) for x, p in a), "the graph's int16 are its samples' as the doors round"
+        a = np.concatenate([x for x, _ in a])
+        assert len(a) == len(b) and np.max(np.abs(a - b)) < 1e-5
+
+
 def test_requests_do_not_leak_state(ckpt, graph_engine):
     first = SynthesisRequest(text="Good morning, warm voice.", seed=7, max_len=12)
     second = SynthesisRequest(text=TEXT, seed=8, min_len=20, max_len=20)

@@ -35,9 +35,9 @@ def follow(engine: Engine, clock: FakeDeviceTime, text: str = TEXT):
     plan, collected, times = stream.plan, {}, []
     add = plan.add
 
-    def timed_add(audio, latents, ended, pcm=None):
+    def timed_add(audio, latents, ended, pcm=None, half=None):
         collected[id(latents)] = clock()  # the chunk made of it carries the same latents
-        return add(audio, latents, ended, pcm)
+        return add(audio, latents, ended, pcm, half)
     plan.add = timed_add
     while not stream.done:
         for s, chunks in engine.step():

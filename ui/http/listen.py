@@ -63,25 +63,25 @@ async def heard(job: Job, first: Delivery, rate: int | None = None, words: WordT
     drops audio a finished one still holds."""
     output = job.listener.output(rate)
 
-    async def through(off_loop: bool, fn, *args) -> np.ndarray:
+    async def through(off_loop: bool, fn, *args):
         return await anyio.to_thread.run_sync(fn, *args) if off_loop else fn(*args)
     sent, delivery, waiting = 0, first, Waiting(job, watch)
     try:
         while delivery is not None:
             chunk = delivery.chunk
-            audio = await through(output.works(len(chunk.audio)), output.feed, chunk.audio, chunk.pause)
+            audio, pcm = await through(output.works(len(chunk.audio)), output.hear, chunk)
             if words is not None:
                 words.add(chunk.segment, audio, chunk.pause, sent)
-            yield Heard(audio, sent, delivery, chunk.pcm if output.passes else None)
+            yield Heard(audio, sent, delivery, pcm)
             sent += len(audio)
             event = await waiting.next()
             if event is None:  # the client has gone: nobody hears the rest, nor the tail
                 return
             delivery = event[1] if event[0] == "chunk" else None
-        tail = await through(output.works(), output.finish)
+        tail, pcm = await through(output.works(), output.end)
         if words is not None:
             words.finish(tail)
-        yield Heard(tail, sent, None)
+        yield Heard(tail, sent, None, pcm)
     finally:
         waiting.close()
         job.discard()
