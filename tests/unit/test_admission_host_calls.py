@@ -155,7 +155,7 @@ def test_a_patch_at_the_default_timesteps_is_two_graph_replays_and_its_copies_ho
     e.runner.admit([Join(0, plan.start.prompt, plan.start.noise, plan.req.inference_timesteps, 2.0)])
     with torch.inference_mode(), counting() as calls:
         e.runner.launch(1, len(plan.start.prompt), DecodeStep.iterations(plan.req.inference_timesteps))
-    assert calls.names["<graph replay>"] == 2 and calls.total <= 4, dict(calls.names)  # was 11 replays
+    assert calls.names["<graph replay>"] == 2 and calls.total <= 6, dict(calls.names)  # was 11 replays (+ 4 copies)
     with torch.inference_mode(), counting() as calls:  # other timesteps: a replay per Euler step
         e.runner.launch(1, len(plan.start.prompt) + 1, DecodeStep.iterations(4))
     assert calls.names["<graph replay>"] == 2 + DecodeStep.iterations(4), dict(calls.names)
