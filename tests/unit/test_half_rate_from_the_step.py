@@ -80,6 +80,15 @@ def test_patches_and_pauses_put_together_are_soxrs_resample_of_what_is_heard(lea
     assert sum(p is not None for p in made) == len(made), "every piece went out as the step's bytes"
 
 
+def test_a_patch_at_half_the_rate_holds_back_4_ms_where_soxr_holds_back_up_to_36():
+    """docs/api.md: what the first patch of speech leaves for the next one to complete."""
+    rng = np.random.default_rng(5)
+    chunks = stepped([(0.4 * rng.standard_normal(7680)).astype(np.float32) for _ in range(2)])
+    ours, theirs = heard(chunks, halves=True)[0][0], heard(chunks, halves=False)[0][0]
+    held_ours, held_soxr = (3840 - len(ours)) / 24, (3840 - len(theirs)) / 24  # ms at 24 kHz
+    assert held_ours < 4.2 < held_soxr <= 36, (held_ours, held_soxr)
+
+
 def test_a_chunk_cut_at_the_bound_ends_where_it_was_cut():
     rng = np.random.default_rng(6)
     chunks = stepped([(0.4 * rng.standard_normal(7680)).astype(np.float32) for _ in range(3)])
