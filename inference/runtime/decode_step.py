@@ -176,19 +176,20 @@ class DecodeStep:
         self.time_rows.index_copy_(0, rows, torch.stack([time for time, _ in schedules]))
         self.dt_rows.index_copy_(0, rows, torch.stack([dt for _, dt in schedules]))
         self.cfg_value.index_copy_(0, rows, cfg)
+        if any(j.decoder is not DecoderStart.FRESH for j in joins):
+            # The states kept by keep_end, every joining row's in one copy each (a fresh row's is
+            # reset right after): a live session's every clause enters this way, and at 128
+            # sessions the seams come together, so not a copy or two per row.
+            self.decoder.flat.index_copy_(0, rows, self.decoder_at_segment.index_select(0, rows))
+            self.half_history.index_copy_(0, rows, self.half_at_segment.index_select(0, rows))
         fresh = [j.row for j in joins if j.decoder is DecoderStart.FRESH]
         if fresh:
-            fresh_rows = rows if len(fresh) == len(joins) else self.upload_rows(fresh)
-            self.decoder.reset(fresh_rows)
-            self.half_history.index_fill_(0, fresh_rows, 0.0)
+            self.decoder.reset(rows if len(fresh) == len(joins) else self.upload_rows(fresh))
+        silent = [j.row for j in joins if j.decoder is DecoderStart.FRESH or j.quiet]  # from silence (halve)
+        if silent:
+            self.half_history.index_fill_(0, rows if len(silent) == len(joins) else self.upload_rows(silent), 0.0)
         for j in joins:
-            if j.decoder is not DecoderStart.FRESH:
-                self.decoder.flat[j.row].copy_(self.decoder_at_segment[j.row])
-                if j.quiet:
-                    self.half_history[j.row].zero_()
-                else:
-                    self.half_history[j.row].copy_(self.half_at_segment[j.row])
-            elif len(j.prompt.decode_context):
+            if j.decoder is DecoderStart.FRESH and len(j.prompt.decode_context):
                 context = self.upload(j.prompt.decode_context).to(self.device, non_blocking=True)
                 self._decode_context(j.row, context.to(self.dtype).to(self.vae_dtype))
 

@@ -17,6 +17,7 @@ from torch.overrides import TorchFunctionMode
 from inference import Engine, SynthesisRequest
 from inference.runtime.cuda_graphs import CUDAGraphed
 from inference.runtime.decode_step import DecodeStep, Join
+from inference.request.continuation import DecoderStart
 from tests.unit.test_golden_parity import CKPT, GOLDEN
 
 # Reads of a tensor's host data or metadata: no trip through the GIL.
@@ -159,3 +160,17 @@ def test_a_patch_at_the_default_timesteps_is_two_graph_replays_and_its_copies_ho
     with torch.inference_mode(), counting() as calls:  # other timesteps: a replay per Euler step
         e.runner.launch(1, len(plan.start.prompt) + 1, DecodeStep.iterations(4))
     assert calls.names["<graph replay>"] == 2 + DecodeStep.iterations(4), dict(calls.names)
+
+
+def test_admitting_sixteen_next_segments_takes_as_few_torch_calls_as_admitting_one():
+    """A live session's every clause after the first, and a long text's every segment, enters its
+    row with the decoder state its last segment left (DecoderStart.CARRY): at 128 live sessions
+    the seams come together, and the states are loaded in a few batched copies however many join."""
+    e = engine()
+    design = [SynthesisRequest(text=f"Request number {i} goes on.", control="calm", seed=i) for i in range(16)]
+
+    def carried(group: list[Join]) -> list[Join]:
+        return [dataclasses.replace(j, decoder=DecoderStart.CARRY, quiet=bool(j.row % 2)) for j in group]
+    admitted(e, carried(joins(e, design[:1])))  # the Euler schedule is built on first use
+    one, sixteen = admitted(e, carried(joins(e, design[:1]))), admitted(e, carried(joins(e, design)))
+    assert sixteen.total <= one.total + 4, (one.names, sixteen.names)  # was 4 more a segment
