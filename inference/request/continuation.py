@@ -146,7 +146,7 @@ class Continuation:
         self.segment, self.attempt = 0, 0
         self.tail: tuple[str, torch.Tensor] | None = None
         self.latents: list[np.ndarray] = []  # this attempt's patches [D, P]
-        self.held: list[tuple] = []  # (audio, latents, int16, Half) not yet released
+        self.held: list[tuple[np.ndarray, np.ndarray, bytes | None, Half | None]] = []  # not yet released
         self.out: list[AudioChunk] = []  # released by the call under way, returned by it
         self.streaming = True  # the attempt's audio goes out as it comes: the first segment's does
         self.released = 0  # chunks handed to the listener: the next chunk's index
@@ -185,7 +185,8 @@ class Continuation:
         """The current segment from its start: its next attempt, or its first after another."""
         # The last attempt cannot be retried: nothing is gained by holding it.
         self.latents, self.held, self.streaming = [], [], self.attempt + 1 >= MAX_ATTEMPTS
-        prompt = self.start.prompt if decoder is DecoderStart.REWIND else self._prompt(self.spoken.segment(self.segment))
+        rewind = decoder is DecoderStart.REWIND
+        prompt = self.start.prompt if rewind else self._prompt(self.spoken.segment(self.segment))
         cap = self.length_cap(self.req, prompt)
         # A retry is held, so nothing went out since the first attempt: after_pause is still its.
         self.start = SegmentStart(prompt, self._noise(cap), cap, decoder, self.after_pause)
@@ -196,11 +197,10 @@ class Continuation:
             half: Half | None = None) -> tuple[list[AudioChunk], SegmentStart | None | bool]:
         """One collected patch of the current attempt: its float32 audio and its latents [D, P]
         (`pcm`: the audio as int16 bytes, `half`: the patch at half the rate, when the step made
-        them). `ended`: the stop head fired or
-        the cap was reached. Returns the chunks released now, and
-        None while the segment goes on, a SegmentStart when the row must be re-prefilled (a retry
-        or the next segment), PARK when a live request waits for more text, or True when the
-        stream is over."""
+        them). `ended`: the stop head fired or the cap was reached. Returns the chunks released
+        now, and None while the segment goes on, a SegmentStart when the row must be re-prefilled
+        (a retry or the next segment), PARK when a live request waits for more text, or True when
+        the stream is over."""
         if not self.opened:
             self.opened = True
             self._pause(0)
