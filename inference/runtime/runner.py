@@ -103,7 +103,8 @@ def staged(ints, floats, k: int, length: int, patch_shape: tuple[int, int]) -> S
 
 
 class Collected(NamedTuple):
-    """One collected patch, by row (the host's copies: the next launch writes the slot again)."""
+    """One collected patch, by row: copies of the pinned slot, which the next launch writes again,
+    except `pcm`, a view of it that postprocess turns into each row's bytes before that launch."""
     audio: np.ndarray  # [B, samples] float32
     latents: np.ndarray  # [B, D, P]
     stop: np.ndarray  # [B] the stop head fired
