@@ -167,7 +167,8 @@ class BatchRunner:
         self.host = [torch.zeros(self.step.staging.shape, pin_memory=cuda) for _ in range(2)]
         self.host_pcm = [torch.zeros(self.step.pcm.shape, dtype=torch.int16, pin_memory=cuda) for _ in range(2)]
         self.host_half = [torch.zeros(self.step.half.shape, pin_memory=cuda) for _ in range(2)]
-        self.host_half_pcm = [torch.zeros(self.step.half_pcm.shape, dtype=torch.int16, pin_memory=cuda) for _ in range(2)]
+        self.host_half_pcm = [torch.zeros(self.step.half_pcm.shape, dtype=torch.int16, pin_memory=cuda)
+                              for _ in range(2)]
         self.copied = [torch.cuda.Event() if cuda else None for _ in range(2)]
         # Each launch's copies home as (to, from) views made once, not sliced per step.
         self.homeward = {(slot, b): ((self.host[slot][:b], self.step.staging[:b]),
