@@ -67,8 +67,8 @@ class _Builder:
         audio = np.array(self.audio, np.int64)
         ends_with_audio = bool(self.audio[-1]) and warm_decoder
         context = patches[np.flatnonzero(audio)[-DECODE_CONTEXT_PATCHES:]] if ends_with_audio else patches[:0]
-        return Prompt(torch.from_numpy(np.array(self.tokens, np.int64)), torch.from_numpy(np.array(self.text, np.int64)),
-                      torch.from_numpy(audio), torch.from_numpy(patches), torch.from_numpy(context), target_tokens)
+        tokens, text = np.array(self.tokens, np.int64), np.array(self.text, np.int64)
+        return Prompt(*map(torch.from_numpy, (tokens, text, audio, patches, context)), target_tokens)
 
 
 @dataclass

@@ -121,7 +121,8 @@ class AudioChunk:
     # The audio as the int16 little-endian samples every door sends, when the step made them
     # (inference/runtime/decode_step.int16_samples): a door at the model's rate sends these bytes.
     pcm: bytes | None = None
-    half: Half | None = None  # the patch at half the model's rate, when the step made it (OpenAI's pcm, the live socket)
+    # The patch at half the model's rate, when the step made it (OpenAI's pcm, the live socket).
+    half: Half | None = None
 
     def head(self, samples: int) -> "AudioChunk":
         """Its first `samples` samples, its int16 bytes with them (its half-rate patch stays whole:
