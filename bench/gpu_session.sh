@@ -20,6 +20,7 @@
 #   bash bench/gpu_session.sh live                    # text spoken as it arrives, over the WebSocket (bench/live_text.py)
 #   AGAINST_ROOT=$PWD/.ab/before bash bench/gpu_session.sh live-ab   # the same, this app and another checkout's in turns
 #   LIVE_ARGS="--sessions 128 --rates 60" bash bench/gpu_session.sh live-steps   # the same, its steps second by second
+#                                                     # (SPY=SECONDS: and py-spy's samples of who holds the GIL)
 #   SPY=40 bash bench/gpu_session.sh serve-steps:4    # serve:4 against the app traced, its steps (and 40 s of who holds the GIL)
 #   bash bench/gpu_session.sh beside                  # 64 live streams while another client scores and transcribes
 #   bash bench/gpu_session.sh words                   # 64 live streams, alone and each asking for word timestamps
@@ -91,8 +92,12 @@ for phase in "$@"; do
              python3 -m bench.lab.step_trace --log "$OUT/steps.jsonl" -- app.py --model "$CKPT" --host 127.0.0.1 \
                --port $port ${APP_ARGS:-} > "$OUT/steps-app.log" 2>&1 &
              app=$!
-             python3 -c "from bench.serve import wait_ready; wait_ready('http://127.0.0.1:$port', None)" \
-               && python3 -m bench.live_text --url http://127.0.0.1:$port --out "$OUT/live-steps" ${LIVE_ARGS:-} 2>&1 \
+             python3 -c "from bench.serve import wait_ready; wait_ready('http://127.0.0.1:$port', None)" || continue
+             if [ -n "${SPY:-}" ]; then  # who holds the GIL, by thread, while the loads run (py-spy from .whl/)
+               /tmp/site/bin/py-spy record --gil --threads --nonblocking -r 250 -f raw -d "$SPY" -p $app \
+                 -o "$OUT/live-gil.txt" > "$OUT/live-py-spy.log" 2>&1 &
+             fi
+             python3 -m bench.live_text --url http://127.0.0.1:$port --out "$OUT/live-steps" ${LIVE_ARGS:-} 2>&1 \
                | tee "$OUT/live-steps.txt" | tail -8
              kill $app; wait $app
              python3 -m bench.lab.step_trace --summary "$OUT/steps.jsonl" | tee "$OUT/steps.md" | tail -60 ;;
