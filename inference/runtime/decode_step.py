@@ -77,6 +77,19 @@ def in_scope(method):
     return call
 
 
+Layout = dict[str, tuple[int, int, torch.dtype]]  # a field's (start, end) bytes in a row, and its type
+
+
+def output_layout(fields: dict[str, tuple[int, torch.dtype]]) -> tuple[Layout, int]:
+    """Each field's bytes in a row of the outputs buffer, (start, end, dtype), and a row's length.
+    Fields of wider types go first and a row is padded to 8 bytes, so that each field can be
+    viewed as its type in every row."""
+    layout, at = {}, 0
+    for name, (count, dtype) in sorted(fields.items(), key=lambda kv: -kv[1][1].itemsize):
+        layout[name], at = (at, at + count * dtype.itemsize, dtype), at + count * dtype.itemsize
+    return layout, at + (-at) % 8
+
+
 class DecodeStep:
     """Holds `rows` streams' generation state on the device; its methods only read and write these
     tensors, so each can be captured in a CUDA graph."""
@@ -122,17 +135,21 @@ class DecodeStep:
         self.position, self.patch_index = z(rows, dtype=torch.long), z(rows, dtype=torch.long)
         self.k = z(1, dtype=torch.long)  # Euler step of the patch under way
         self.row_ids = torch.arange(rows, device=self.device)
-        # Per row: the patch's new audio, its latents [D, P] and its stop flag, read by the host.
-        self.staging = z(rows, self.patch_samples + p * d + 1, dtype=torch.float32)
-        # Per row: the same audio as the int16 samples every door sends (int16_samples), made here
-        # for all rows at once so that the event loop sends a chunk at the model's rate without
-        # NumPy loops of its own: each lets go of the GIL and waits behind the engine's thread to
+        # What the host reads of each patch, per row, in one buffer of bytes so that it goes home in
+        # one copy (each copy is a PyTorch call on the engine's thread, a wait for the GIL), as
+        # typed views of it (self.layout): `staging` the patch's new audio, its latents [D, P] and its
+        # stop flag; `half` the patch at half the model's rate (halve); `pcm` and `half_pcm` the
+        # same audio as the int16 samples every door sends (int16_samples). Both rates are made
+        # here for every row at once so that the event loop sends a chunk without NumPy loops or
+        # a resampler of its own: each lets go of the GIL and waits behind the engine's thread to
         # get it back (bench/lab/loop_handoffs.py; docs/benchmarks.md).
-        self.pcm = z(rows, self.patch_samples, dtype=torch.int16)
-        # Per row: the patch at half the model's rate (halve), and the same as int16: the rate of
-        # OpenAI's pcm and the live socket, made here for every row for the same reason.
-        self.half = z(rows, self.patch_samples // 2 + HALF_REACH, dtype=torch.float32)
-        self.half_pcm = z(rows, self.patch_samples // 2 + HALF_REACH, dtype=torch.int16)
+        half = self.patch_samples // 2 + HALF_REACH
+        self.layout, row_bytes = output_layout({"staging": (self.patch_samples + p * d + 1, torch.float32),
+                                                "half": (half, torch.float32), "pcm": (self.patch_samples, torch.int16),
+                                                "half_pcm": (half, torch.int16)})
+        self.outputs = z(rows, row_bytes, dtype=torch.uint8)
+        views = {name: self.outputs[:, start:end].view(dtype) for name, (start, end, dtype) in self.layout.items()}
+        self.staging, self.half, self.pcm, self.half_pcm = (views[n] for n in ("staging", "half", "pcm", "half_pcm"))
         self.max_iterations = max_timesteps
 
     @staticmethod

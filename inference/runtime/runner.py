@@ -103,8 +103,7 @@ def staged(ints, floats, k: int, length: int, patch_shape: tuple[int, int]) -> S
 
 
 class Collected(NamedTuple):
-    """One collected patch, by row: copies of the pinned slot, which the next launch writes again,
-    except `pcm`, a view of it that postprocess turns into each row's bytes before that launch."""
+    """One collected patch, by row (views of one host copy: the next launch writes the slot again)."""
     audio: np.ndarray  # [B, samples] float32
     latents: np.ndarray  # [B, D, P]
     stop: np.ndarray  # [B] the stop head fired
@@ -164,18 +163,13 @@ class BatchRunner:
 
     def _allocate_host(self):
         cuda = self.step.device.type == "cuda"
-        self.host = [torch.zeros(self.step.staging.shape, pin_memory=cuda) for _ in range(2)]
-        self.host_pcm = [torch.zeros(self.step.pcm.shape, dtype=torch.int16, pin_memory=cuda) for _ in range(2)]
-        self.host_half = [torch.zeros(self.step.half.shape, pin_memory=cuda) for _ in range(2)]
-        self.host_half_pcm = [torch.zeros(self.step.half_pcm.shape, dtype=torch.int16, pin_memory=cuda)
-                              for _ in range(2)]
+        self.host = [torch.zeros(self.step.outputs.shape, dtype=torch.uint8, pin_memory=cuda) for _ in range(2)]
         self.copied = [torch.cuda.Event() if cuda else None for _ in range(2)]
-        # Each launch's copies home as (to, from) views made once, not sliced per step.
-        self.homeward = {(slot, b): ((self.host[slot][:b], self.step.staging[:b]),
-                                     (self.host_pcm[slot][:b], self.step.pcm[:b]),
-                                     (self.host_half[slot][:b], self.step.half[:b]),
-                                     (self.host_half_pcm[slot][:b], self.step.half_pcm[:b]))
+        # Each launch's copy home as (to, from) views made once, not sliced per step.
+        self.homeward = {(slot, b): (self.host[slot][:b], self.step.outputs[:b])
                          for slot in range(2) for b in self.buckets}
+        self.fields = {name: (start, end, torch.empty(0, dtype=dtype).numpy().dtype)  # the same views, in NumPy
+                       for name, (start, end, dtype) in self.step.layout.items()}
 
     # -- life cycle ---------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -388,24 +382,23 @@ class BatchRunner:
                 self.euler(b)
         self.finish(b, self.span(position))
         slot = self.launches % 2
-        for to, source in self.homeward[slot, b]:
-            to.copy_(source, non_blocking=True)
+        to, source = self.homeward[slot, b]
+        to.copy_(source, non_blocking=True)
         if self.copied[slot] is not None:
             self.copied[slot].record()
         self.in_flight.append((slot, b))
         self.launches += 1
 
     def collect(self) -> Collected:
-        """The oldest launched patch, by row (the int16 samples at the model's rate are a view of
-        the pinned slot, valid until the next launch: postprocess copies each row out as bytes)."""
+        """The oldest launched patch, by row."""
         slot, b = self.in_flight.popleft()
         if self.copied[slot] is not None:
             self.copied[slot].synchronize()  # deliberate sync: the patch's audio, latents and stop flags
-        host = self.host[slot][:b].numpy().copy()  # the slot is written again by the next launch
-        pcm = self.host_pcm[slot][:b].numpy()
-        half, half_pcm = self.host_half[slot][:b].numpy().copy(), self.host_half_pcm[slot][:b].numpy().copy()
-        n, (p, _) = self.step.patch_samples, self.step.patch_shape
-        return Collected(host[:, :n], host[:, n:-1].reshape(b, -1, p), host[:, -1] == 1, pcm, half, half_pcm)
+        raw = self.host[slot][:b].numpy().copy()  # one copy: the slot is written again by the next launch
+        out = {name: raw[:, start:end].view(dtype) for name, (start, end, dtype) in self.fields.items()}
+        host, n, (p, _) = out["staging"], self.step.patch_samples, self.step.patch_shape
+        return Collected(host[:, :n], host[:, n:-1].reshape(b, -1, p), host[:, -1] == 1, out["pcm"], out["half"],
+                         out["half_pcm"])
 
     def ran_since(self, row: int) -> bool:
         """Whether the patch still in flight (one at most, once the oldest is collected) runs `row`:

@@ -147,16 +147,16 @@ def test_starting_a_request_makes_one_torch_call_its_noise_in_every_mode():
         assert calls.total <= 1, (mode, dict(calls.names))  # was 9: the prompt's tensors built one by one
 
 
-def test_a_patch_at_the_default_timesteps_is_two_graph_replays_and_its_copies_home():
+def test_a_patch_at_the_default_timesteps_is_two_graph_replays_and_one_copy_home():
     """Every step launches a patch on the engine's thread, so its calls are paid once a step, by
     every stream: at the default timesteps the noise and its Euler steps are one graph (not a
-    replay per Euler step), the stop flags, audio and LM step another, then the two copies."""
+    replay per Euler step), the stop flags, audio and LM step another, then the one copy home."""
     e = engine()
     plan = e.preparer.plan(SynthesisRequest(text="One patch at a time.", control="calm", seed=1))
     e.runner.admit([Join(0, plan.start.prompt, plan.start.noise, plan.req.inference_timesteps, 2.0)])
     with torch.inference_mode(), counting() as calls:
         e.runner.launch(1, len(plan.start.prompt), DecodeStep.iterations(plan.req.inference_timesteps))
-    assert calls.names["<graph replay>"] == 2 and calls.total <= 6, dict(calls.names)  # was 11 replays (+ 4 copies)
+    assert calls.names["<graph replay>"] == 2 and calls.total <= 3, dict(calls.names)  # was 11 replays and 4 copies
     with torch.inference_mode(), counting() as calls:  # other timesteps: a replay per Euler step
         e.runner.launch(1, len(plan.start.prompt) + 1, DecodeStep.iterations(4))
     assert calls.names["<graph replay>"] == 2 + DecodeStep.iterations(4), dict(calls.names)
