@@ -33,10 +33,25 @@ class TextTokenizer:
     """Wraps the checkpoint's tokenizer; `encode` gives ids without BOS or EOS."""
 
     def __init__(self, backend):
+        from tokenizers import Tokenizer
+
         self._backend = backend
-        vocab = backend.get_vocab()
+        # Encoded by the Rust tokenizer itself, as transformers' tokenize does underneath (no
+        # truncation, no padding, special tokens kept whole), without the 10-30 us of Python that
+        # transformers adds to each call: a live session tokenizes every clause after up to
+        # TAIL_REACH clauses before it, on the interpreter the event loop and the engine share.
+        # A copy, so that the wrapper's own settings are not touched.
+        self._rust = Tokenizer.from_str(backend.backend_tokenizer.to_str())
+        self._rust.no_truncation()
+        self._rust.no_padding()
+        self._rust.encode_special_tokens = bool(backend.split_special_tokens)
+        vocab, unk = backend.get_vocab(), backend.unk_token_id
         # Computed once: scanning a 73k vocabulary per request would cost more than tokenizing.
         self._cjk_words = frozenset(token for token in vocab if _is_cjk_word(token))
+        # The id of each token that is broken up (with or without the word-start marker, which goes
+        # with the split, as in training) and the ids of its characters.
+        self._splits = {index: [vocab.get(ch, unk) for ch in token.replace(_SPACE_MARK, "")]
+                        for token, index in vocab.items() if token.replace(_SPACE_MARK, "") in self._cjk_words}
 
     @classmethod
     def from_dir(cls, path: str | Path) -> "TextTokenizer":
@@ -60,18 +75,30 @@ class TextTokenizer:
     def vocab_size(self) -> int:
         return len(self._backend)
 
-    def tokenize(self, text: str) -> list[str]:
+    def _encoded(self, text: str):
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
+        return self._rust.encode(text, add_special_tokens=False)
+
+    def tokenize(self, text: str) -> list[str]:
         pieces: list[str] = []
-        for token in self._backend.tokenize(text):
-            bare = token.replace(_SPACE_MARK, "")
-            # The word-start marker is dropped along with the split, as in training.
-            if bare in self._cjk_words:
-                pieces.extend(bare)
+        encoding = self._encoded(text)
+        for token, index in zip(encoding.tokens, encoding.ids):
+            if index in self._splits:
+                pieces.extend(token.replace(_SPACE_MARK, ""))
             else:
                 pieces.append(token)
         return pieces
 
     def encode(self, text: str) -> list[int]:
-        return list(self._backend.convert_tokens_to_ids(self.tokenize(text)))
+        ids = self._encoded(text).ids
+        if self._splits.keys().isdisjoint(ids):  # no Chinese word to break up: the ids as they are
+            return ids
+        out: list[int] = []
+        for index in ids:
+            chars = self._splits.get(index)
+            if chars is None:
+                out.append(index)
+            else:
+                out.extend(chars)
+        return out

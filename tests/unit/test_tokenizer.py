@@ -104,3 +104,44 @@ def test_matches_the_official_wrapper(tok, tok_dir, text):
 ])
 def test_normalize_text(raw, expected):
     assert normalize_text(raw) == expected
+
+
+def _through_the_wrapper(backend, cjk_words, text):
+    """The ids by transformers' own tokenize and convert_tokens_to_ids (the official wrapper's
+    path), with the split of known Chinese words: what encode must give without that path's cost."""
+    pieces = []
+    for token in backend.tokenize(text):
+        bare = token.replace("\u2581", "")
+        pieces.extend(bare) if bare in cjk_words else pieces.append(token)
+    return list(backend.convert_tokens_to_ids(pieces))
+
+
+def _varied_texts():
+    import random
+
+    rng = random.Random(7)
+    alphabet = ("abcdefghijklmnopqrstuvwxyz ABC,.!?'\"-\n\t  你好世界我们今天天气语音合成测试中国大家谢欢迎早上"
+                "，。！éü€😀\u3000\u200b<>|_0123456789")
+    texts = ["Hello world, this is a test of the voice.", "你好世界，我们今天测试语音合成。", "欢迎 欢迎",
+             "<|audio_start|>hi<|audio_end|>", "<s> and </s>", "<unk>", "😀 emoji € and ü", "\x00\x01",
+             " leading", "trailing ", "  ", "", "早上好早上好", "语音合成语音"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60))) for _ in range(300)]
+    return texts
+
+
+def test_encode_gives_the_wrappers_ids_for_varied_text(tmp_path):
+    # The tiny checkpoint's tokenizer: byte fallback, special tokens, multi-character Chinese words.
+    from inference.model.tiny_tokenizer import write_tokenizer
+
+    write_tokenizer(tmp_path)
+    tok = TextTokenizer.from_dir(tmp_path)
+    backend = tok._backend
+    for text in _varied_texts():
+        assert tok.encode(text) == _through_the_wrapper(backend, tok._cjk_words, text), repr(text)
+
+
+def test_encode_leaves_the_wrapped_tokenizer_as_it_was(tok):
+    # encode reads its own copy of the Rust tokenizer: the wrapper's settings stay the wrapper's
+    before = tok._backend.backend_tokenizer.to_str()
+    tok.encode("hi 你好")
+    assert tok._backend.backend_tokenizer.to_str() == before
