@@ -26,7 +26,8 @@
 #   bash bench/gpu_session.sh words                   # 64 live streams, alone and each asking for word timestamps
 #   bash bench/gpu_session.sh align                   # the word aligner's throughput (bench/alignment.py; random weights)
 #
-# Results go to $OUT (default /tmp/voxcpm-gpu-session); SERVE_ARGS adds bench/serve.py options
+# Results go to $OUT (default /tmp/voxcpm-gpu-session), each phase's lines as they come (a call cut
+# by its time limit still returns what it measured); SERVE_ARGS adds bench/serve.py options
 # (e.g. --rates 20 40), APP_ARGS app.py options (default none: 128 rows); the random checkpoint of the published
 # architecture is written once to $CKPT and shared by the sweep and the served run, so both
 # measure the same weights.
@@ -116,11 +117,13 @@ for phase in "$@"; do
              python3 -m bench.lab.step_trace --summary "$OUT/serve-steps.jsonl" > "$OUT/serve-steps.md"; tail -30 "$OUT/serve-steps.md" ;;
     serve|serve:*) clients=${phase#serve}; clients=${clients#:}
              python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/serve${clients:+-c$clients}" \
-               --app-args "${APP_ARGS:-}" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -20 ;;
+               --app-args "${APP_ARGS:-}" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 \
+               | tee "$OUT/serve${clients:+-c$clients}.txt" | grep -v "^{" | tail -20 ;;
     ab|ab:*) clients=${phase#ab}; clients=${clients#:}
              python3 -m bench.serve --checkpoint "$CKPT" --out "$OUT/ab${clients:+-c$clients}" \
                --app-args "${APP_ARGS:-}" --against "${AGAINST:-}" ${AGAINST_ROOT:+--against-root "$AGAINST_ROOT"} \
-               --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -30 ;;
+               --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | tee "$OUT/ab${clients:+-c$clients}.txt" | grep -v "^{" \
+               | tail -30 ;;
     apart|apart:*) clients=${phase#apart}; clients=${clients#:}
              python3 -m bench.serve --checkpoint "$CKPT" --apart --out "$OUT/apart${clients:+-c$clients}" \
                --app-args "${APP_ARGS:-}" --clients "${clients:-1}" ${SERVE_ARGS:-} 2>&1 | grep -v "^{" | tail -30 ;;
