@@ -6,6 +6,7 @@ the session goes on where it can."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -113,6 +114,24 @@ def test_stream_audio_sends_each_piece_as_it_is_made_and_the_same_samples(app):
             elif json.loads(message)["type"] == "session.done":
                 break
     assert len(frames) > 3 and b"".join(frames) == one["audio"]
+
+
+def test_with_the_send_log_on_each_sentences_first_audio_is_logged_as_it_leaves(app, caplog):
+    # bench/lab/step_trace.py turns voxcpm.sends on to tell a seam sent late from one made late
+    def logged():
+        return [json.loads(r.getMessage()) for r in caplog.records if r.name == "voxcpm.sends"]
+
+    streamed = CONFIG | {"stream_audio": True}
+    caplog.set_level(logging.INFO, logger="voxcpm.sends")
+    speak_in_pieces(app, 9, streamed)
+    assert logged() == []  # off: nothing
+    caplog.set_level(logging.DEBUG, logger="voxcpm.sends")
+    got = speak_in_pieces(app, 9, streamed)
+    starts = [e["sentence_index"] for e in got["events"] if e["type"] == "audio.start"]
+    lines = logged()
+    assert starts == [0, 1, 2, 3] and [line["sentence"] for line in lines] == starts
+    assert all(0.0 <= line["sent_after_ms"] < 60_000 for line in lines), lines
+    assert [line["t"] for line in lines] == sorted(line["t"] for line in lines)
 
 
 def test_an_interrupt_stops_the_audio_within_a_patch_and_the_next_text_starts_afresh(app):

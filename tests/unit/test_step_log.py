@@ -76,18 +76,38 @@ def test_the_trace_splits_a_log_into_loads_and_seconds(tmp_path):
     assert "load 1: 4 steps over 1.6 s" in text and "load 2" in text and "| 0 | 2 | 110 / 120 |" in text
 
 
+def test_the_trace_puts_each_sentences_send_delay_in_its_second_first_sentences_apart_from_seams(tmp_path):
+    steps = [{"t": t, "ms": 40.0, "live": 16, "joining": 0, "parked": 0, "admitted": 0, "slack_ms": 100.0,
+              "step_ms": 40.0, "join_ms": 1.0, "dry_seam": 0, "dry_inside": 0} for t in (10.0, 10.5, 11.2)]
+    sent = [{"t": 10.1, "sentence": 0, "sent_after_ms": 4.0}, {"t": 10.2, "sentence": 0, "sent_after_ms": 9.0},
+            {"t": 10.3, "sentence": 0, "sent_after_ms": 6.0}, {"t": 10.9, "sentence": 1, "sent_after_ms": 30.0},
+            {"t": 11.3, "sentence": 2, "sent_after_ms": 2.0}, {"t": 11.4, "sentence": 1, "sent_after_ms": 8.0},
+            {"t": 99.0, "sentence": 1, "sent_after_ms": 500.0}]  # long after the load: not its
+    log = tmp_path / "steps.jsonl"
+    log.write_text("\n".join(json.dumps(line) for line in steps + sent) + "\n")
+    assert step_trace.records(log) == steps  # a sentence's line is not a step
+    assert step_trace.sends(log) == sent
+    bins = step_trace.by_second(step_trace.loads(step_trace.records(log))[0], sent=step_trace.sends(log))
+    assert [(b["first_sent_ms"], b["seam_sent_ms"]) for b in bins] == [((6.0, 9.0), (30.0, 30.0)), (None, (5.0, 8.0))]
+    text = step_trace.table(log)
+    assert "| 6 / 9 | 30 / 30 |" in text and "| - | 5 / 8 |" in text
+
+
 def test_the_traced_app_keeps_logging_its_steps_after_it_configures_logging(tmp_path, monkeypatch):
     """uvicorn's logging config closes every handler in the process, the trace's own with them."""
     app = tmp_path / "app.py"
     app.write_text("import logging, logging.config\n"
                    "logging.config.dictConfig({'version': 1, 'disable_existing_loggers': False})\n"
-                   "logging.getLogger('voxcpm.steps').debug('{\"t\": 1.0, \"ms\": 2.0}')\n")
+                   "logging.getLogger('voxcpm.steps').debug('{\"t\": 1.0, \"ms\": 2.0}')\n"
+                   "logging.getLogger('voxcpm.sends').debug('{\"t\": 1.5, \"sentence\": 1, \"sent_after_ms\": 3.0}')\n")
     log = tmp_path / "steps.jsonl"
-    steps = logging.getLogger("voxcpm.steps")
-    monkeypatch.setattr(steps, "handlers", [])
-    monkeypatch.setattr(steps, "propagate", True)
-    monkeypatch.setattr(steps, "level", logging.NOTSET)
+    for name in ("voxcpm.steps", "voxcpm.sends"):
+        traced = logging.getLogger(name)
+        monkeypatch.setattr(traced, "handlers", [])
+        monkeypatch.setattr(traced, "propagate", True)
+        monkeypatch.setattr(traced, "level", logging.NOTSET)
     monkeypatch.setattr(sys, "argv", ["pytest"])
     monkeypatch.setattr(sys, "path", list(sys.path))
     step_trace.run_app(log, [str(app)])
     assert step_trace.records(log) == [{"t": 1.0, "ms": 2.0}]
+    assert step_trace.sends(log) == [{"t": 1.5, "sentence": 1, "sent_after_ms": 3.0}]

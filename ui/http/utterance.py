@@ -11,7 +11,10 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
+import json
+import logging
 import math
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,6 +35,11 @@ from ..services.audio import encode_whole
 from ..services.words import WordTrack
 
 FRAME_BYTES = 512 * 1024  # a binary frame's most: under the 1 MiB a `websockets` client takes by default
+
+# Each sentence's first audio as it leaves, at DEBUG (bench/lab/step_trace.py turns it on): how long
+# after the worker handed it over. Beside the scheduler's step log it says whether a silence a client
+# hears at a seam was a patch made late or one sent late. Off, an utterance only asks whether it is on.
+SEND_LOG = logging.getLogger("voxcpm.sends")
 
 
 class Socket(Protocol):
@@ -259,9 +267,10 @@ class Utterance:
         sentence = None
         async with contextlib.aclosing(heard(job, first, v.rate, words)) as audio:
             async for piece in audio:
+                begins = False  # a sentence's first audio from the model (a seam, after the first)
                 if piece.delivery is not None:
                     index = clause_of(self.feed.clause_segments, piece.delivery.chunk.segment) if v.per_unit else 0
-                    if sentence is None or index != sentence.index:
+                    if begins := sentence is None or index != sentence.index:
                         if sentence is not None:
                             await self.sentence_done(sentence, words)
                         sentence = await self.sentence_start(index, piece.offset)
@@ -269,6 +278,8 @@ class Utterance:
                     sentence = await self.sentence_start(0, piece.offset)
                 if sentence is not None:
                     await self.send_piece(sentence, piece)
+                    if begins and v.stream_audio and SEND_LOG.isEnabledFor(logging.DEBUG):
+                        log_sent(job, piece.delivery.server_s, sentence.index)
         failed = job.error is not None  # failed, or cut at the bound on a request's audio
         if failed:
             spoken = sentence.index + 1 if sentence is not None else 0
@@ -338,6 +349,14 @@ async def sentence_words(words: WordTrack, sentence: Sentence, rate: int) -> lis
         timed += [{"word": w["word"], "start_ms": round((w["start_s"] - start) * 1000),
                    "end_ms": round((w["end_s"] - start) * 1000)} for w in segment["words"]]
     return None if failed and not timed else timed
+
+
+def log_sent(job: Job, server_s: float, sentence: int):
+    """SEND_LOG's line for a sentence's first audio, just sent: `server_s` is when the worker
+    handed it over, in seconds from the job's start on the engine (Delivery.server_s)."""
+    late = time.perf_counter() - job.started_at - server_s
+    SEND_LOG.debug("%s", json.dumps({"t": time.monotonic(), "sentence": sentence,
+                                     "sent_after_ms": round(1000 * late, 2)}))
 
 
 def clause_of(clause_segments: list[int], segment: int) -> int:
