@@ -256,6 +256,26 @@ def test_an_idle_session_is_closed_with_the_reason_and_words_left_waiting_are_sp
 
 
 @pytest.fixture(scope="module")
+def pausing(serve_app):
+    return serve_app(commit_after_s=0.3, session_idle_s=60.0)  # the idle clock looks every 12 s
+
+
+def test_pieces_that_stop_are_spoken_a_pause_later_however_seldom_the_idle_clock_looks(pausing):
+    with socket(pausing) as ws:
+        ws.send(json.dumps(CONFIG))
+        time.sleep(1.0)  # the session's watch is asleep when the text comes
+        sent = time.monotonic()
+        ws.send(json.dumps({"type": "input.text", "text": "words that stop coming"}))  # no clause end
+        while True:
+            event = json.loads(message) if isinstance(message := ws.recv(timeout=30), str) else {}
+            if event.get("type") == "audio.start":
+                break
+        # commit_after_s after the last piece, plus the first patch: far from the idle clock's 12 s
+        assert time.monotonic() - sent < 6.0
+        assert event["sentence_text"] == "words that stop"
+
+
+@pytest.fixture(scope="module")
 def private(serve_app):
     return serve_app(token="live-text-token-1")
 

@@ -195,10 +195,10 @@ class Session:
         stopped for commit_after_s are spoken up to their last word; a session that sent nothing for
         session_idle_s while the server waited for it (it owed no audio and no row) is closed."""
         live = self.settings
-        tick = max(0.02, min(live.commit_after_s, live.session_idle_s) / 5)
-        idle_from = time.monotonic()
+        look = max(0.02, live.session_idle_s / 5)  # how often the idle clock looks whether audio is owed
+        idle_from, wait = time.monotonic(), min(look, live.commit_after_s)
         while True:
-            await asyncio.sleep(tick)
+            await asyncio.sleep(wait)
             now = time.monotonic()
             quiet = now - self.last
             if quiet >= live.commit_after_s and self.idle_commits and (text := self.clauses.idle()) is not None:
@@ -216,6 +216,16 @@ class Session:
                                      f"within that")
                 self.reading.cancel()
                 return
+            wait = self.next_look(look)
+
+    def next_look(self, look: float) -> float:
+        """Seconds until the watch looks again: when the pieces will have stopped for commit_after_s,
+        and at least every commit_after_s (pieces, or a config that commits by pauses, may come
+        meanwhile), so that a commit by a pause comes on time; no sooner, since 128 sessions' watches
+        ticking ten times a second were a thousand wake-ups a second of the loop their pieces need."""
+        after = self.settings.commit_after_s
+        due = self.last + after - time.monotonic() if self.idle_commits else after
+        return max(0.02, min(look, after, due if due > 0 else after))
 
     @property
     def idle_commits(self) -> bool:
