@@ -32,16 +32,16 @@ class Ends:
         CJK matches come first, up to that mark, and then it (if the scan has not passed it)."""
         for run in self.runs.finditer(text, pos):
             a, b, chars = run.start(), run.end(), run.group()
-            q = len(chars.rstrip(self.closers))
-            p = len(chars[:q].rstrip(self.marks))
-            spaced = b < len(text) and text[b].isspace()
+            q = len(chars.rstrip(self.closers))  # the closers the run ends in begin here
+            p = len(chars[:q].rstrip(self.marks))  # and the marks before them here
+            first = p if p < q and b < len(text) and text[b].isspace() else None  # where the first alternative matches
             at = 0
             for cjk in self.cjk.finditer(chars):
-                if spaced and p < q and cjk.start() >= p:
+                if first is not None and cjk.start() >= first:
                     break
                 at = cjk.end()
                 yield a + at
-            if spaced and p < q and at < q:
+            if first is not None and at < q:
                 yield b
 
 
@@ -62,7 +62,6 @@ class Clauses:
         """min_chars: math.inf keeps everything until rest() (the client commits); ends: where a
         piece may end (CLAUSE_END, or SENTENCE_END)."""
         self.min_chars, self.ends, self.buffer = min_chars, ends, ""
-        self.resume = 0  # where the run of end characters the buffer ends in begins: a scan starts there
 
     def add(self, text: str) -> list[str]:
         """The clauses `text` completes. Each piece costs what it adds, not the buffer: a session
@@ -73,8 +72,7 @@ class Clauses:
         if self.min_chars == math.inf:  # nothing is ever cut here: no need to look
             self.buffer += text
             return []
-        resume, tail = self.resume, self.ends.run_start(text)
-        self.resume = resume if tail == 0 else len(self.buffer) + tail  # the run the buffer now ends in
+        resume = self.ends.run_start(self.buffer)
         self.buffer += text
         out, start, words = [], 0, None
         for end in self.ends.finditer(self.buffer, resume):
@@ -85,7 +83,6 @@ class Clauses:
                 out.append(self.buffer[start:end])
                 start = end
         self.buffer = self.buffer[start:]
-        self.resume = max(0, self.resume - start)
         return out
 
     def idle(self) -> str | None:
@@ -95,9 +92,8 @@ class Clauses:
         if cut <= 0 or not self.buffer[:cut].strip():
             return None
         text, self.buffer = self.buffer[:cut], self.buffer[cut:]
-        self.resume = max(0, self.resume - cut)
         return text
 
     def rest(self) -> str | None:
-        text, self.buffer, self.resume = self.buffer, "", 0
+        text, self.buffer = self.buffer, ""
         return text if text.strip() else None
