@@ -46,12 +46,12 @@ class TextTokenizer:
         self._rust.no_padding()
         self._rust.encode_special_tokens = bool(backend.split_special_tokens)
         vocab, unk = backend.get_vocab(), backend.unk_token_id
-        # Computed once: scanning a 73k vocabulary per request would cost more than tokenizing.
-        self._cjk_words = frozenset(token for token in vocab if _is_cjk_word(token))
-        # The id of each token that is broken up (with or without the word-start marker, which goes
-        # with the split, as in training) and the ids of its characters.
+        # Computed once: scanning a 73k vocabulary per request would cost more than tokenizing. The
+        # id of each token that is broken up (with or without the word-start marker, which goes with
+        # the split, as in training: only words the vocabulary holds bare) and its characters' ids.
+        cjk_words = {token for token in vocab if _is_cjk_word(token)}
         self._splits = {index: [vocab.get(ch, unk) for ch in token.replace(_SPACE_MARK, "")]
-                        for token, index in vocab.items() if token.replace(_SPACE_MARK, "") in self._cjk_words}
+                        for token, index in vocab.items() if token.replace(_SPACE_MARK, "") in cjk_words}
 
     @classmethod
     def from_dir(cls, path: str | Path) -> "TextTokenizer":
