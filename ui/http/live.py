@@ -196,7 +196,7 @@ class Session:
         session_idle_s while the server waited for it (it owed no audio and no row) is closed."""
         live = self.settings
         look = max(0.02, live.session_idle_s / 5)  # how often the idle clock looks whether audio is owed
-        idle_from, wait = time.monotonic(), min(look, live.commit_after_s)
+        idle_from, wait = time.monotonic(), self.next_look(look)
         while True:
             await asyncio.sleep(wait)
             now = time.monotonic()
