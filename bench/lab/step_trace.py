@@ -30,8 +30,8 @@ LOAD_GAP_S = 3.0  # a pause this long between busy steps starts another load
 BUSY = 8  # streams a step must hold (live, joining or parked) to count as a load's
 
 
-def records(path: Path) -> list[dict]:
-    """The step lines of a log (other lines are skipped)."""
+def _lines(path: Path, *keys: str) -> list[dict]:
+    """The JSON objects of a log that hold every one of `keys` (other lines are skipped)."""
     out = []
     for line in path.read_text().splitlines():
         start = line.find("{")
@@ -40,22 +40,19 @@ def records(path: Path) -> list[dict]:
                 record = json.loads(line[start:])
             except ValueError:
                 continue
-            if isinstance(record, dict) and "ms" in record and "t" in record:
+            if isinstance(record, dict) and all(key in record for key in keys):
                 out.append(record)
     return out
 
 
+def records(path: Path) -> list[dict]:
+    """The step lines of a log (voxcpm.steps)."""
+    return _lines(path, "t", "ms")
+
+
 def sends(path: Path) -> list[dict]:
     """The sentence lines of a log (voxcpm.sends): t, sentence, sent_after_ms."""
-    out = []
-    for line in path.read_text().splitlines():
-        start = line.find("{")
-        if start >= 0 and '"sent_after_ms"' in line:
-            try:
-                out.append(json.loads(line[start:]))
-            except ValueError:
-                continue
-    return out
+    return _lines(path, "t", "sentence", "sent_after_ms")
 
 
 def loads(steps: list[dict], busy: int = BUSY, gap_s: float = LOAD_GAP_S) -> list[list[dict]]:
@@ -84,11 +81,15 @@ def by_second(load: list[dict], seconds: float = 1.0, sent: list[dict] = ()) -> 
             delays.setdefault(int((line["t"] - start) // seconds), ([], []))[line["sentence"] > 0].append(
                 line["sent_after_ms"])
     spread = lambda d: (statistics.median(d), max(d)) if d else None  # noqa: E731
-    return [{"from_s": k * seconds, "steps": len(b), "median_ms": statistics.median(s["ms"] for s in b),
-             "max_ms": max(s["ms"] for s in b), "admitted": statistics.mean(s["admitted"] for s in b),
-             "live": statistics.mean(s["live"] for s in b), "dry_seam": sum(s["dry_seam"] for s in b),
-             "dry_inside": sum(s["dry_inside"] for s in b), "first_sent_ms": spread(delays.get(k, ([], []))[0]),
-             "seam_sent_ms": spread(delays.get(k, ([], []))[1])} for k, b in sorted(bins.items())]
+    out = []
+    for k, b in sorted(bins.items()):
+        firsts, seams = delays.get(k, ([], []))
+        out.append({"from_s": k * seconds, "steps": len(b), "median_ms": statistics.median(s["ms"] for s in b),
+                    "max_ms": max(s["ms"] for s in b), "admitted": statistics.mean(s["admitted"] for s in b),
+                    "live": statistics.mean(s["live"] for s in b), "dry_seam": sum(s["dry_seam"] for s in b),
+                    "dry_inside": sum(s["dry_inside"] for s in b), "first_sent_ms": spread(firsts),
+                    "seam_sent_ms": spread(seams)})
+    return out
 
 
 def table(path: Path) -> str:
