@@ -280,7 +280,7 @@ def app_settings(args, host: str):
         log.warning("bound to %s without a token, opened on purpose: anyone who can reach this port can use "
                     "the GPU (set --token or VOXCPM_TOKEN to require one)", host)
     limits = Limits(max_streams=args.max_streams, max_queue=args.max_queue, prepare_threads=args.prepare_threads,
-                    max_text_chars=args.max_text_chars,
+                    normalize_processes=args.normalize_processes, max_text_chars=args.max_text_chars,
                     max_audio_seconds=args.max_audio_seconds, max_output_seconds=args.max_output_seconds)
     return Settings.of(limits=limits, prebuffer_ms=args.prebuffer_ms, warm_up=True,
                        notice=RANDOM_NOTICE if args.random_weights else None, token=args.token,

@@ -92,6 +92,10 @@ def _limit_options(p: argparse.ArgumentParser):
     p.add_argument("--prepare-threads", type=int, default=LIMITS.prepare_threads,
                    help="requests prepared at once (text, tokens, clips) on each GPU's intake threads "
                         "(default: %(default)s)")
+    p.add_argument("--normalize-processes", type=int, default=LIMITS.normalize_processes,
+                   help="processes that normalize texts sent with normalize on, per GPU: WeText's grammars "
+                        "would hold up the streams on a thread; 0 normalizes on the intake threads "
+                        "(default: %(default)s)")
     p.add_argument("--max-text-chars", type=int, default=LIMITS.max_text_chars,
                    help="longest text, description or transcript (default: %(default)s)")
     p.add_argument("--max-audio-seconds", type=float, default=LIMITS.max_audio_seconds,

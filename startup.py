@@ -38,6 +38,9 @@ def check_limits(args) -> None:
     for flag, value in whole.items():
         if value < 1:
             raise StartupError(f"{flag} is {value}; it must be 1 or more.\n{_fix_limit(flag)}")
+    if not 0 <= args.normalize_processes <= 64:
+        raise StartupError(f"--normalize-processes is {args.normalize_processes}; it must be between 0 (on the intake "
+                           f"threads) and 64.\n{_fix_limit('--normalize-processes')}")
     positive = {"--max-audio-seconds": args.max_audio_seconds, "--upload-ttl-min": args.upload_ttl_min}
     for flag, value in positive.items():
         if not (math.isfinite(value) and value > 0):

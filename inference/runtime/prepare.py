@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -26,6 +27,7 @@ from ..request.prompt import Prompt, Voice, control_prefix
 from ..request.reference import Key, ReferenceClip, encoder_identity
 from ..request.request import SynthesisRequest
 from ..request.vad import trim_silence
+from ..text.normalize import normalize_all
 from ..text.segments import SEGMENT_WEIGHT
 from ..text.spoken import SpokenText
 
@@ -52,6 +54,7 @@ class Prepared:
     transcript: str  # the prompt clip's, in ultimate cloning; "" otherwise
     reference: HostClip | None
     prompt: HostClip | None
+    normalizer: Callable[[list[str], str], list[str]] = normalize_all  # a live request's later clauses' too
 
 
 class RequestPreparer:
@@ -75,8 +78,9 @@ class RequestPreparer:
         return self.model.base_cache.capacity
 
     # -- the host half ----------------------------------------------------------------------------
-    def prepare(self, req: SynthesisRequest) -> Prepared:
-        """Everything but GPU work, raising InputError at once; thread-safe."""
+    def prepare(self, req: SynthesisRequest, normalizer: Callable[[list[str], str], list[str]] = normalize_all) -> Prepared:
+        """Everything but GPU work, raising InputError at once; thread-safe. normalizer: what
+        normalizes the text, when the request asks (a served one: normalize.Normalizer's processes)."""
         if not isinstance(req, SynthesisRequest):
             raise InputError("expected a SynthesisRequest")
         if len(req.text) > self.max_text_chars:
@@ -90,10 +94,10 @@ class RequestPreparer:
                                                                              "reference audio", trim)
         prompt = None if req.prompt_audio is None else self.load_clip(req.prompt_audio, "left", "prompt audio", trim)
         transcript = req.prompt_text if prompt is not None else ""
-        spoken = SpokenText(req.text, req.normalize, self.segment_weight)
+        spoken = SpokenText(req.text, req.normalize, self.segment_weight, normalizer=normalizer)
         self.check_silence(spoken)
         tokens = Tokens(self.tokenizer.encode, spoken.segments, control_prefix(req.control), transcript)
-        prepared = Prepared(req, spoken, tokens, transcript, reference, prompt)
+        prepared = Prepared(req, spoken, tokens, transcript, reference, prompt, normalizer)
         self.check_room(prepared)
         if req.feed is not None:  # a live request: its later clauses are made ready as this text was
             req.feed.open(functools.partial(self.prepare_more, prepared), spoken)
@@ -107,12 +111,12 @@ class RequestPreparer:
         req = prepared.request
         if len(text) > self.max_text_chars:
             raise InputError(f"the text is {len(text)} characters long; the limit is {self.max_text_chars}", "text")
-        spoken = SpokenText(text, req.normalize, self.segment_weight, follows=True)
+        spoken = SpokenText(text, req.normalize, self.segment_weight, follows=True, normalizer=prepared.normalizer)
         segments = list(before) + spoken.segments
         texts = Tokens.texts(segments, len(before), prepared.transcript)
         ids = {t: list(self.tokenizer.encode(t)) for t in texts}
         self.check_room(Prepared(req, spoken, Tokens.of(ids), prepared.transcript, prepared.reference,
-                                 prepared.prompt), first=False)
+                                 prepared.prompt, prepared.normalizer), first=False)
         return MoreText(spoken, ids)
 
     def check_silence(self, spoken: SpokenText):

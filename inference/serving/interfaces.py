@@ -94,9 +94,10 @@ class BatchEngine(Protocol[S]):
     def warmup(self) -> float:
         """Captures, compiles and runs short requests so no request pays for it; seconds taken."""
 
-    def prepare(self, req: SynthesisRequest) -> Any:
+    def prepare(self, req: SynthesisRequest, normalizer: Callable[[list[str], str], list[str]] = ...) -> Any:
         """Checks the request (raising InputError) and does all its host work (text, tokens, clips'
-        samples); thread-safe: callers run it on their own thread, never the worker's."""
+        samples); thread-safe: callers run it on their own thread, never the worker's. normalizer:
+        what normalizes its text when it asks (text.normalize.Normalizer: in processes of its own)."""
 
     def encode_ahead(self, prepared: list[Any]) -> None:
         """The clips of the prepared requests about to start() in one step, encoded together; never

@@ -32,6 +32,7 @@ import torch
 from ..config import LIMITS
 from ..errors import InputError, QueueFullError
 from ..request.request import SynthesisRequest
+from ..text.normalize import Normalizer
 from .delivery import (SHUTTING_DOWN, FellBehind, OutputBound, OutputCut, UnreadBudget, classify, hand_over,
                        log_failure, outcome_line, release_memory)
 from .interfaces import BatchEngine
@@ -67,7 +68,8 @@ class EngineWorker:
                  keep_finished: int = LIMITS.keep_finished, warm_up: bool = False,
                  max_backlog_s: float = LIMITS.max_backlog_s, max_unread_s: float = LIMITS.max_unread_s,
                  max_output_s: float = LIMITS.max_output_seconds, latents: LatentStore | None = None,
-                 max_call_wait_s: float = LIMITS.max_call_wait_s):
+                 max_call_wait_s: float = LIMITS.max_call_wait_s,
+                 normalize_processes: int = LIMITS.normalize_processes):
         """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs are
         captured by the thread that replays them. max_queue: jobs allowed to wait once every row is
         taken. max_backlog_s: how far a job's consumer may fall behind its listener's clock before
@@ -76,7 +78,8 @@ class EngineWorker:
         max_output_s: the most audio one job may deliver, as its listener hears it (the rest is cut). latents:
         where finished jobs' latents are kept for their offline render (none kept without it).
         max_call_wait_s: the longest a call (EngineCalls) waits for the listeners to have room for it.
-        prepare_threads: the intake threads that prepare requests at once."""
+        prepare_threads: the intake threads that prepare requests at once. normalize_processes: the
+        processes that normalize texts for them (0: on the intake thread; text/normalize.Normalizer)."""
         self.engine = engine
         self.device, self.rows = str(engine.device), int(engine.rows)
         self.sample_rate, self.patch_samples = int(engine.sample_rate), int(engine.patch_samples)
@@ -95,6 +98,7 @@ class EngineWorker:
         self._served = itertools.count(1)
         self._warm_up = warm_up
         self._intake = running_pool(prepare_threads, "prepare")
+        self._normalizer = Normalizer(normalize_processes)
         self.warmup_error: BaseException | None = None  # set when warm-up failed; the app then stops
         self.ready = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="engine-worker", daemon=True)
@@ -123,7 +127,7 @@ class EngineWorker:
             return
         try:
             req = request() if callable(request) else request
-            prepared = self.engine.prepare(req)
+            prepared = self.engine.prepare(req, self._normalizer)
         except Exception as exc:  # noqa: BLE001 - its own refusal, or a fault of ours: the job says which
             self._refuse(job, exc)
             return
@@ -259,6 +263,7 @@ class EngineWorker:
             if job.state == "running":
                 self._finish(job, "cancelled")
         self._intake.shutdown(wait=False)  # a job still preparing ends cancelled (the worker is closed)
+        self._normalizer.close()
 
     def fail_all(self, exc: BaseException):
         """Fails every unfinished job and closes the line, for a worker whose thread died (a pool finds it)."""

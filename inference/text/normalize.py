@@ -6,13 +6,24 @@ curly double quotes are cleaned up, then WeText's grammars (which ship inside th
 wheel, so this works offline) verbalize Chinese or English, and for English `inflect` spells any
 digits WeText left. The grammars take about half a second to load, so they load once, on first
 use, and are shared by every thread (WeText's normalizers hold no per-call state).
+
+`Normalizer` runs it for a served request in processes of their own: WeText's grammars run in C++
+(kaldifst) that keeps the GIL for the whole call, 40-70 ms for a sentence, so a normalized text
+stopped every other thread of the app for that long per segment: the engine's, which launches each
+patch, and the event loop, which sends the audio.
 """
 from __future__ import annotations
 
+import concurrent.futures
+import multiprocessing
+import os
 import re
 import threading
+from concurrent.futures.process import BrokenProcessPool
 
 import regex
+
+from ..errors import InputError
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _EMOJI = regex.compile(r"\p{Emoji_Presentation}|\p{Emoji}\uFE0F")
@@ -124,6 +135,62 @@ def normalize(text: str, lang: str | None = None) -> str:
     text = _AMOUNT.sub(lambda m: _spell_amount(m, numbers), text)
     text = _apply(en, text)
     return _DIGITS.sub(lambda m: numbers.number_to_words(m.group()), text)
+
+
+def normalize_all(pieces: list[str], lang: str) -> list[str]:
+    """Each piece (a text's segments) normalized in `lang`, on this thread."""
+    return [normalize(piece, lang) for piece in pieces]
+
+
+def _load_grammars():
+    GRAMMARS.get()
+
+
+class Normalizer:
+    """normalize_all in `processes` processes of its own, or on the calling thread when 0 (a library
+    caller's thread is the engine's anyway). The processes are spawned on first use (never forked: the
+    app has CUDA and threads) and load the grammars once; each call is one round trip (a text's
+    segments together), and the thread waiting for it lets go of the GIL. If a process dies the pool
+    is made again and the text tried once more; a text that kills it twice is refused."""
+
+    def __init__(self, processes: int):
+        self.processes = processes
+        self._lock = threading.Lock()
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+
+    def __call__(self, pieces: list[str], lang: str) -> list[str]:
+        if not self.processes or not pieces:
+            return normalize_all(pieces, lang)
+        for _ in range(2):
+            pool = self._started()
+            try:
+                return pool.submit(normalize_all, pieces, lang).result()
+            except BrokenProcessPool:
+                self._drop(pool)
+        raise InputError("normalizing this text stopped the normalizer twice: send it with normalization off", "text")
+
+    def worker_pid(self) -> int:
+        """The id of a process that normalizes, once it has loaded the grammars (started if need be)."""
+        return self._started().submit(os.getpid).result()
+
+    def _started(self) -> concurrent.futures.ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ProcessPoolExecutor(
+                    self.processes, mp_context=multiprocessing.get_context("spawn"), initializer=_load_grammars)
+            return self._pool
+
+    def _drop(self, pool: concurrent.futures.ProcessPoolExecutor):
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self):
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _words(numbers, n: int | str) -> str:

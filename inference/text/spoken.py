@@ -2,14 +2,16 @@
 (inference/text/pauses.py), optionally normalized (inference/text/normalize.py), and cut into
 segments (inference/text/segments.py).
 
-Everything is computed when the object is made, on the thread that makes it: a request is
-prepared before it reaches the engine's thread (inference/runtime/prepare.py), so normalizing a
-long text (WeText takes seconds for 20,000 characters) never holds up the streams being generated.
+Everything is computed when the object is made: a request is prepared before it reaches the
+engine's thread (inference/runtime/prepare.py), and a served request's segments are normalized in a
+process beside the app (normalize.Normalizer, one call for them all), so normalizing a long text
+(WeText takes seconds for 20,000 characters, keeping the GIL) never holds up the streams being generated.
 """
 from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Callable
 
 from . import normalize as tn
 from ..errors import InputError
@@ -33,9 +35,11 @@ _EDGE_SPACE = re.compile(r"^(\s*)(.*?)(\s*)$", re.DOTALL)
 
 class SpokenText:
     def __init__(self, text: str, normalize: bool = False, segment_weight: int = SEGMENT_WEIGHT,
-                 follows: bool = False):
+                 follows: bool = False, normalizer: Callable[[list[str], str], list[str]] = tn.normalize_all):
         """follows: the text continues one spoken before it (a live request's later clause), so the
-        whitespace it starts with is kept, as between two segments of one text."""
+        whitespace it starts with is kept, as between two segments of one text. normalizer: what
+        normalizes the segments, all in one call (a served request's runs in processes of its own:
+        normalize.Normalizer)."""
         parts = split_pauses(normalize_text(text))
         if not any(has_content(p) for p in parts if isinstance(p, str)):
             raise InputError("the text holds only pause tags: give words to speak around them", "text")
@@ -46,7 +50,6 @@ class SpokenText:
             raise InputError("after markdown and emoji are removed, the text holds nothing to speak: "
                              "give words, or turn normalization off", "text")
         self.lang = tn.language("".join(pieces))
-        self._normalize = normalize
         self._segments: list[str] = []
         self._pauses: dict[int, Pause] = {}  # k: the silence before segment k (k = len: after the last)
         for part in parts:
@@ -55,9 +58,11 @@ class SpokenText:
             elif has_content(part):
                 if not self._segments and self._pauses:  # the space after a leading tag: no speech to part from
                     part = part.lstrip()
-                self._segments += [self._speakable(raw) for raw in split_segments(part, segment_weight)]
+                self._segments += split_segments(part, segment_weight)
         for pause in self._pauses.values():
             check_total(pause)
+        if normalize:
+            self._segments = self._speakable(normalizer)
 
     def _pause(self, pause: Pause):
         k = len(self._segments)
@@ -66,13 +71,12 @@ class SpokenText:
     def __len__(self) -> int:
         return len(self._segments)
 
-    def _speakable(self, raw: str) -> str:
-        if not self._normalize:
-            return raw
-        # WeText strips the ends; the space between two segments must survive, or the
-        # continuation prompt would read "one.Two".
-        lead, body, trail = _EDGE_SPACE.match(raw).groups()
-        return lead + tn.normalize(body, self.lang) + trail if body else raw
+    def _speakable(self, normalizer) -> list[str]:
+        """The segments normalized. WeText strips the ends; the space between two segments must
+        survive, or the continuation prompt would read "one.Two"."""
+        edges = [_EDGE_SPACE.match(raw).groups() for raw in self._segments]
+        said = iter(normalizer([body for _, body, _ in edges if body], self.lang))
+        return [lead + next(said) + trail if body else lead + trail for lead, body, trail in edges]
 
     def extend(self, more: "SpokenText"):
         """A later clause of a live text after this one: its segments follow, and a pause it opens

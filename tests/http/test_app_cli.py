@@ -38,10 +38,11 @@ def test_binding(monkeypatch, argv, env, host, port):
 
 def test_the_limits_given_on_the_command_line_are_the_apps_limits():
     args = demo_app.parse_args(["--max-streams", "7", "--max-queue", "3", "--prepare-threads", "2",
-                                "--max-text-chars", "900", "--max-audio-seconds", "12", "--max-output-seconds", "45"])
+                                "--normalize-processes", "0", "--max-text-chars", "900", "--max-audio-seconds", "12",
+                                "--max-output-seconds", "45"])
     limits = demo_app.app_settings(args, "127.0.0.1").limits
-    assert (limits.max_streams, limits.max_queue, limits.prepare_threads, limits.max_text_chars,
-            limits.max_audio_seconds, limits.max_output_seconds) == (7, 3, 2, 900, 12.0, 45.0)
+    assert (limits.max_streams, limits.max_queue, limits.prepare_threads, limits.normalize_processes,
+            limits.max_text_chars, limits.max_audio_seconds, limits.max_output_seconds) == (7, 3, 2, 0, 900, 12.0, 45.0)
 
 
 def test_token_comes_from_flag_or_env_and_must_be_url_safe(monkeypatch):

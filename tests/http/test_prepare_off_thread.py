@@ -6,6 +6,7 @@ request is prepared (issue 21 item 3): a clear 400 before any audio, and the job
 from __future__ import annotations
 
 import collections
+import os
 import re
 import threading
 
@@ -35,6 +36,8 @@ def recording(calls: collections.defaultdict, kind: str, fn):
 
 
 def test_the_worker_thread_never_normalizes_segments_tokenizes_or_loads_clips(monkeypatch):
+    # Normalized on the intake threads here (normalize_processes=0), so that it can be watched; served,
+    # it runs in a process of its own (the next test).
     engine = load_engine(warmup=False, max_streams=2)
     engine.preparer.segment_weight = 20  # several segments, each a prompt of its own
     calls = collections.defaultdict(set)
@@ -47,7 +50,7 @@ def test_the_worker_thread_never_normalizes_segments_tokenizes_or_loads_clips(mo
     saved = ReferenceClip(16000, load=recording(calls, "saved_voice", lambda: tone))
     req = SynthesisRequest("I paid $5 on Jan 5. We met at 10:30 and left at 11. " * 3, normalize=True, seed=1, max_len=3,
                            reference_audio=saved, prompt_audio=(16000, tone), prompt_text="Warm up.")
-    worker = EngineWorker(engine)
+    worker = EngineWorker(engine, normalize_processes=0)
     try:
         job = worker.submit(req)
         audio = np.concatenate(list(job))
@@ -60,6 +63,29 @@ def test_the_worker_thread_never_normalizes_segments_tokenizes_or_loads_clips(mo
     assert on_worker == [], f"the engine's thread ran {on_worker}"
     intake = {t.ident for t in threading.enumerate() if t.name.startswith("prepare")}
     assert all(threads <= intake for threads in calls.values()), "each on one of serving's intake threads"
+
+
+def test_a_served_text_is_normalized_in_a_process_of_its_own_and_sounds_the_same(monkeypatch):
+    """WeText keeps the GIL for each sentence it reads (text/normalize.Normalizer): a worker's texts
+    are normalized in a process beside the app, never by this process, and speak as they would here."""
+    engine = load_engine(warmup=False, max_streams=2)
+    engine.preparer.segment_weight = 20
+    req = SynthesisRequest("I paid $5 on Jan 5. We met at 10:30 and left at 11. " * 2, normalize=True, seed=3, max_len=3)
+    heard = {}
+    for processes in (0, 1):
+        calls = collections.defaultdict(set)
+        monkeypatch.setattr(tn, "normalize", recording(calls, "normalize", tn.normalize))
+        worker = EngineWorker(engine, normalize_processes=processes)
+        try:
+            job = worker.submit(req)
+            heard[processes] = (np.concatenate(list(job)), job.status()["segment_count"])
+            pid = worker._normalizer.worker_pid() if processes else None
+        finally:
+            worker.close()
+        assert bool(calls) == (processes == 0), "normalized in this process only when asked to"
+    assert pid is not None and pid != os.getpid()
+    (here, segments), (beside, segments_beside) = heard[0], heard[1]
+    assert segments == segments_beside >= 3 and np.array_equal(here, beside)
 
 
 def test_a_pool_prepares_each_request_once_off_the_callers_thread():

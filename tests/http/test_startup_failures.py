@@ -103,6 +103,7 @@ def test_cuda_asked_for_without_a_gpu():
     (["--dtype", "half"], "unknown dtype 'half'"),
     (["--max-queue", "0"], "--max-queue is 0; it must be 1 or more"),
     (["--prepare-threads", "0"], "--prepare-threads is 0; it must be 1 or more"),
+    (["--normalize-processes", "-1"], "--normalize-processes is -1; it must be between 0 (on the intake threads) and 64"),
     (["--max-streams", "0"], "--max-streams is 0; it must be 1 or more.\nTo fix: pass a value in range, or leave "
                              "--max-streams out for its default (128)"),
     (["--dtype", "float16"], "float16 is not supported.\nTo fix: use --dtype bfloat16"),

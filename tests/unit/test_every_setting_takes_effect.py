@@ -39,7 +39,7 @@ def changed_values(data_dir: str) -> dict:
     """A value of its own for every field but SHARED's, none equal to its default."""
     return dict(
         max_streams=3, max_text_chars=321, max_audio_seconds=17.0, max_output_seconds=91.0, max_queue=5,
-        prepare_threads=3, max_backlog_s=33.0, max_unread_s=77.0, keep_finished=19, max_call_wait_s=0.9,
+        prepare_threads=3, normalize_processes=2, max_backlog_s=33.0, max_unread_s=77.0, keep_finished=19, max_call_wait_s=0.9,
         latents_mb=9, latents_ttl_s=99.0,
         recognizer="changed/recognizer", speaker="changed/speaker", device="cuda:7", max_pending=3,
         max_pending_words=11, max_batch=3, load_wait_s=4.5, retry_after_s=13.0, recognizer_loader="changed:loader",
@@ -105,6 +105,7 @@ OBSERVED = {
     "max_output_seconds": lambda b: _limits(b, "max_output_seconds") + (b.worker.output.max_output_s,),
     "max_queue": lambda b: b.worker.max_queue,
     "prepare_threads": lambda b: b.worker._intake._max_workers,
+    "normalize_processes": lambda b: b.worker._normalizer.processes,
     "max_backlog_s": lambda b: b.worker.unread.per_job_s,
     "max_unread_s": lambda b: b.worker.unread.total_s,
     "keep_finished": lambda b: b.worker._keep_finished,

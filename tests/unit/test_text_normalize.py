@@ -1,10 +1,13 @@
 """Normalization against the official normalizer, segmentation, and the control prefix."""
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 
 from inference import SynthesisRequest
-from inference.text.normalize import normalize
+from inference.text.normalize import Normalizer, normalize, normalize_all
 from inference.request.prompt import control_prefix
 from inference.text.segments import SEGMENT_WEIGHT, split_segments, split_sentences, weight
 from inference.text.spoken import SpokenText
@@ -144,3 +147,28 @@ def test_spoken_text_normalizes_every_segment_in_order():
     assert all(t.startswith(" ") for t in texts[1:]), "the space between two segments is kept"
     assert spoken.ready() == texts
     assert spoken.ready(2) == texts[2:] and spoken.ready(len(texts)) == []
+
+
+@pytest.fixture(scope="module")
+def beside():
+    """A normalizer in a process of its own, as the app serves texts (spawned once for these tests)."""
+    normalizer = Normalizer(1)
+    yield normalizer
+    normalizer.close()
+
+
+def test_a_text_normalized_in_a_process_beside_reads_as_on_this_thread(beside):
+    for lang, texts in (("en", [text for what, text in CASES if what.startswith("en")]),
+                        ("zh", [text for what, text in CASES if what.startswith("zh")])):
+        assert beside(texts, lang) == normalize_all(texts, lang)
+    assert beside.worker_pid() != os.getpid()
+    spoken = [SpokenText("I paid $5 on Jan 5. " * 40, normalize=True, segment_weight=60, normalizer=n).segments
+              for n in (beside, normalize_all)]
+    assert spoken[0] == spoken[1]
+
+
+def test_a_normalizer_whose_process_died_starts_another_for_the_next_text(beside):
+    gone = beside.worker_pid()
+    os.kill(gone, signal.SIGKILL)
+    assert beside(["It costs $5 each."], "en") == ["It costs five dollars each."]
+    assert beside.worker_pid() not in (gone, os.getpid())
