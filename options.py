@@ -93,7 +93,7 @@ def _limit_options(p: argparse.ArgumentParser):
                    help="requests prepared at once (text, tokens, clips) on each GPU's intake threads "
                         "(default: %(default)s)")
     p.add_argument("--normalize-processes", type=int, default=LIMITS.normalize_processes,
-                   help="processes that normalize texts sent with normalize on, per GPU: WeText's grammars "
+                   help="processes beside the app that normalize texts sent with normalize on: WeText's grammars "
                         "would hold up the streams on a thread; 0 normalizes on the intake threads "
                         "(default: %(default)s)")
     p.add_argument("--max-text-chars", type=int, default=LIMITS.max_text_chars,

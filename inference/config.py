@@ -23,9 +23,9 @@ class Limits:
     # Requests prepared at once (text, tokens, clips), per GPU: as many as anyio's threads took before
     # (a limit of 4 served a burst of 64 no faster on an H100: docs/benchmarks.md).
     prepare_threads: int = 40
-    # Processes that normalize texts sent with normalize on, per GPU: WeText's grammars keep the GIL
-    # 40-70 ms a sentence, which would stop the engine's thread and the event loop (text/normalize.py).
-    # 0: on the intake thread.
+    # Processes beside the app that normalize texts sent with normalize on, for every GPU's intake:
+    # WeText's grammars keep the GIL 20-70 ms a sentence, which on an intake thread would stop the
+    # engine's thread and the event loop (text/normalize.py). 0: on the intake threads.
     normalize_processes: int = 1
     max_backlog_s: float = 120.0  # how far one stream's client may fall behind playing it before it is stopped
     max_unread_s: float = 240.0  # unread audio all streams together may hold (serving/delivery.py)
@@ -43,7 +43,6 @@ class Limits:
     def worker_options(self) -> dict:
         """EngineWorker's (and WorkerPool's) limit arguments; the latent store is built by its owner."""
         return dict(max_queue=self.max_queue, prepare_threads=self.prepare_threads,
-                    normalize_processes=self.normalize_processes,
                     keep_finished=self.keep_finished, max_backlog_s=self.max_backlog_s,
                     max_unread_s=self.max_unread_s, max_output_s=self.max_output_seconds,
                     max_call_wait_s=self.max_call_wait_s)

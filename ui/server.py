@@ -35,6 +35,7 @@ from inference.analysis.process import Analysis
 from inference.serving.latent_store import LatentStore
 from inference.serving.pool import WorkerPool
 from inference.serving.worker import EngineWorker
+from inference.text.normalize import Normalizer
 
 from .context import AppContext
 from .settings import Settings
@@ -89,7 +90,8 @@ def create_app(engine, settings: Settings | None = None) -> tuple[FastAPI, Engin
     settings = served_settings(settings or Settings(), engines[0])
     limits = settings.limits
     latents = LatentStore(max_bytes=limits.latents_mb * 2**20, ttl_s=limits.latents_ttl_s)
-    worker = _worker(engines, settings, latents)
+    normalizer = Normalizer(limits.normalize_processes)
+    worker = _worker(engines, settings, latents, normalizer)
     voices = _library(settings, engines[0])
 
     @contextlib.asynccontextmanager
@@ -97,6 +99,7 @@ def create_app(engine, settings: Settings | None = None) -> tuple[FastAPI, Engin
         yield
         worker.close()  # on shutdown: cancel what is queued, finish the current patch, end the thread
         ctx.analysis.close()
+        normalizer.close()
         if voices is not None:
             voices.close()
 
@@ -124,8 +127,9 @@ def served_settings(settings: Settings, engine) -> Settings:
     return replace(settings, limits=replace(settings.limits, **own))
 
 
-def _worker(engines: list, settings: Settings, latents: LatentStore) -> EngineWorker | WorkerPool:
-    options = dict(settings.limits.worker_options(), warm_up=settings.warm_up, latents=latents)
+def _worker(engines: list, settings: Settings, latents: LatentStore, normalizer: Normalizer) -> EngineWorker | WorkerPool:
+    # One normalizer for every GPU's intake: its processes are the app's, as the analysis process is.
+    options = dict(settings.limits.worker_options(), warm_up=settings.warm_up, latents=latents, normalizer=normalizer)
     # One engine keeps its plain worker: nothing to route, and one thread fewer.
     if len(engines) == 1:
         return EngineWorker(engines[0], **options)

@@ -32,7 +32,7 @@ import torch
 from ..config import LIMITS
 from ..errors import InputError, QueueFullError
 from ..request.request import SynthesisRequest
-from ..text.normalize import Normalizer
+from ..text.normalize import normalize_all
 from .delivery import (SHUTTING_DOWN, FellBehind, OutputBound, OutputCut, UnreadBudget, classify, hand_over,
                        log_failure, outcome_line, release_memory)
 from .interfaces import BatchEngine
@@ -69,7 +69,7 @@ class EngineWorker:
                  max_backlog_s: float = LIMITS.max_backlog_s, max_unread_s: float = LIMITS.max_unread_s,
                  max_output_s: float = LIMITS.max_output_seconds, latents: LatentStore | None = None,
                  max_call_wait_s: float = LIMITS.max_call_wait_s,
-                 normalize_processes: int = LIMITS.normalize_processes):
+                 normalizer: Callable[[list[str], str], list[str]] = normalize_all):
         """warm_up: run engine.warmup() on the worker thread before the first job, so CUDA graphs are
         captured by the thread that replays them. max_queue: jobs allowed to wait once every row is
         taken. max_backlog_s: how far a job's consumer may fall behind its listener's clock before
@@ -78,8 +78,9 @@ class EngineWorker:
         max_output_s: the most audio one job may deliver, as its listener hears it (the rest is cut). latents:
         where finished jobs' latents are kept for their offline render (none kept without it).
         max_call_wait_s: the longest a call (EngineCalls) waits for the listeners to have room for it.
-        prepare_threads: the intake threads that prepare requests at once. normalize_processes: the
-        processes that normalize texts for them (0: on the intake thread; text/normalize.Normalizer)."""
+        prepare_threads: the intake threads that prepare requests at once. normalizer: what
+        normalizes the texts that ask, for them: on the intake thread unless given the app's
+        processes (text/normalize.Normalizer, whose owner closes it)."""
         self.engine = engine
         self.device, self.rows = str(engine.device), int(engine.rows)
         self.sample_rate, self.patch_samples = int(engine.sample_rate), int(engine.patch_samples)
@@ -98,7 +99,7 @@ class EngineWorker:
         self._served = itertools.count(1)
         self._warm_up = warm_up
         self._intake = running_pool(prepare_threads, "prepare")
-        self._normalizer = Normalizer(normalize_processes)
+        self._normalizer = normalizer
         self.warmup_error: BaseException | None = None  # set when warm-up failed; the app then stops
         self.ready = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="engine-worker", daemon=True)
@@ -263,7 +264,6 @@ class EngineWorker:
             if job.state == "running":
                 self._finish(job, "cancelled")
         self._intake.shutdown(wait=False)  # a job still preparing ends cancelled (the worker is closed)
-        self._normalizer.close()
 
     def fail_all(self, exc: BaseException):
         """Fails every unfinished job and closes the line, for a worker whose thread died (a pool finds it)."""

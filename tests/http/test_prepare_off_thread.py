@@ -36,8 +36,8 @@ def recording(calls: collections.defaultdict, kind: str, fn):
 
 
 def test_the_worker_thread_never_normalizes_segments_tokenizes_or_loads_clips(monkeypatch):
-    # Normalized on the intake threads here (normalize_processes=0), so that it can be watched; served,
-    # it runs in a process of its own (the next test).
+    # Normalized on the intake threads here (a worker's default), so that it can be watched; the app
+    # gives its worker a process of its own (the next test).
     engine = load_engine(warmup=False, max_streams=2)
     engine.preparer.segment_weight = 20  # several segments, each a prompt of its own
     calls = collections.defaultdict(set)
@@ -50,7 +50,7 @@ def test_the_worker_thread_never_normalizes_segments_tokenizes_or_loads_clips(mo
     saved = ReferenceClip(16000, load=recording(calls, "saved_voice", lambda: tone))
     req = SynthesisRequest("I paid $5 on Jan 5. We met at 10:30 and left at 11. " * 3, normalize=True, seed=1, max_len=3,
                            reference_audio=saved, prompt_audio=(16000, tone), prompt_text="Warm up.")
-    worker = EngineWorker(engine, normalize_processes=0)
+    worker = EngineWorker(engine)
     try:
         job = worker.submit(req)
         audio = np.concatenate(list(job))
@@ -75,13 +75,15 @@ def test_a_served_text_is_normalized_in_a_process_of_its_own_and_sounds_the_same
     for processes in (0, 1):
         calls = collections.defaultdict(set)
         monkeypatch.setattr(tn, "normalize", recording(calls, "normalize", tn.normalize))
-        worker = EngineWorker(engine, normalize_processes=processes)
+        normalizer = tn.Normalizer(processes)
+        worker = EngineWorker(engine, normalizer=normalizer)
         try:
             job = worker.submit(req)
             heard[processes] = (np.concatenate(list(job)), job.status()["segment_count"])
-            pid = worker._normalizer.worker_pid() if processes else None
+            pid = normalizer.worker_pid() if processes else None
         finally:
             worker.close()
+            normalizer.close()
         assert bool(calls) == (processes == 0), "normalized in this process only when asked to"
     assert pid is not None and pid != os.getpid()
     (here, segments), (beside, segments_beside) = heard[0], heard[1]
