@@ -10,7 +10,6 @@ it does not take (min_len) never appear in its messages.
 """
 from __future__ import annotations
 
-import base64
 import dataclasses
 import functools
 import re
@@ -20,6 +19,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from inference.errors import InputError
 from inference.request import modes
+from inference.request.audio_input import decode_base64
 from inference.request.request import SynthesisRequest
 
 from .builtin_voices import BUILTIN_VOICES, builtin_voice
@@ -271,7 +271,8 @@ def _cloned(speech: VoiceFields, text: str, clips, instructions, seed, common) -
 
 
 def data_url_bytes(url, name: str, limit: int) -> bytes:
-    """A clip sent in the body: a data: URL of base64 audio (a URL is never fetched, a path never read)."""
+    """A clip sent in the body: a data: URL of base64 audio (a URL is never fetched, a path never read),
+    strictly base64 (no other characters, padding only at the end)."""
     if not isinstance(url, str) or not url.startswith("data:") or ";base64," not in url[:100]:
         raise ParamError(name, f"{name} must be a data: URL of base64 audio (data:audio/wav;base64,...): this server "
                                f"fetches no URLs and reads no paths; or upload the clip (POST /voxcpm/upload) and "
@@ -280,7 +281,7 @@ def data_url_bytes(url, name: str, limit: int) -> bytes:
     if len(encoded) * 3 // 4 > limit:
         raise ParamError(name, f"{name} holds more than {limit // 2**20} MiB of audio")
     try:
-        return base64.b64decode(encoded, validate=True)
+        return decode_base64(encoded)
     except ValueError:
         raise ParamError(name, f"{name} is not valid base64") from None
 
