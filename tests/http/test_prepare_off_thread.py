@@ -70,7 +70,7 @@ def test_a_served_text_is_normalized_in_a_process_of_its_own_and_sounds_the_same
     are normalized in a process beside the app, never by this process, and speak as they would here."""
     engine = load_engine(warmup=False, max_streams=2)
     engine.preparer.segment_weight = 20
-    req = SynthesisRequest("I paid $5 on Jan 5. We met at 10:30 and left at 11. " * 2, normalize=True, seed=3, max_len=3)
+    req = SynthesisRequest("I paid $5 on Jan 5. We met at 10:30 and left at 11.", normalize=True, seed=3, max_len=2)
     heard = {}
     for processes in (0, 1):
         calls = collections.defaultdict(set)
@@ -87,7 +87,7 @@ def test_a_served_text_is_normalized_in_a_process_of_its_own_and_sounds_the_same
         assert bool(calls) == (processes == 0), "normalized in this process only when asked to"
     assert pid is not None and pid != os.getpid()
     (here, segments), (beside, segments_beside) = heard[0], heard[1]
-    assert segments == segments_beside >= 3 and np.array_equal(here, beside)
+    assert segments == segments_beside >= 2 and np.array_equal(here, beside)
 
 
 def test_a_pool_prepares_each_request_once_off_the_callers_thread():
