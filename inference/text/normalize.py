@@ -8,7 +8,7 @@ digits WeText left. The grammars take about half a second to load, so they load 
 use, and are shared by every thread (WeText's normalizers hold no per-call state).
 
 `Normalizer` runs it for a served request in processes of their own: WeText's grammars run in C++
-(kaldifst) that keeps the GIL for the whole call, 40-70 ms for a sentence, so a normalized text
+(kaldifst) that keeps the GIL for the whole call, 20-70 ms for a sentence, so a normalized text
 stopped every other thread of the app for that long per segment: the engine's, which launches each
 patch, and the event loop, which sends the audio.
 """
@@ -147,9 +147,8 @@ def _load_grammars():
 
 
 class Normalizer:
-    """normalize_all in `processes` processes of its own, or on the calling thread when 0 (a library
-    caller's thread is the engine's anyway). The processes are spawned on first use (never forked: the
-    app has CUDA and threads) and load the grammars once; each call is one round trip (a text's
+    """normalize_all in `processes` processes of its own (0: on the calling thread). The processes are
+    spawned on first use (never forked: the app has CUDA and threads) and load the grammars once; each call is one round trip (a text's
     segments together), and the thread waiting for it lets go of the GIL. If a process dies the pool
     is made again and the text tried once more; a text that kills it twice is refused."""
 
