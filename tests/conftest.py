@@ -36,6 +36,9 @@ SLOW = {
     "unit/test_prefill_padding.py::test_the_compiled_prefill_equals_the_plain_one_and_one_graph_serves_every_batch_and_length",
     "http/test_replicas_behind_haproxy.py",
     "http/test_prepare_off_thread.py::test_the_worker_thread_never_normalizes_segments_tokenizes_or_loads_clips",
+    # A normalizer process spawned (test_text_normalize.py checks one in the fast tier); a take cut and rendered.
+    "http/test_prepare_off_thread.py::test_a_served_text_is_normalized_in_a_process_of_its_own_and_sounds_the_same",
+    "http/test_a_cut_take_keeps_its_audio.py::test_a_cut_take_ends_cut_with_its_audio_and_its_offline_render",
     "unit/test_split_products.py::test_split_blocks_choose_which_layers_split",
     "http/test_shared_voice_library.py",  # two replicas, and a database stopped and started
     "http/test_evaluate.py",  # two tiny models loaded twice (the app's and the oracle's)
