@@ -96,6 +96,8 @@ def create_app(engine, settings: Settings | None = None) -> tuple[FastAPI, Engin
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
+        if settings.warm_up:  # the first text sent with normalize on does not wait for its process to load
+            normalizer.start_soon()
         yield
         worker.close()  # on shutdown: cancel what is queued, finish the current patch, end the thread
         ctx.analysis.close()

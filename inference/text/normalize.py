@@ -168,6 +168,12 @@ class Normalizer:
                 self._drop(pool)
         raise InputError("normalizing this text stopped the normalizer twice: send it with normalization off", "text")
 
+    def start_soon(self) -> concurrent.futures.Future | None:
+        """Starts the processes now, so that the first text does not wait for them to load the
+        grammars (seconds); returns at once, with the future of a process's id once it has (None
+        when there are no processes)."""
+        return self._started().submit(os.getpid) if self.processes else None
+
     def worker_pid(self) -> int:
         """The id of a process that normalizes, once it has loaded the grammars (started if need be)."""
         return self._started().submit(os.getpid).result()

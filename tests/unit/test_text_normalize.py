@@ -172,3 +172,16 @@ def test_a_normalizer_whose_process_died_starts_another_for_the_next_text(beside
     os.kill(gone, signal.SIGKILL)
     assert beside(["It costs $5 each."], "en") == ["It costs five dollars each."]
     assert beside.worker_pid() not in (gone, os.getpid())
+
+
+def test_a_normalizer_started_ahead_has_its_process_ready_for_the_first_text():
+    normalizer = Normalizer(1)
+    try:
+        ready = normalizer.start_soon()
+        pid = ready.result(timeout=120)
+        assert pid != os.getpid()
+        assert normalizer(["It costs $5 each."], "en") == ["It costs five dollars each."]
+        assert normalizer.worker_pid() == pid, "the text went to the process started ahead"
+    finally:
+        normalizer.close()
+    assert Normalizer(0).start_soon() is None
