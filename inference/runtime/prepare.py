@@ -54,7 +54,6 @@ class Prepared:
     transcript: str  # the prompt clip's, in ultimate cloning; "" otherwise
     reference: HostClip | None
     prompt: HostClip | None
-    normalizer: Callable[[list[str], str], list[str]] = normalize_all  # a live request's later clauses' too
 
 
 class RequestPreparer:
@@ -97,26 +96,27 @@ class RequestPreparer:
         spoken = SpokenText(req.text, req.normalize, self.segment_weight, normalizer=normalizer)
         self.check_silence(spoken)
         tokens = Tokens(self.tokenizer.encode, spoken.segments, control_prefix(req.control), transcript)
-        prepared = Prepared(req, spoken, tokens, transcript, reference, prompt, normalizer)
+        prepared = Prepared(req, spoken, tokens, transcript, reference, prompt)
         self.check_room(prepared)
         if req.feed is not None:  # a live request: its later clauses are made ready as this text was
-            req.feed.open(functools.partial(self.prepare_more, prepared), spoken)
+            req.feed.open(functools.partial(self.prepare_more, prepared, normalizer), spoken)
         return prepared
 
-    def prepare_more(self, prepared: Prepared, before: list[str], text: str) -> MoreText:
+    def prepare_more(self, prepared: Prepared, normalizer: Callable[[list[str], str], list[str]],
+                     before: list[str], text: str) -> MoreText:
         """A live request's next clause made ready off the engine's thread, as prepare() makes a
         text: cut into segments, every text its prompts may read tokenized (after the segments
-        `before` it, as spoken, for the tails), each segment's prompt checked against the cache.
-        Raises InputError at once; thread-safe."""
+        `before` it, as spoken, for the tails), each segment's prompt checked against the cache;
+        normalized by what prepare() was given. Raises InputError at once; thread-safe."""
         req = prepared.request
         if len(text) > self.max_text_chars:
             raise InputError(f"the text is {len(text)} characters long; the limit is {self.max_text_chars}", "text")
-        spoken = SpokenText(text, req.normalize, self.segment_weight, follows=True, normalizer=prepared.normalizer)
+        spoken = SpokenText(text, req.normalize, self.segment_weight, follows=True, normalizer=normalizer)
         segments = list(before) + spoken.segments
         texts = Tokens.texts(segments, len(before), prepared.transcript)
         ids = {t: list(self.tokenizer.encode(t)) for t in texts}
         self.check_room(Prepared(req, spoken, Tokens.of(ids), prepared.transcript, prepared.reference,
-                                 prepared.prompt, prepared.normalizer), first=False)
+                                 prepared.prompt), first=False)
         return MoreText(spoken, ids)
 
     def check_silence(self, spoken: SpokenText):

@@ -176,7 +176,7 @@ class Normalizer:
 
     def worker_pid(self) -> int:
         """The id of a process that normalizes, once it has loaded the grammars (started if need be)."""
-        return self._started().submit(os.getpid).result()
+        return self.start_soon().result()
 
     def _started(self) -> concurrent.futures.ProcessPoolExecutor:
         with self._lock:
@@ -192,10 +192,9 @@ class Normalizer:
         pool.shutdown(wait=False, cancel_futures=True)
 
     def close(self):
-        with self._lock:
-            pool, self._pool = self._pool, None
+        pool = self._pool
         if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            self._drop(pool)
 
 
 def _words(numbers, n: int | str) -> str:
