@@ -39,6 +39,12 @@ prefilled and when held audio goes out:
   inference/request/continuation.py), but never until the listener runs dry: once a holding
   stream's slack is within two steps, what it holds goes out and the attempt streams on (it can
   no longer be retried; a runaway is cut at its cap).
+- The way to the listener: a released patch reaches its listener some milliseconds later (the
+  event loop's send, the socket), and not always as soon as their first patch did, from which
+  their player's clock runs. So every slack the scheduler plans with is the listener's less
+  WAY_TO_LISTENER_S: a seam's audio, admitted and released just in time on the engine's clock,
+  was heard late (docs/benchmarks.md). The steps' log counts the listeners dry on the engine's
+  own clock.
 """
 from __future__ import annotations
 
@@ -63,6 +69,10 @@ Launched = list[tuple[Stream, int, int]]
 # A playing joiner with less audio left than this many steps is admitted at once: its first chunk
 # comes at the end of the step after the one that admits it, three steps away if it is held back one
 URGENT_STEPS = 3
+# The audio's way from a step to its listener, planned for ahead of their deadline: at 128 live
+# sessions a seam's first audio left the event loop 5-17 ms (median), at most 65 ms after the step
+# handed it over, and their first audio 13-29 ms.
+WAY_TO_LISTENER_S = 0.05
 
 
 # One JSON line per step at DEBUG, for bench/lab/step_trace.py: what each step did and took, and
@@ -84,10 +94,12 @@ class EngineFull(RuntimeError):
 
 class Scheduler:
     def __init__(self, runner: BatchRunner, rows: int, clock: Callable[[], float] = time.monotonic,
-                 admit_ahead: int = ADMIT_AHEAD):
+                 admit_ahead: int = ADMIT_AHEAD, way_s: float = WAY_TO_LISTENER_S):
         """clock: seconds, for the listeners' deadlines and the steps' costs (tests give a fake).
-        admit_ahead: the group size of admission ahead (0: off, every prefill waits for a step)."""
+        admit_ahead: the group size of admission ahead (0: off, every prefill waits for a step).
+        way_s: how long before a listener's deadline their audio is planned to be released."""
         self.runner, self.rows, self.clock, self.admit_ahead = runner, rows, clock, admit_ahead
+        self.way_s = way_s
         step = runner.step
         self.rate = step.vae.cfg.out_sample_rate
         self.patch_s = step.patch_samples / self.rate  # audio seconds in one patch
@@ -215,13 +227,19 @@ class Scheduler:
             return len(self.joining)
         fits = self.costs.joiners_within(slack, len(self.joining))
         soon = max(slack, URGENT_STEPS * (self.costs.step_s or 0.0))
-        urgent = sum(1 for s in self.joining if s.listener.playing and s.listener.slack(now) <= soon)
+        urgent = sum(1 for s in self.joining if s.listener.playing and self.slack(s, now) <= soon)
         return max(fits, urgent)
+
+    def slack(self, stream: Stream, now: float) -> float | None:
+        """The audio its listener holds at `now` once what is released then has reached them
+        (None: not playing yet)."""
+        slack = stream.listener.slack(now)
+        return None if slack is None else slack - self.way_s
 
     def least_slack(self, now: float | None = None) -> float | None:
         """The shortest slack of a playing stream (None: none plays)."""
         now = self.clock() if now is None else now
-        return min((s.listener.slack(now) for s in self.live if s.listener.playing), default=None)
+        return min((self.slack(s, now) for s in self.live if s.listener.playing), default=None)
 
     def admit(self, count: int | None = None) -> int:
         """Prefills the first `count` joining streams (all by default): those already playing by
@@ -294,7 +312,7 @@ class Scheduler:
 
     def running_dry(self, stream: Stream, now: float) -> bool:
         """Whether its listener's buffer may run dry before the next step's patch is collected."""
-        slack = stream.listener.slack(now)
+        slack = self.slack(stream, now)
         return slack is not None and slack <= 2 * (self.costs.step_s or 0.0)
 
     def retire(self, stream: Stream):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from inference import Engine, SynthesisRequest
+from inference.runtime.scheduler import WAY_TO_LISTENER_S
 
 from ..support.app_helpers import on_fake_device_time, step_into, tiny_checkpoint
 
@@ -172,3 +173,26 @@ def test_a_stream_at_its_seam_with_under_three_steps_of_slack_is_admitted_before
     late = {s.row: round(timeline.got[s][0][1] - (started + 0.22), 3) for s in seam
             if timeline.got[s][0][1] > started + 0.22}
     assert not late, f"seconds each stream's listener waited in silence for its next sentence, by row: {late}"
+
+
+def test_a_seam_is_released_the_audios_way_to_its_listener_before_they_run_dry(engine):
+    """A released patch reaches its listener a little later (the event loop's send, the socket),
+    and their player's clock runs from when their first patch came. Streams at a seam with 3.4
+    steps of audio left are admitted together, so that each next sentence's first chunk is
+    released WAY_TO_LISTENER_S before the listener would run dry, not one stream a step, just in
+    time on the engine's clock (as 128 live sessions heard their seams: benchmarks.md)."""
+    engine.clock.join_s = 0.005
+    timeline = Timeline(engine)
+    running = [timeline.start(seed) for seed in range(4)]
+    while not all(timeline.got[s] for s in running):
+        timeline.step()
+    engine.clock.now += engine.scheduler.least_slack() + WAY_TO_LISTENER_S - 0.04  # the running hold 40 ms
+    started, left = engine.clock(), 0.27
+    seam = [timeline.start(500 + i, patches=3) for i in range(6)]
+    for stream in seam:
+        stream.listener.release(left, started)
+    while not all(timeline.got[s] for s in seam):
+        timeline.step()
+    short = {s.row: round(started + left - timeline.got[s][0][1], 3) for s in seam
+             if timeline.got[s][0][1] > started + left - WAY_TO_LISTENER_S}
+    assert not short, f"seconds each listener held when their next sentence's first chunk went out, by row: {short}"
