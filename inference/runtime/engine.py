@@ -237,7 +237,8 @@ class Engine:
         return self.scheduler.working
 
     def slack(self) -> float | None:
-        """The least audio, in seconds, a playing stream's listener still holds; None while none plays."""
+        """The least audio, in seconds, a playing stream's listener still holds once what is released
+        now has reached them (the scheduler's WAY_TO_LISTENER_S less); None while none plays."""
         return self.scheduler.least_slack()
 
     @torch.inference_mode()

@@ -11,6 +11,7 @@ import pytest
 
 from bench.lab import step_trace
 from inference import Engine, SynthesisRequest
+from inference.runtime.scheduler import WAY_TO_LISTENER_S
 
 from ..support.app_helpers import on_fake_device_time, tiny_checkpoint
 
@@ -44,8 +45,9 @@ def test_each_step_logs_what_it_did_and_the_listeners_it_found_dry(engine, caplo
     assert sum(s["dry_inside"] for s in steps[:4]) == 0
     assert sum(s["dry_inside"] for s in steps[4:]) >= 3, steps  # every stream, once the slow steps drained it
     assert all(s["dry_seam"] == 0 for s in steps)
-    # No listener plays before its first patch; one comes with each step's end, 0.16 s of audio.
-    assert steps[1]["slack_ms"] is None and steps[2]["slack_ms"] == 160.0
+    # No listener plays before its first patch; one comes with each step's end, 0.16 s of audio, of
+    # which the step plans with all but the audio's way to the listener.
+    assert steps[1]["slack_ms"] is None and steps[2]["slack_ms"] == pytest.approx(1000 * (0.16 - WAY_TO_LISTENER_S))
     assert not any(s.done for s in streams)
 
 
