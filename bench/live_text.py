@@ -12,7 +12,9 @@ the space after its punctuation) to its first audio, p50/p95; the listener's gap
 page plays (--prebuffer-ms before it starts, then in real time): how many, how long, how many fall
 at a seam between clauses, how many of those came while the clause's text was still being sent (a
 clause of random weights may stop after min_len's 2 patches, shorter than the next one takes to
-arrive at 20 pieces a second), and their median lead from the clause's last piece to the silence;
+arrive at 20 pieces a second) or less than a clause's first audio takes (the load's median) before
+the silence (text short: no server could have filled those), and their median lead from the
+clause's last piece to the silence;
 and the audio seconds delivered per wall second. Beside each load,
 the same paragraph sent whole to POST /voxcpm/stream from as many clients: its first audio and gaps.
 Random weights never stop by themselves, so each clause (and each segment of the whole text) runs
@@ -166,6 +168,9 @@ def summarize(results: list[Session], wall: float, prebuffer_s: float) -> dict:
     gaps = [s.gaps(prebuffer_s) for s in ok]
     all_gaps, seam_gaps = [g for a, _, _ in gaps for g in a], [g for _, b, _ in gaps for g in b]
     leads = [lead for _, _, c in gaps for lead in c]
+    # A seam whose clause was all sent less than a clause's first audio takes (this load's median)
+    # before the silence began: the text came too late for any first audio to be in time.
+    making = percentile([f for f in first if f is not None], 50) if any(f is not None for f in first) else 0.0
     audio_s = sum(size for s in ok for _, size in s.arrivals) / 2 / PCM_RATE
     ms = lambda v: None if v is None else round(v * 1e3, 1)  # noqa: E731
     return {"sessions": len(results), "completed": sum(s.done and s.error is None for s in results),
@@ -174,6 +179,7 @@ def summarize(results: list[Session], wall: float, prebuffer_s: float) -> dict:
             "clause_to_audio_p95_ms": ms(percentile([f for f in first if f is not None], 95)),
             "underruns": len(all_gaps), "underrun_max_ms": ms(max(all_gaps, default=None)),
             "at_seams": len(seam_gaps), "at_seams_text_late": sum(lead < 0 for lead in leads),
+            "at_seams_text_short": sum(lead < making for lead in leads),
             "at_seams_lead_p50_ms": ms(percentile(leads, 50)) if leads else None,
             "audio_s_per_s": round(audio_s / wall, 1) if wall else None,
             "clauses_per_session": round(sum(len(s.starts) for s in ok) / max(1, len(ok)), 1)}
