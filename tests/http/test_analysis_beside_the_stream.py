@@ -87,6 +87,11 @@ def test_an_evaluation_and_a_transcription_add_no_gap_to_playing_streams(serve_a
             assert scored.status_code == 200 and scored.json()["intelligibility"]["available"], scored.text
             heard = client.post("/voxcpm/transcribe", files={"file": ("clip.wav", clip, "audio/wav")})
             assert heard.status_code == 200, heard.text
+        def loaded():  # a model still loading is answered at once, "try again": ask until it is there
+            short = client.post("/voxcpm/evaluate", files={"file": ("take.wav", wav_of(1.0), "audio/wav")},
+                                data={"text": "Hello."})
+            return short.status_code == 200 and short.json()["intelligibility"]["available"]
+        wait_until(loaded, timeout=120, interval=1.0)
         analyse()  # the process started and its models loaded: what follows is the work itself
         alone, beside = [], []
         for _ in range(ROUNDS):
