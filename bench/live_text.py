@@ -164,22 +164,21 @@ def live_load(url: str, sessions: int, rate: float, patches: int, clients: int) 
 
 def summarize(results: list[Session], wall: float, prebuffer_s: float) -> dict:
     ok = [s for s in results if s.arrivals and s.error is None]
-    first = [s.first_clause_to_audio() for s in ok]
+    first = [f for f in (s.first_clause_to_audio() for s in ok) if f is not None]
     gaps = [s.gaps(prebuffer_s) for s in ok]
     all_gaps, seam_gaps = [g for a, _, _ in gaps for g in a], [g for _, b, _ in gaps for g in b]
     leads = [lead for _, _, c in gaps for lead in c]
     # A seam whose clause was all sent less than a clause's first audio takes (this load's median)
     # before the silence began: the text came too late for any first audio to be in time.
-    making = percentile([f for f in first if f is not None], 50) if any(f is not None for f in first) else 0.0
+    making = percentile(first, 50)
     audio_s = sum(size for s in ok for _, size in s.arrivals) / 2 / PCM_RATE
     ms = lambda v: None if v is None else round(v * 1e3, 1)  # noqa: E731
     return {"sessions": len(results), "completed": sum(s.done and s.error is None for s in results),
             "errors": len(results) - len(ok),
-            "clause_to_audio_p50_ms": ms(percentile([f for f in first if f is not None], 50)),
-            "clause_to_audio_p95_ms": ms(percentile([f for f in first if f is not None], 95)),
+            "clause_to_audio_p50_ms": ms(making), "clause_to_audio_p95_ms": ms(percentile(first, 95)),
             "underruns": len(all_gaps), "underrun_max_ms": ms(max(all_gaps, default=None)),
             "at_seams": len(seam_gaps), "at_seams_text_late": sum(lead < 0 for lead in leads),
-            "at_seams_text_short": sum(lead < making for lead in leads),
+            "at_seams_text_short": sum(lead < (making or 0.0) for lead in leads),
             "at_seams_lead_p50_ms": ms(percentile(leads, 50)) if leads else None,
             "audio_s_per_s": round(audio_s / wall, 1) if wall else None,
             "clauses_per_session": round(sum(len(s.starts) for s in ok) / max(1, len(ok)), 1)}
