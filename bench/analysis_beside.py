@@ -139,7 +139,7 @@ def newcomer(url: str, after_s: float, patches: int, out: dict):
     time.sleep(after_s)
 
     async def one():
-        async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+        async with http_load.session(url, 1) as client:
             await http_load.warm(client)
             return await http_load.one_request(client, http_load.request_body(10_000, patches, 10, TEXT), None)
     out["result"] = asyncio.run(one())

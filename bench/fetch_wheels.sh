@@ -28,6 +28,9 @@ WHEELS=(
   # it imports librosa (only to load clips: voice design never calls it, so numba and scipy can stay
   # behind: librosa's top level imports nothing else) and einops
   voxcpm==2.0.3 librosa==0.11.0 lazy-loader==0.6 einops==0.8.2
+  # bench/http_load.py's client: aiohttp (its HTTP parser in C) and what it brings
+  aiohttp==3.14.5 aiohappyeyeballs==2.7.1 aiosignal==1.4.0 attrs frozenlist==1.8.0 multidict==7.2.1
+  propcache==0.5.4 yarl==1.25.1 idna
   # who holds the GIL while a load runs (bench/gpu_session.sh serve-steps with SPY)
   py-spy==0.4.3
 )

@@ -7,8 +7,13 @@ player sees, not what the engine reports. The server's own figures for the reque
 row and its time from the GPU's start to the first patch) come in the final status frame; beside the
 client's TTFB they say where a slow first audio was spent: in the line, on the GPU, or in HTTP.
 
-Times are taken from the moment the request's head goes out on its connection (httpx's trace of the
-send), not from when its coroutine started: a client process sending its share of a burst queues its
+The client is aiohttp, as in vLLM's serving benchmark: its HTTP parser is C, where httpx's (h11) is
+Python, and a client process reading 16 streams parses every response's head and frames on one event
+loop, so each response read in Python made the ones behind it look later than the server sent them
+(the floor, bench/floor.py, measures what is left: docs/benchmarks.md).
+
+Times are taken from the moment the request's head goes out on its connection (aiohttp's trace of
+the send), not from when its coroutine started: a client process sending its share of a burst queues its
 own requests behind each other's headers and JSON, a wait no visitor's browser has. That wait is
 kept (`Result.queued`, "client's own wait" in the tables) and `first_audio_from_start` keeps the
 figure as measured before, from the coroutine's start, so older tables stay comparable.
@@ -24,7 +29,7 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-import httpx
+import aiohttp
 
 HEADER = struct.Struct("<B3xI")  # type, 3 zero bytes, payload length (uint32 LE)
 
@@ -94,24 +99,18 @@ class FrameCounter:
         return done
 
 
-async def one_request(client: httpx.AsyncClient, body: dict, leave_after: float | None) -> Result:
+async def one_request(client: aiohttp.ClientSession, body: dict, leave_after: float | None) -> Result:
     """Streams one request to its end (or until `leave_after` seconds past its first audio)."""
     result = Result(sent=time.perf_counter())
     frames = FrameCounter()
-
-    async def trace(event: str, info: dict):
-        if event == "http11.send_request_headers.started":  # the request leaves the client: its clock starts
-            now = time.perf_counter()
-            result.queued, result.sent = now - result.sent, now
     try:
-        async with client.stream("POST", "/voxcpm/stream?format=frames", json=body,
-                                 extensions={"trace": trace}) as response:
-            result.status = response.status_code
-            if response.status_code != 200:
-                result.refused = response.status_code in (429, 503)
-                result.error = (await response.aread()).decode(errors="replace")[:200]
+        async with client.post("/voxcpm/stream?format=frames", json=body, trace_request_ctx=result) as response:
+            result.status = response.status
+            if response.status != 200:
+                result.refused = response.status in (429, 503)
+                result.error = (await response.read()).decode(errors="replace")[:200]
                 return result
-            async for data in response.aiter_raw():
+            async for data in response.content.iter_any():
                 now = time.perf_counter() - result.sent
                 for kind, payload in frames.feed(data):
                     if kind == ord("A"):
@@ -136,9 +135,18 @@ async def one_request(client: httpx.AsyncClient, body: dict, leave_after: float 
                         and now - result.first_audio >= leave_after:
                     result.left_early = True
                     break  # closing the response is the client going away
-    except httpx.HTTPError as exc:
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     return result
+
+
+async def _head_sent(session, context, params) -> None:
+    """The request's head has gone out on its connection: its clock starts (aiohttp's trace)."""
+    result = context.trace_request_ctx
+    if result is None:  # not a timed request (the warm-up)
+        return
+    now = time.perf_counter()
+    result.queued, result.sent = now - result.sent, now
 
 
 def request_body(i: int, patches: int, timesteps: int, text: str) -> dict:
@@ -158,7 +166,7 @@ def stay(i: int) -> None:
 async def burst(url: str, concurrency: int, body, leave, start_at: float | None = None) -> tuple[list[Result], float]:
     """`concurrency` requests sent together (at `start_at` on the perf_counter clock, when given);
     returns them and the wall time until the last ended."""
-    async with _client(url, concurrency) as client:
+    async with session(url, concurrency) as client:
         await warm(client)
         await asyncio.sleep(max(0.0, (start_at or 0.0) - time.perf_counter()))
         start = time.perf_counter()
@@ -171,7 +179,7 @@ async def poisson(url: str, rate: float, duration: float, body, leave, seed: int
     """Requests arriving at `rate` per second (exponential gaps) for `duration` seconds."""
     rng = random.Random(seed)
     tasks = []
-    async with _client(url, int(rate * duration) + 8) as client:
+    async with session(url, int(rate * duration) + 8) as client:
         await warm(client)
         await asyncio.sleep(max(0.0, (start_at or 0.0) - time.perf_counter()))
         start, next_at, i = time.perf_counter(), 0.0, 0
@@ -184,15 +192,20 @@ async def poisson(url: str, rate: float, duration: float, body, leave, seed: int
     return list(results), time.perf_counter() - start
 
 
-async def warm(client: httpx.AsyncClient):
-    """One request before the load: httpx imports its async backend on a client's first request,
-    tens of ms with the loop blocked, which spread a burst's sends over 100 ms per process."""
-    await client.get("/voxcpm/health")
+async def warm(client: aiohttp.ClientSession):
+    """One request before the load, so that nothing the client sets up on its first request (its
+    connector, the resolver) is paid inside the timed load."""
+    async with client.get("/voxcpm/health") as response:
+        await response.read()
 
 
-def _client(url: str, connections: int) -> httpx.AsyncClient:
-    limits = httpx.Limits(max_connections=connections + 8, max_keepalive_connections=0)
-    return httpx.AsyncClient(base_url=url, limits=limits, timeout=httpx.Timeout(600.0, connect=30.0))
+def session(url: str, connections: int) -> aiohttp.ClientSession:
+    """A connection per request, none kept alive (each request a visitor of its own)."""
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_head_sent)
+    return aiohttp.ClientSession(base_url=url, trace_configs=[trace],
+                                 connector=aiohttp.TCPConnector(limit=connections + 8, force_close=True),
+                                 timeout=aiohttp.ClientTimeout(total=600.0, connect=30.0))
 
 
 def percentile(values: list[float], q: float) -> float | None:
