@@ -31,8 +31,11 @@ def tiny_checkpoint() -> str:
     return path
 
 
-def load_engine(**limits) -> Engine:
-    return Engine.from_pretrained(tiny_checkpoint(), device="cpu", dtype="float32", **limits)
+def load_engine(warmup: bool = False, **limits) -> Engine:
+    """The tiny model on the CPU. Without its warm-up unless asked: on the CPU there are no graphs to
+    capture or kernels to compile, so it only runs four short requests, 1.5-15 s of every module
+    that serves the app (tests/http/test_metrics_ready.py and tests/unit/test_worker.py test it)."""
+    return Engine.from_pretrained(tiny_checkpoint(), device="cpu", dtype="float32", warmup=warmup, **limits)
 
 
 @functools.lru_cache(maxsize=1)
