@@ -71,12 +71,13 @@ if [ ! -f "$CKPT/model.safetensors" ]; then
 w(Path('bench/voxcpm2_config.json'), Path('$CKPT'))"
 fi
 # The files with GPU tests; TEST_FILES runs a part of them (a call's time limit may not hold them all)
+# (in one process: the GPU machine has no pytest-xdist, and pytest.ini asks for its two workers)
 GPU_TESTS="tests/gpu/test_fast_path.py tests/gpu/test_hopper_kernels.py tests/unit/test_short_attention.py
   tests/unit/test_vae_kernels.py tests/unit/test_vae_stream.py tests/unit/test_split_products.py"
 for phase in "$@"; do
   echo "== $phase ($(date +%T))"
   case "$phase" in
-    tests) python3 -m pytest -q -p no:cacheprovider ${TEST_FILES:-$GPU_TESTS} 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
+    tests) python3 -m pytest -q -p no:cacheprovider -o addopts=--strict-markers ${TEST_FILES:-$GPU_TESTS} 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
     sweep) python3 -m bench.bench --checkpoint "$CKPT" --sweep-only --concurrency 1 8 32 64 128 --rounds 2 \
              --max-streams 128 ${SWEEP_ARGS:-} 2>&1 | grep -v "^20..-" | tee "$OUT/sweep.md" ;;
     profile) python3 -m bench.lab.profile_step --buckets 1 8 32 64 128 ${PROFILE_ARGS:-} 2>&1 | tee "$OUT/profile.txt" | tail -60 ;;

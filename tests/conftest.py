@@ -1,5 +1,8 @@
 """Session set-up shared by every test module, and the tiers' markers (see tests/README.md)."""
+import contextlib
+import fcntl
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -9,6 +12,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 FIGURES = HERE / "artifacts" / "robust-figures.txt"
 TIERS = ("unit", "http", "browser", "gpu")
+TURNS = "VOXCPM_TEST_TURNS"  # the folder of the run's lock files (pytest_runtest_protocol)
 # Left out of the fast tier: tests over about 5 s on two quiet cores, by --durations (a file, all
 # its tests, or one test by name, relative to tests/); and the http files that start app.py as a
 # user does or loop hundreds of requests, by what they do (not yet timed on a quiet machine).
@@ -124,6 +128,22 @@ SLOW = {
     "http/test_word_timestamps.py",  # 8.5 s
     "http/test_speed.py",  # 5.8 s
 }
+# Run alone: while one of these runs, pytest-xdist's other worker waits (tests/README.md). They time
+# what a listener hears (a page's playback, a stream's gaps beside other work) or how a long run
+# grows, and another worker's load on the same two cores fails them where the code is right.
+ALONE = {
+    "browser/test_page_plays_every_mode.py",
+    "browser/test_page_segment_gaps.py",
+    "browser/test_page_long_text.py",
+    "browser/test_page_live_text.py",
+    "browser/test_page_speed.py",
+    "http/test_long_sessions_leak_nothing.py",
+    "http/test_analysis_beside_the_stream.py",
+    # the analysis process's models loading beside another worker outlast the page's wait for them
+    "browser/test_take_evaluation.py",
+    # a take still running when the list is filtered (the page's own pace)
+    "browser/test_workbench_findings.py::test_takes_are_filtered_and_sorted_by_outcome_rating_error_rate_gaps_and_flags",
+}
 # Tests that need CUDA outside tests/gpu/: each sits beside the CPU test of the same code.
 GPU = {
     "unit/test_split_products.py::test_on_cuda_split_products_beat_plain_tf32",
@@ -132,16 +152,22 @@ GPU = {
 
 
 def pytest_sessionstart(session):
+    # pytest-xdist's workers (CI's -n 2) start a session each, inheriting the first one's variables.
+    worker = getattr(session.config, "workerinput", {}).get("workerid")
     # The robustness tests append what they measured; each run starts a fresh list.
-    FIGURES.unlink(missing_ok=True)
+    if worker is None:
+        FIGURES.unlink(missing_ok=True)
     # Apps started by the tests (in process or as app.py subprocesses) keep their voice library in
-    # a throwaway folder, never in the user's real one.
-    if "VOXCPM_DATA_DIR" not in os.environ:
-        os.environ["VOXCPM_DATA_DIR"] = tempfile.mkdtemp(prefix="voxcpm-test-data-")
-    # Gradio's upload cache too: the tests that look for server files copied into it would see the
-    # copies another run on the same machine made (another checkout's paths hash elsewhere).
-    if "GRADIO_TEMP_DIR" not in os.environ:
-        os.environ["GRADIO_TEMP_DIR"] = tempfile.mkdtemp(prefix="voxcpm-test-gradio-")
+    # a throwaway folder, never in the user's real one; Gradio's upload cache too: the tests that
+    # look for server files copied into it would see the copies another run on the same machine
+    # made (another checkout's paths hash elsewhere). A worker gets a folder of its own in each, so
+    # that one worker's voices and uploads are not another's.
+    for variable, prefix in (("VOXCPM_DATA_DIR", "voxcpm-test-data-"), ("GRADIO_TEMP_DIR", "voxcpm-test-gradio-")):
+        if variable not in os.environ:
+            os.environ[variable] = tempfile.mkdtemp(prefix=prefix)
+        if worker is not None:
+            os.environ[variable] = os.path.join(os.environ[variable], worker)
+            os.makedirs(os.environ[variable], exist_ok=True)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by these markers
@@ -157,11 +183,55 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker("slow")
         if named in GPU:
             item.add_marker("gpu")
+        if where in ALONE or named in ALONE or item.get_closest_marker("gpu"):  # one GPU, timed kernels
+            item.add_marker("alone")
     # A renamed or moved test would silently lose its marker: refuse names that no longer exist.
-    for entry in SLOW | GPU:
+    for entry in SLOW | GPU | ALONE:
         where, _, name = entry.partition("::")
         if not (HERE / where).is_file() or where in modules and name and not hasattr(modules[where], name):
             raise pytest.UsageError(f"tests/conftest.py names {entry}, which no longer exists")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under pytest-xdist, each test (its set-up and tear-down with it, so a module's app starting
+    counts) takes turns through two lock files of the run: any number at once, or one marked
+    `alone` by itself. A test to run alone holds the gate while it waits for the others to end,
+    so that none starts in the meantime."""
+    turns = os.environ.get(TURNS) if hasattr(item.config, "workerinput") else None
+    if turns is None:  # one process: nothing runs beside
+        yield
+        return
+    with _turn(Path(turns), item.get_closest_marker("alone") is not None):
+        yield
+
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput"):
+        # One thread for torch's operators in each of the two workers on two cores: two threads each
+        # would make four that wait on each other's cores (the tiny model's operators are small).
+        import torch
+
+        torch.set_num_threads(1)
+    # The run's lock files, in a folder that pytest-xdist's workers inherit (they start after this).
+    elif TURNS not in os.environ:
+        os.environ[TURNS] = tempfile.mkdtemp(prefix="voxcpm-test-turns-")
+        config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(TURNS), ignore_errors=True))
+
+
+@contextlib.contextmanager
+def _turn(base: Path, alone: bool):
+    with open(base / "gate", "a") as gate, open(base / "room", "a") as room:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        if not alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(room, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")
