@@ -211,6 +211,10 @@ export class WaveView {
       return;
     }
     this.regions.getRegions().forEach((r) => this.placeLabel(r));
+    // The plugin stacks a label under those it overlaps once, when its mark is added: at another
+    // scale (a zoom, the window's width, a scrollbar that came with the take's facts) they were
+    // left overlapping or stacked rows deep beside their own lines. Stacked again at this one.
+    this.regions.avoidOverlappingAll();
     if (this.urlB && Math.abs(this.b.options.minPxPerSec - px) > 0.01) this.b.zoom(px);
     this.onScale.forEach((f) => f(px));
   }
