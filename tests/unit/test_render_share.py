@@ -130,3 +130,30 @@ def test_a_render_too_long_to_keep_holds_only_what_its_slowest_reader_has_not_re
         assert not slots.readers and render.positions == {}
 
     asyncio.run(main())
+
+
+def test_readers_that_have_every_byte_end_at_once_and_leave_the_render_to_be_cached():
+    """A client that has the Content-Length it was promised closes the connection; the decode's
+    last step (the end of its time-stretch, then the cache) may still be on its way. Its leaving
+    must not cancel a render that is all made: the cache would never get it, and the next GET
+    would decode it all again."""
+    async def main():
+        slots = RenderSlots(4, 4, 2)
+        render = Render(None, retry_s=2, unread_pieces=2)
+        finishing = asyncio.Event()
+        render.task = asyncio.ensure_future(finishing.wait())  # the decode's last step, not yet done
+        lease = Lease(slots, "a", render)
+        body = render.read(lease)
+        render.size = len(b"header") + len(b"audio")
+        render.add(b"header")
+        render.add(b"audio")
+        async def whole():
+            return [part async for part in body]
+        # It ends once it has every byte, without waiting for end().
+        assert await asyncio.wait_for(whole(), timeout=5) == [b"header", b"audio"]
+        await asyncio.sleep(0)
+        assert render.positions == {} and not render.task.cancelled()
+        finishing.set()
+        await render.task
+
+    asyncio.run(main())

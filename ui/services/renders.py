@@ -91,6 +91,7 @@ class Render:
         self.parts: list[bytes] = []
         self.base = 0  # the number of parts[0]
         self.size: int | None = None  # the WAV's bytes, known with its header
+        self.made_bytes = 0
         self.positions: dict[int, int] = {}  # reader -> the number of the next part it reads
         self.error: BaseException | None = None
         self.ended = False
@@ -101,8 +102,14 @@ class Render:
     def made(self) -> int:
         return self.base + len(self.parts)
 
+    @property
+    def complete(self) -> bool:
+        """Every byte of the WAV is made (its end, and the cache, may still be on their way)."""
+        return self.size is not None and self.made_bytes >= self.size
+
     def add(self, part: bytes):
         self.parts.append(part)
+        self.made_bytes += len(part)
         self._wake()
 
     def end(self, error: BaseException | None = None):
@@ -140,10 +147,11 @@ class Render:
         self.positions[reader] = 0
 
     def leave(self, reader: int):
-        """A reader is gone: with none left, the decode stops (nobody would get it)."""
+        """A reader is gone: with none left, the decode stops (nobody would get it), unless it is
+        all made: then it goes on into the cache (a client that had every byte closed first)."""
         self.positions.pop(reader, None)
         self._trim()
-        if not self.positions and self.task is not None and not self.task.done():
+        if not self.positions and self.task is not None and not self.task.done() and not self.complete:
             self.task.cancel()
 
     def _trim(self):
@@ -165,9 +173,9 @@ class Render:
                     self.positions[lease.reader] = at + 1
                     self._trim()
                     yield part
-                elif self.error is not None:
-                    raise RenderFailed("the offline render failed; the response is cut short")
-                elif self.ended:
+                elif self.complete or self.ended:  # every byte sent: the response ends now
+                    if self.error is not None and not self.complete:
+                        raise RenderFailed("the offline render failed; the response is cut short")
                     return
                 else:
                     await self._change()
