@@ -141,8 +141,6 @@ ALONE = {
     "http/test_analysis_beside_the_stream.py",
     # the analysis process's models loading beside another worker outlast the page's wait for them
     "browser/test_take_evaluation.py",
-    # a take made by the page ends "stopped" on a slow machine (the server's backlog limit, probably)
-    "browser/test_workbench_findings.py::test_takes_are_filtered_and_sorted_by_outcome_rating_error_rate_gaps_and_flags",
     # counts a played stream's underruns, which a stream made slower than real time has
     "browser/test_workbench_selections_and_gaps.py::test_running_dry_at_the_end_of_a_late_ending_stream_is_no_underrun",
 }

@@ -260,17 +260,19 @@ def test_takes_are_filtered_and_sorted_by_outcome_rating_error_rate_gaps_and_fla
     worse = _import_scored(page, bundle, 0.4, tmp_path)
     better = _import_scored(page, bundle, 0.05, tmp_path)
     page.click(f"{WB} [data-wb=find-summary]")
+    # What each take is, as the filters read it: a take the page made ran dry too where the machine
+    # was slower than real time (CI's, at times), and is then rightly listed with the gaps.
+    takes = page.evaluate("window.workbench.takes.map((t) => [t.id, t.outcome, t.figures.underruns])")
     # Outcome: only the stopped ones.
     page.select_option(f"{WB} [data-wb=find-outcome]", "stopped")
     listed = page.evaluate(LISTED)
-    assert stopped in listed and good["id"] not in listed and poor["id"] not in listed
-    assert all(t["outcome"] == "stopped" for t in page.evaluate("window.workbench.listed()"))
+    assert stopped in listed and sorted(listed) == sorted(i for i, outcome, _ in takes if outcome == "stopped"), takes
     assert page.locator(f"{WB} [data-wb=storage]").inner_text().startswith(f"{len(listed)} of ")
     page.select_option(f"{WB} [data-wb=find-outcome]", "")
-    # With gaps: the take that ran dry, not the others.
+    # With gaps: the take that ran dry, and any other that did.
     page.check(f"{WB} [data-wb=find-gaps]")
     listed = page.evaluate(LISTED)
-    assert stopped in listed and good["id"] not in listed and poor["id"] not in listed
+    assert stopped in listed and sorted(listed) == sorted(i for i, _, gaps in takes if gaps > 0), takes
     page.uncheck(f"{WB} [data-wb=find-gaps]")
     # Rated four stars or more: the good one (and its scored copies), not the poor one.
     page.select_option(f"{WB} [data-wb=find-rating]", "4")
