@@ -53,19 +53,27 @@ def app(serve_app, whisper, tmp_path_factory):
                      engine=load_engine(max_streams=2))
 
 
-@pytest.fixture()
-def page(app):
+@pytest.fixture(scope="module")
+def browser():
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=BROWSER_FLAGS, headless=True)
-        page = browser.new_context(viewport={"width": 1400, "height": 1100}).new_page()
-        errors = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(app.url + "/")
-        take_handles(page)
-        page.get_by_role("tab", name="Ultimate cloning").click()
-        page.wait_for_function("document.querySelector('#vox-mode textarea, #vox-mode input').value === 'ultimate'")
-        yield page
+        yield browser
         browser.close()
+
+
+@pytest.fixture()
+def page(app, browser):
+    """A fresh page (a context of its own: nothing kept from the last test) in the module's browser."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1100})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(app.url + "/")
+    take_handles(page)
+    page.get_by_role("tab", name="Ultimate cloning").click()
+    page.wait_for_function("document.querySelector('#vox-mode textarea, #vox-mode input').value === 'ultimate'")
+    yield page
+    context.close()
     assert not errors, errors
 
 
