@@ -144,11 +144,37 @@ ALONE = {
     # counts a played stream's underruns, which a stream made slower than real time has
     "browser/test_workbench_selections_and_gaps.py::test_running_dry_at_the_end_of_a_late_ending_stream_is_no_underrun",
 }
+# The longest files, longest first (by their tests' time on two workers, 2026-12-02): pytest-xdist
+# hands each worker the next file as it ends one, in collection order, so these go first and the
+# run ends on short files (it had ended with one worker idle for 47 s of 11 minutes).
+FIRST = (
+    "unit/test_real_whisper_hears_and_times_speech.py",
+    "http/test_replicas_behind_haproxy.py",
+    "browser/test_page_transcript.py",
+    "unit/test_vae_kernels.py",
+    "browser/test_page_words.py",
+    "browser/test_workbench_trust.py",
+    "browser/test_workbench_findings.py",
+    "browser/test_workbench_qa_workflows.py",
+    "http/test_live_text_socket.py",
+    "http/test_vllm_omni_protocol.py",
+    "browser/test_workbench_qa_pass_58.py",
+    "http/test_startup_failures.py",
+    "http/test_word_timestamps.py",
+    "browser/test_page_saved_voice_transcript.py",
+    "http/test_fuzzed_requests.py",
+    "browser/test_workbench_qa_tools.py",
+)
 # Tests that need CUDA outside tests/gpu/: each sits beside the CPU test of the same code.
 GPU = {
     "unit/test_split_products.py::test_on_cuda_split_products_beat_plain_tf32",
     "unit/test_vae_stream.py::test_compiled_on_cuda_equals_the_reference_layers",
 }
+
+
+def alone_files() -> list[str]:
+    """The files that hold tests marked `alone` (tests/run's second part collects only these)."""
+    return ["tests/gpu"] + sorted({f"tests/{entry.partition('::')[0]}" for entry in ALONE | GPU})
 
 
 def pytest_sessionstart(session):
@@ -185,8 +211,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker("gpu")
         if where in ALONE or named in ALONE or item.get_closest_marker("gpu"):  # one GPU, timed kernels
             item.add_marker("alone")
+    rank = {where: i for i, where in enumerate(FIRST)}
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (rank.get(item.path.relative_to(HERE).as_posix(), len(FIRST)), order[id(item)]))
     # A renamed or moved test would silently lose its marker: refuse names that no longer exist.
-    for entry in SLOW | GPU | ALONE:
+    for entry in SLOW | GPU | ALONE | set(FIRST):
         where, _, name = entry.partition("::")
         if not (HERE / where).is_file() or where in modules and name and not hasattr(modules[where], name):
             raise pytest.UsageError(f"tests/conftest.py names {entry}, which no longer exists")
