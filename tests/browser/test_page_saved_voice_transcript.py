@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 
 from ..support.app_helpers import set_max_len
-from .test_page_transcript import ASSETS, BOX, app, note_state, page, upload, whisper  # noqa: F401 (fixtures)
+from .test_page_transcript import ASSETS, BOX, app, browser, note_state, page, upload, whisper  # noqa: F401 (fixtures)
 from .test_page_voice_library import _library
 from .test_page_plays_every_mode import _run
 
