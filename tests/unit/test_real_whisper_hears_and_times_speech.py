@@ -81,6 +81,10 @@ def test_the_analysis_process_transcribes_speech_with_real_tiny_en_from_its_ctra
     assert error_rate(SAID, heard) <= WER_BOUND["tiny.en"], heard
 
 
+# The evaluation's rates on base (the larger model, whose targets these are), the transcripts'
+# error rate on tiny.en: each model's words are held to its bound once (on both, the two tests
+# took 22 s more of CI's CPU-bound suite for what one shows).
+@pytest.mark.parametrize("recognizer", ["base"], indirect=True)
 def test_the_evaluation_scores_speech_low_against_its_own_text_and_high_against_another(recognizer):
     name, model = recognizer
     audio = speak(SAID[0])
@@ -92,15 +96,14 @@ def test_the_evaluation_scores_speech_low_against_its_own_text_and_high_against_
     assert rates["own"] <= WER_BOUND[name] and rates["wrong"] >= 0.8, rates
 
 
-def test_transcripts_of_real_speech_match_the_words_said(recognizer):
-    name, model = recognizer
-    heard = model.transcribe([speak(text) for text in SAID])
-    assert error_rate(SAID, heard) <= WER_BOUND[name], heard
-
-
 @pytest.fixture(scope="module")
 def tiny_en():
     return load_recognizer(str(model_folder("tiny.en")), "cpu")
+
+
+def test_transcripts_of_real_speech_match_the_words_said(tiny_en):
+    heard = tiny_en.transcribe([speak(text) for text in SAID])
+    assert error_rate(SAID, heard) <= WER_BOUND["tiny.en"], heard
 
 
 def test_a_batch_transcribes_each_clip_as_it_would_alone(tiny_en):
