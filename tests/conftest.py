@@ -211,9 +211,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker("gpu")
         if where in ALONE or named in ALONE or item.get_closest_marker("gpu"):  # one GPU, timed kernels
             item.add_marker("alone")
-    rank = {where: i for i, where in enumerate(FIRST)}
-    order = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda item: (rank.get(item.path.relative_to(HERE).as_posix(), len(FIRST)), order[id(item)]))
+    rank = {where: i for i, where in enumerate(FIRST)}  # the sort is stable: each file keeps its own order
+    items.sort(key=lambda item: rank.get(item.path.relative_to(HERE).as_posix(), len(FIRST)))
     # A renamed or moved test would silently lose its marker: refuse names that no longer exist.
     for entry in SLOW | GPU | ALONE | set(FIRST):
         where, _, name = entry.partition("::")

@@ -41,8 +41,8 @@ def kernels():
 
 # On the GPU each chunk length once for the one-kernel form, and the shortest, a middle and the
 # longest for the other. In Triton's interpreter on a CPU each frame costs one to four seconds: there
-# lengths 1, 2 and 5 for the one (each of the three batch buckets
-# once; the GPU run covers the rest), the shortest and the longest for the other.
+# lengths 1, 2 and 5 for the one (each of the three batch buckets once), the shortest and the
+# longest for the other.
 ONE_KERNEL_SIZES = chunk_sizes(36, 0) if DEVICE == "cuda" else [1, 2, 5]
 SPLIT_SIZES = [1, 3, 8] if DEVICE == "cuda" else [1, 8]
 

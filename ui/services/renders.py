@@ -173,9 +173,11 @@ class Render:
                     self.positions[lease.reader] = at + 1
                     self._trim()
                     yield part
-                elif self.complete or self.ended:  # every byte sent: the response ends now
-                    if self.error is not None and not self.complete:
-                        raise RenderFailed("the offline render failed; the response is cut short")
+                elif self.complete:  # every byte sent: the response ends now, not at end()
+                    return
+                elif self.error is not None:
+                    raise RenderFailed("the offline render failed; the response is cut short")
+                elif self.ended:
                     return
                 else:
                     await self._change()
